@@ -1,0 +1,350 @@
+"""The cattrs converter statekit uses for value fields, and error-path translation.
+
+The converter is strict where cattrs is lenient by default: ``None`` is not a
+``str``, ``"web"`` is not a ``list[str]``, ``True`` is not an ``int``. JSON-typed
+fields get the generated copiers of :mod:`statekit._json`; unsupported types fail
+when the hook is made (that is, when a ``@stateful`` class is defined), not when
+state is saved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import functools
+import typing
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePath
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+    StructureHandlerNotFoundError,
+)
+from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from statekit._fields import field_codec
+from statekit._json import JSONValueError, copy_any, describe, is_json_type, make_copier, type_name
+from statekit.errors import PathSegment
+
+Hook = Callable[[Any], Any]
+Problems = list[tuple[tuple[PathSegment, ...], str]]
+
+
+def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
+    """Build a cattrs converter with statekit's strict hooks.
+
+    Users may register more hooks on it and pass it to ``@stateful(converter=...)``.
+
+    Args:
+        forbid_extra_keys: Reject unknown keys in value records (strict loads).
+
+    Returns:
+        A new :class:`cattrs.Converter`.
+    """
+    conv = cattrs.Converter(
+        forbid_extra_keys=forbid_extra_keys,
+        detailed_validation=True,
+        unstructure_fallback_factory=_unsupported,
+        structure_fallback_factory=_unsupported,
+    )
+    _register_scalars(conv)
+    _register_json(conv)
+    _register_collections(conv)
+    _register_records(conv)
+    return conv
+
+
+def _unsupported(tp: Any) -> Hook:
+    raise StructureHandlerNotFoundError(
+        f"statekit cannot save {type_name(tp)}: give the field to_json/from_json, "
+        "or register a hook on a converter",
+        tp,
+    )
+
+
+def _checked(kind: type | tuple[type, ...], build: Callable[[Any], Any], what: str) -> Hook:
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise TypeError(f"expected {what}, got a boolean")
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {what}, got {describe(value)}")
+        return build(value)
+
+    return structure
+
+
+def _register_scalars(conv: cattrs.Converter) -> None:
+    simple: list[tuple[type, Hook, Hook]] = [
+        (dt.datetime, dt.datetime.isoformat, _checked(str, dt.datetime.fromisoformat, "an ISO 8601 date-time string")),
+        (dt.date, dt.date.isoformat, _checked(str, dt.date.fromisoformat, "an ISO 8601 date string")),
+        (dt.time, dt.time.isoformat, _checked(str, dt.time.fromisoformat, "an ISO 8601 time string")),
+        (uuid.UUID, str, _checked(str, uuid.UUID, "a UUID string")),
+        (Path, str, _checked(str, Path, "a path string")),
+        (PurePath, str, _checked(str, PurePath, "a path string")),
+    ]
+    conv.register_unstructure_hook(type(None), _identity)
+    for tp, dump, load in simple:
+        conv.register_unstructure_hook(tp, dump)
+        conv.register_structure_hook(tp, load)
+    conv.register_structure_hook_factory(
+        lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _enum_structure
+    )
+    conv.register_unstructure_hook_factory(
+        lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda t: _enum_value
+    )
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _enum_value(member: enum.Enum) -> Any:
+    return member.value
+
+
+def _enum_structure(tp: type[enum.Enum]) -> Hook:
+    values = ", ".join(repr(m.value) for m in tp)
+
+    def structure(value: Any, _: Any) -> Any:
+        try:
+            return tp(value)
+        except ValueError:
+            raise ValueError(f"expected one of {values}, got {value!r}") from None
+
+    return structure
+
+
+def _register_json(conv: cattrs.Converter) -> None:
+    """JSON-typed values (scalars, Any, lists and dicts of them) use copiers."""
+
+    def structure(tp: Any) -> Hook:
+        copier = make_copier(tp)
+        return lambda value, _: copier(value)
+
+    def unstructure(tp: Any) -> Hook:
+        return make_copier(tp)
+
+    for scalar in (str, int, float, bool, type(None)):
+        conv.register_structure_hook(scalar, structure(scalar))
+    conv.register_structure_hook_factory(is_json_type, structure)
+    conv.register_unstructure_hook_factory(
+        lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), unstructure
+    )
+
+
+def _is_collection(tp: Any) -> bool:
+    origin = typing.get_origin(tp) or tp
+    return origin in (list, tuple, set, frozenset, dict) or (
+        isinstance(origin, type)
+        and origin.__module__ == "collections.abc"
+        and origin.__name__ in ("Sequence", "MutableSequence", "Set", "MutableSet", "Mapping", "MutableMapping")
+    )
+
+
+def _register_collections(conv: cattrs.Converter) -> None:
+    """Collections must arrive as JSON lists/objects; sets dump sorted."""
+
+    def structure(tp: Any, conv: cattrs.Converter) -> Hook:
+        if _is_mapping(tp):
+            return _guarded(mapping_structure_factory(tp, conv), dict, "an object")
+        return _guarded(_sequence_structure(conv, tp), list, "a list")
+
+    conv.register_structure_hook_factory(lambda t: _is_collection(t) and not is_json_type(t), structure)
+    conv.register_unstructure_hook_factory(lambda t: _is_set(t) and not is_json_type(t), _set_unstructure)
+    conv.register_unstructure_hook_factory(_is_tuple, _tuple_unstructure)
+
+
+def _sequence_structure(conv: cattrs.Converter, tp: Any) -> Hook:
+    if _is_set(tp):
+        return _items_structure(conv, tp, frozenset if _origin(tp) is frozenset else set)
+    if not _is_tuple(tp):
+        return list_structure_factory(tp, conv)
+    args = typing.get_args(tp)
+    if not args or (len(args) == 2 and args[1] is Ellipsis):
+        return homogenous_tuple_structure_factory(tp, conv)
+    return _fixed_tuple_structure(conv, tp, args)
+
+
+def _origin(tp: Any) -> Any:
+    return typing.get_origin(tp) or tp
+
+
+def _items_structure(conv: cattrs.Converter, tp: Any, build: Callable[[list[Any]], Any]) -> Hook:
+    args = typing.get_args(tp)
+    item = conv.get_structure_hook(args[0]) if args else (lambda v, _: copy_any(v))
+    item_type = args[0] if args else Any
+
+    def structure(value: Any, _: Any) -> Any:
+        out, errors = [], []
+        for index, element in enumerate(value):
+            try:
+                out.append(item(element, item_type))
+            except Exception as exc:  # noqa: BLE001 - collected with its index
+                exc.__notes__ = [*getattr(exc, "__notes__", []), IterableValidationNote(f"@ index {index}", index, item_type)]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError(f"While structuring {type_name(tp)}", errors, tp)
+        return build(out)
+
+    return structure
+
+
+def _fixed_tuple_structure(conv: cattrs.Converter, tp: Any, args: tuple[Any, ...]) -> Hook:
+    hooks = [conv.get_structure_hook(a) for a in args]
+
+    def structure(value: Any, _: Any) -> Any:
+        if len(value) != len(args):
+            raise ValueError(f"expected a list of {len(args)} items, got {len(value)}")
+        return tuple(h(v, a) for h, v, a in zip(hooks, value, args, strict=True))
+
+    return structure
+
+
+def _guarded(inner: Hook, expected: type, what: str) -> Callable[[Any, Any], Any]:
+    def structure(value: Any, tp: Any) -> Any:
+        if type(value) is not expected:
+            raise TypeError(f"expected {what}, got {describe(value)}")
+        return inner(value, tp)
+
+    return structure
+
+
+def _is_mapping(tp: Any) -> bool:
+    origin = typing.get_origin(tp) or tp
+    return origin is dict or getattr(origin, "__name__", "") in ("Mapping", "MutableMapping")
+
+
+def _is_set(tp: Any) -> bool:
+    origin = typing.get_origin(tp) or tp
+    return origin in (set, frozenset) or getattr(origin, "__name__", "") in ("Set", "MutableSet")
+
+
+def _is_tuple(tp: Any) -> bool:
+    return (typing.get_origin(tp) or tp) is tuple
+
+
+def _set_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+    args = typing.get_args(tp)
+    item = conv.get_unstructure_hook(args[0]) if args else copy_any
+
+    def unstructure(value: Any) -> list[Any]:
+        items = [item(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items  # unorderable items keep iteration order
+
+    return unstructure
+
+
+def _tuple_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+    args = typing.get_args(tp)
+    if not args or (len(args) == 2 and args[1] is Ellipsis):
+        item = conv.get_unstructure_hook(args[0]) if args else copy_any
+        return lambda value: [item(v) for v in value]
+    hooks = [conv.get_unstructure_hook(a) for a in args]
+    return lambda value: [h(v) for h, v in zip(hooks, value, strict=True)]
+
+
+def _is_record(tp: Any) -> bool:
+    return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
+
+
+def _register_records(conv: cattrs.Converter) -> None:
+    """attrs classes and dataclasses: generated code, with per-field codecs."""
+
+    def unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+        return make_dict_unstructure_fn(tp, conv, **_overrides(tp, dump=True))
+
+    def structure(tp: Any, conv: cattrs.Converter) -> Hook:
+        hook = make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False))
+        return _guarded(hook, dict, f"an object ({tp.__name__})")
+
+    conv.register_unstructure_hook_factory(_is_record, unstructure)
+    conv.register_structure_hook_factory(_is_record, structure)
+
+
+def _overrides(tp: type, *, dump: bool) -> dict[str, Any]:
+    if not attrs.has(tp):
+        return {}
+    out: dict[str, Any] = {}
+    for field in attrs.fields(tp):
+        codec = field_codec(field)
+        if codec is None:
+            continue
+        if dump and codec.to_json is not None:
+            out[field.name] = override(unstruct_hook=_dump_with(codec.to_json))
+        elif not dump and codec.from_json is not None:
+            out[field.name] = override(struct_hook=_load_with(codec.from_json))
+    return out
+
+
+def _dump_with(to_json: Hook) -> Hook:
+    return lambda value: copy_any(to_json(value))
+
+
+def _load_with(from_json: Hook) -> Callable[[Any, Any], Any]:
+    return lambda value, _: from_json(copy_any(value))
+
+
+@functools.cache
+def lenient(conv: cattrs.Converter) -> cattrs.Converter:
+    """The same converter, but ignoring unknown keys in value records."""
+    return conv.copy(forbid_extra_keys=False)
+
+
+def problems_of(exc: BaseException, path: tuple[PathSegment, ...] = ()) -> Problems:
+    """Flatten a cattrs error tree (or any exception) into ``(path, message)`` pairs."""
+    out: Problems = []
+    _walk(exc, path, out)
+    return out
+
+
+def _walk(exc: BaseException, path: tuple[PathSegment, ...], out: Problems) -> None:
+    if isinstance(exc, (ClassValidationError, IterableValidationError)):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            step = note.name if hasattr(note, "name") else note.index
+            _walk(inner, (*path, step), out)
+        for inner in without:
+            _walk(inner, path, out)
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        out.extend(((*path, key), "unknown key") for key in sorted(exc.extra_fields))
+    elif isinstance(exc, JSONValueError):
+        out.extend(((*path, *rel), message) for rel, message in exc.problems)
+    elif isinstance(exc, KeyError):
+        out.append((path, "required key is missing"))
+    else:
+        out.append((path, message_of(exc)))
+
+
+def message_of(exc: BaseException) -> str:
+    """A one-line message for an exception raised by a hook or a codec."""
+    text = str(exc)
+    if isinstance(exc, (TypeError, ValueError)) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def only_extra_keys(exc: BaseException) -> bool:
+    """Whether every leaf of a cattrs error tree is an unknown-key error."""
+    if isinstance(exc, (ClassValidationError, IterableValidationError)):
+        return all(only_extra_keys(e) for e in exc.exceptions)
+    return isinstance(exc, ForbiddenExtraKeysError)
+
+
+def iter_types(tp: Any) -> Iterable[Any]:
+    """``tp`` and every type nested in its arguments (for definition checks)."""
+    yield tp
+    for arg in typing.get_args(tp):
+        if arg is not Ellipsis:
+            yield from iter_types(arg)

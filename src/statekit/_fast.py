@@ -1,0 +1,125 @@
+"""Generated fast structuring for the common case: well-formed data.
+
+Each type gets a one-argument function that builds the value without tracking
+paths and raises at the first surprise. Callers run it first and, when it
+raises, run cattrs' detailed-validation hook, which either succeeds (the fast
+path bails out on anything unusual: a missing defaulted key, an extra key) or
+reports every problem with its path. Correct data never pays for reporting.
+"""
+
+from __future__ import annotations
+
+import linecache
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import cattrs
+
+from statekit._fields import field_codec
+from statekit._json import copy_any, fast_copier, is_json_type
+
+Fast = Callable[[Any], Any]
+
+_SCALAR_CHECKS = {str: "str", int: "int", bool: "bool"}
+
+
+class Bail(Exception):
+    """The fast path gives up; the detailed hook takes over."""
+
+
+def _bail(*_: Any) -> Any:
+    raise Bail
+
+
+def fast_structure(tp: Any, conv: cattrs.Converter) -> Fast:
+    """Return a fast one-argument structuring function for ``tp``."""
+    if is_json_type(tp):
+        return fast_copier(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list and args:
+        return _list(fast_structure(args[0], conv))
+    if origin is dict and args and args[0] is str:
+        return _dict(fast_structure(args[1], conv))
+    if isinstance(tp, type) and attrs.has(tp) and not _is_module(tp):
+        return _record(tp, conv)
+    return _via_cattrs(tp, conv)
+
+
+def _is_module(tp: type) -> bool:
+    return hasattr(tp, "__statekit_plan__")
+
+
+def _via_cattrs(tp: Any, conv: cattrs.Converter) -> Fast:
+    hook = conv.get_structure_hook(tp)
+    return lambda value: hook(value, tp)
+
+
+def _list(item: Fast) -> Fast:
+    def structure(value: Any) -> Any:
+        if type(value) is not list:
+            raise Bail
+        return [item(v) for v in value]
+
+    return structure
+
+
+def _dict(item: Fast) -> Fast:
+    def structure(value: Any) -> Any:
+        if type(value) is not dict:
+            raise Bail
+        return {k if type(k) is str else _bail(): item(v) for k, v in value.items()}
+
+    return structure
+
+
+def _record(cls: type, conv: cattrs.Converter) -> Fast:
+    """Generate ``structure(o)`` for an attrs class: inline checks, direct call."""
+    hints = typing.get_type_hints(cls)
+    fields = attrs.fields(cls)
+    names: dict[str, Any] = {"__cl": cls, "__Bail": Bail, "__copy": copy_any}
+    body = [f"    if type(o) is not dict or len(o) != {len(fields)}:", "        raise __Bail"]
+    positional, keyword = [], []
+    for index, field in enumerate(fields):
+        if not field.init:
+            return _via_cattrs(cls, conv)
+        var = f"a{index}"
+        body.extend(_field_lines(field, hints.get(field.name, Any), var, names, conv))
+        target = keyword if field.kw_only else positional
+        target.append(var if not field.kw_only else f"{field.alias}={var}")
+    body.append(f"    return __cl({', '.join(positional + keyword)})")
+    return _compile(cls, body, names)
+
+
+def _field_lines(field: attrs.Attribute[Any], tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter) -> list[str]:
+    lines = [f"    {var} = o[{field.name!r}]"]
+    codec = field_codec(field)
+    if codec is not None and codec.from_json is not None:
+        names[f"__fj_{var}"] = codec.from_json
+        return [*lines, f"    {var} = __fj_{var}(__copy({var}))"]
+    if tp in _SCALAR_CHECKS:
+        return [*lines, f"    if type({var}) is not {_SCALAR_CHECKS[tp]}:", "        raise __Bail"]
+    names[f"__h_{var}"] = fast_structure(tp, conv)
+    return [*lines, f"    {var} = __h_{var}({var})"]
+
+
+def _compile(cls: type, body: list[str], names: dict[str, Any]) -> Fast:
+    source = "\n".join(["def structure(o):", *body, ""])
+    filename = f"<statekit fast structure {cls.__module__}.{cls.__qualname__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated from field names only
+    fn: Fast = names["structure"]
+    return fn
+
+
+def with_fallback(fast: Fast, slow: Callable[[Any, Any], Any], tp: Any) -> Fast:
+    """Run ``fast``; on any exception run cattrs' detailed hook ``slow``."""
+
+    def structure(value: Any) -> Any:
+        try:
+            return fast(value)
+        except Exception:  # noqa: BLE001 - the detailed hook says what is wrong
+            return slow(value, tp)
+
+    return structure

@@ -1,0 +1,281 @@
+"""Validating copiers for JSON-typed values (``Any``, ``dict[str, Any]``, ...).
+
+Plain cattrs walks ``dict[str, Any]`` value by value through its dispatch; agent
+messages are mostly such blobs (tool-use blocks), so statekit builds one small
+closure per JSON type instead: it checks the JSON kind with ``type(v) is ...``
+and copies containers in the same pass. When a copier fails, a slow walker runs
+once to find *every* bad value and its path; the fast path never tracks paths.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from statekit.errors import PathSegment
+
+Copier = Callable[[Any], Any]
+Problems = list[tuple[tuple[PathSegment, ...], str]]
+
+_NONE = type(None)
+_SCALARS = (str, int, float, bool, _NONE)
+_KIND_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    _NONE: "null",
+    list: "a list",
+    dict: "an object",
+}
+
+
+class JSONValueError(ValueError):
+    """A value is not of its declared JSON type; carries every problem found.
+
+    Attributes:
+        problems: ``(relative path, message)`` pairs.
+    """
+
+    def __init__(self, problems: Problems) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in problems))
+
+
+def describe(value: Any) -> str:
+    """Name the JSON kind (or Python type) of ``value`` for an error message."""
+    return _KIND_NAMES.get(type(value), f"a {type(value).__name__}")
+
+
+class _Bad(Exception):
+    """Raised by the fast copiers; the entry point turns it into a full report."""
+
+
+def _copy_any(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k if type(k) is str else _bad(): _copy_any(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy_any(v) for v in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    raise _Bad
+
+
+def _bad() -> str:
+    raise _Bad
+
+
+def copy_any(value: Any) -> Any:
+    """Deep-copy JSON data, raising :class:`JSONValueError` on anything else.
+
+    Scalars come back as they are (they are immutable); lists and dicts are
+    rebuilt so that the copy shares no container with ``value``.
+    """
+    try:
+        return _copy_any(value)
+    except _Bad:
+        raise _fail(Any, value) from None
+
+
+def _fail(tp: Any, value: Any) -> JSONValueError:
+    """Build the error for a failed fast copy by walking ``value`` slowly."""
+    problems: Problems = []
+    find_problems(tp, value, (), problems)
+    return JSONValueError(problems or [((), f"unexpected {describe(value)}")])
+
+
+def is_json_type(tp: Any) -> bool:
+    """Whether ``tp`` is built only of JSON kinds (so one copier serves it)."""
+    if tp is Any or tp in _SCALARS or tp is None or tp in (list, dict):
+        return True
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list:
+        return is_json_type(args[0])
+    if origin is dict:
+        return args[0] is str and is_json_type(args[1])
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_kind_of(a) for a in args]
+        return all(is_json_type(a) for a in args) and _distinct(kinds)
+    return False
+
+
+def _kind_of(tp: Any) -> object:
+    if tp is None or tp is _NONE:
+        return _NONE
+    if tp is Any:
+        return Any
+    return typing.get_origin(tp) or tp
+
+
+def _distinct(kinds: list[object]) -> bool:
+    """A union is copied by JSON kind only when no two members share one."""
+    if Any in kinds:
+        return False
+    numeric = [k for k in kinds if k in (int, float)]
+    return len(set(kinds)) == len(kinds) and len(numeric) <= 1
+
+
+def make_copier(tp: Any) -> Copier:
+    """Return a validating copier for a JSON type (see :func:`is_json_type`).
+
+    The copier raises :class:`JSONValueError` listing every bad value.
+    """
+    fast = _fast_copier(tp)
+
+    def copy(value: Any) -> Any:
+        try:
+            return fast(value)
+        except _Bad:
+            raise _fail(tp, value) from None
+
+    return copy
+
+
+def fast_copier(tp: Any) -> Copier:
+    """A copier for ``tp`` that raises a bare exception, for the fast paths."""
+    return _fast_copier(tp)
+
+
+def _fast_copier(tp: Any) -> Copier:
+    if tp is Any:
+        return _copy_any
+    if tp in (list, dict):
+        return _kind_checked(tp, _copy_any)
+    if tp is float:
+        return _copy_float
+    if tp is None or tp in _SCALARS:
+        return _kind_checked(_NONE if tp is None else tp, None)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list:
+        return _list_copier(_fast_copier(args[0]))
+    if origin is dict:
+        return _dict_copier(_fast_copier(args[1]))
+    return _union_copier({_kind_of(a): _fast_copier(a) for a in args})
+
+
+def _kind_checked(kind: type, then: Copier | None) -> Copier:
+    def copy(value: Any) -> Any:
+        if type(value) is not kind:
+            raise _Bad
+        return value if then is None else then(value)
+
+    return copy
+
+
+def _copy_float(value: Any) -> Any:
+    kind = type(value)
+    if kind is float:
+        return value
+    if kind is int:
+        return float(value)
+    raise _Bad
+
+
+def _list_copier(item: Copier) -> Copier:
+    def copy(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Bad
+        return [item(v) for v in value]
+
+    return copy
+
+
+def _dict_copier(item: Copier) -> Copier:
+    def copy(value: Any) -> Any:
+        if type(value) is not dict:
+            raise _Bad
+        return {k if type(k) is str else _bad(): item(v) for k, v in value.items()}
+
+    return copy
+
+
+def _union_copier(by_kind: dict[object, Copier]) -> Copier:
+    if float in by_kind:
+        by_kind[int] = by_kind[float]
+
+    def copy(value: Any) -> Any:
+        member = by_kind.get(type(value))
+        if member is None:
+            raise _Bad
+        return member(value)
+
+    return copy
+
+
+def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Problems) -> None:
+    """Append every place where ``value`` departs from JSON type ``tp``."""
+    if tp is Any or tp in (list, dict):
+        _any_problems(tp, value, path, out)
+        return
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        _union_problems(tp, args, value, path, out)
+    elif origin is list:
+        _list_problems(tp, args[0], value, path, out)
+    elif origin is dict:
+        _dict_problems(tp, args[1], value, path, out)
+    elif not _scalar_fits(tp, value):
+        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+
+
+def _scalar_fits(tp: Any, value: Any) -> bool:
+    kind = type(value)
+    if tp is float:
+        return kind is float or kind is int
+    return kind is (_NONE if tp is None else tp)
+
+
+def _any_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Problems) -> None:
+    if tp is not Any and type(value) is not tp:
+        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+    elif type(value) is dict:
+        _dict_problems(dict, Any, value, path, out)
+    elif type(value) is list:
+        _list_problems(list, Any, value, path, out)
+    elif type(value) not in _SCALARS:
+        out.append((path, f"{describe(value)} is not JSON data"))
+
+
+def _list_problems(
+    tp: Any, item: Any, value: Any, path: tuple[PathSegment, ...], out: Problems
+) -> None:
+    if type(value) is not list:
+        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+        return
+    for index, element in enumerate(value):
+        find_problems(item, element, (*path, index), out)
+
+
+def _dict_problems(
+    tp: Any, item: Any, value: Any, path: tuple[PathSegment, ...], out: Problems
+) -> None:
+    if type(value) is not dict:
+        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+        return
+    for key, element in value.items():
+        if type(key) is not str:
+            out.append((path, f"object keys must be strings, got {describe(key)}"))
+        else:
+            find_problems(item, element, (*path, key), out)
+
+
+def _union_problems(
+    tp: Any, args: tuple[Any, ...], value: Any, path: tuple[PathSegment, ...], out: Problems
+) -> None:
+    for member in args:
+        if _kind_of(member) is type(value) or (member is float and type(value) is int):
+            find_problems(member, value, path, out)
+            return
+    out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+
+
+def type_name(tp: Any) -> str:
+    """A short, readable name for a type in error messages."""
+    if tp is None or tp is _NONE:
+        return "null"
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    return str(tp).replace("typing.", "")

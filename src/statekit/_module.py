@@ -1,0 +1,463 @@
+"""``StateModule`` and ``@stateful``: declaring state, dumping it, loading it back.
+
+Loading runs in two phases so that it is all or nothing: the *plan* phase walks
+the whole tree, builds every new value and collects every problem; only when
+there is none does the *commit* phase assign the new values. A failed load
+leaves every object exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar, dataclass_transform, overload
+
+import attr
+import attrs
+import cattrs
+
+from statekit._convert import lenient, only_extra_keys, problems_of
+from statekit._fields import FieldCodec, state_field
+from statekit._plan import (
+    DEFAULT_CONVERTER,
+    ClassPlan,
+    FieldPlan,
+    any_hooks,
+    check_record,
+    make_plan,
+    module_class,
+)
+from statekit.errors import (
+    PathSegment,
+    Problem,
+    StatekitError,
+    StateDumpError,
+    StateLoadError,
+    format_path,
+)
+
+T = TypeVar("T")
+Path = tuple[PathSegment, ...]
+
+_REGISTERED = "__statekit_registered__"
+_EMPTY_PLAN = ClassPlan(fields=(), by_name={})
+
+
+@attrs.frozen
+class LoadResult:
+    """What a non-strict load left alone (always empty after a strict one).
+
+    Attributes:
+        missing_keys: Declared state absent from the data (kept its value),
+            as dotted paths such as ``memory.content``.
+        unexpected_keys: Keys in the data that are not state (ignored),
+            such as ``memory.content[3].extra``.
+    """
+
+    missing_keys: list[str] = attrs.field(factory=list)
+    unexpected_keys: list[str] = attrs.field(factory=list)
+
+
+class StateModule:
+    """Base class of objects whose state can be saved and loaded.
+
+    State is: the fields declared with :func:`~statekit.state_field` in a
+    ``@stateful`` subclass, every attribute that holds a ``StateModule``
+    (nested state, found automatically), and attributes registered with
+    :meth:`register_state`.
+    """
+
+    __statekit_plan__: ClassVar[ClassPlan] = _EMPTY_PLAN
+
+    def register_state(
+        self,
+        attr_name: str,
+        custom_to_json: Callable[[Any], Any] | None = None,
+        custom_from_json: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """Make an existing attribute part of the state, imperatively.
+
+        Args:
+            attr_name: The attribute, which must already be set.
+            custom_to_json: Turns the value into JSON data.
+            custom_from_json: Builds the value back from JSON data.
+
+        Raises:
+            StatekitError: The attribute does not exist.
+        """
+        if not hasattr(self, attr_name):
+            raise StatekitError(f"{type(self).__qualname__} has no attribute {attr_name!r} to register")
+        registry = self.__dict__.setdefault(_REGISTERED, {})
+        registry[attr_name] = any_hooks(FieldCodec(custom_to_json, custom_from_json))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the state as plain JSON data: a snapshot sharing nothing with ``self``.
+
+        Raises:
+            StateDumpError: A value is not JSON data, or a ``to_json`` failed.
+        """
+        return _dump(self, ())
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> LoadResult:
+        """Load state produced by :meth:`state_dict`, all or nothing.
+
+        Args:
+            state: The data to load.
+            strict: Require every declared key and reject unknown ones, at every
+                depth. When false, missing keys keep their values and unknown
+                keys are ignored; both are reported in the result.
+
+        Returns:
+            What was missing or ignored (empty lists after a strict load).
+
+        Raises:
+            StateLoadError: Every problem found; nothing was changed.
+        """
+        loader = _Loader(strict)
+        loader.plan(self, state, ())
+        return loader.commit()
+
+
+def _plan_of(obj: object) -> ClassPlan:
+    plan: ClassPlan | None = type(obj).__statekit_plan__  # type: ignore[attr-defined]
+    return plan if plan is not None else _late_plan(type(obj))
+
+
+def _late_plan(cls: type) -> ClassPlan:
+    """Plan a class whose annotations named classes defined after it."""
+    plan = make_plan(cls, cls.__statekit_converter__, StateModule)  # type: ignore[attr-defined]
+    cls.__statekit_plan__ = plan  # type: ignore[attr-defined]
+    return plan
+
+
+def _extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]] | None]:
+    """Undeclared state: registered attributes and attributes holding a module."""
+    attrs_dict = getattr(obj, "__dict__", None)
+    if not attrs_dict:
+        return {}
+    registry = attrs_dict.get(_REGISTERED, {})
+    out: dict[str, Any] = {}
+    for name, value in attrs_dict.items():
+        if name in registry:
+            out[name] = registry[name]
+        elif isinstance(value, StateModule):
+            out[name] = None
+    return out
+
+
+def _dump(obj: StateModule, path: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for plan in _plan_of(obj).fields:
+        value = getattr(obj, plan.name)
+        if isinstance(value, StateModule):
+            out[plan.name] = _dump(value, (*path, plan.name))
+        elif plan.dump is not None:
+            out[plan.name] = _dump_value(plan.dump, value, (*path, plan.name))
+        elif plan.is_state or plan.module_type is not None:
+            out[plan.name] = None  # an optional nested module that is not set
+    for name, hooks in _extras(obj).items():
+        value = getattr(obj, name)
+        if isinstance(value, StateModule):
+            out[name] = _dump(value, (*path, name))
+        elif hooks is not None:
+            out[name] = _dump_value(hooks[0], value, (*path, name))
+    return out
+
+
+def _dump_value(dump: Callable[[Any], Any], value: Any, path: Path) -> Any:
+    try:
+        return dump(value)
+    except Exception as exc:
+        problems = [Problem(p, m) for p, m in problems_of(exc, path)]
+        raise StateDumpError(problems) from exc
+
+
+class _Loader:
+    """Collects new values and problems (plan), then assigns them (commit)."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.problems: list[Problem] = []
+        self.assignments: list[tuple[object, str, Any]] = []
+        self.missing: list[str] = []
+        self.unexpected: list[str] = []
+
+    def problem(self, path: Path, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def plan(self, module: StateModule, state: Any, path: Path) -> None:
+        """Plan the load of one module (and, recursively, its children)."""
+        if not isinstance(state, Mapping):
+            self.problem(path, f"expected an object of state, got {type(state).__name__}")
+            return
+        keys = _state_keys(module)
+        for name, spec in keys.items():
+            if name in state:
+                self._plan_key(module, name, spec, state[name], (*path, name))
+            elif self.strict:
+                self.problem((*path, name), "required key is missing")
+            else:
+                self.missing.append(format_path((*path, name)))
+        for name in state:
+            if name not in keys:
+                self._unknown((*path, name))
+
+    def _unknown(self, path: Path) -> None:
+        if self.strict:
+            self.problem(path, "unknown key")
+        else:
+            self.unexpected.append(format_path(path))
+
+    def _plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
+        current = getattr(module, name)
+        if isinstance(current, StateModule):
+            self.plan(current, data, path)
+        elif isinstance(spec, FieldPlan):
+            self._plan_field(module, spec, data, path)
+        elif spec is not None:
+            self._plan_value(module, name, spec[1], data, path)
+
+    def _plan_field(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+        if plan.module_type is not None:
+            self._plan_new_module(module, plan, data, path)
+            return
+        load = plan.load_strict if self.strict else plan.load_lenient
+        assert load is not None and plan.load_strict is not None
+        if not self.strict:
+            load = self._lenient_load(plan.load_strict, load, data, path)
+        new = self._plan_value(module, plan.name, load, data, path)
+        if new is not _FAILED and plan.field.validator is not None:
+            self._validate(module, plan.field, new, path)
+
+    def _lenient_load(self, strict: Callable[[Any], Any], loose: Callable[[Any], Any], data: Any, path: Path) -> Callable[[Any], Any]:
+        """Report unknown record keys before ignoring them (strict first: it is the common case)."""
+        try:
+            value = strict(data)
+        except Exception as exc:  # noqa: BLE001 - re-raised by the loose hook if real
+            if only_extra_keys(exc):
+                self.unexpected.extend(format_path(p) for p, _ in problems_of(exc, path))
+            return loose
+        return lambda _: value
+
+    def _plan_value(self, module: object, name: str, load: Callable[[Any], Any], data: Any, path: Path) -> Any:
+        try:
+            new = load(data)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a problem
+            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+            return _FAILED
+        self.assignments.append((module, name, new))
+        return new
+
+    def _plan_new_module(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+        """The field names a module class but holds ``None``: build one (or keep ``None``)."""
+        if data is None:
+            self.assignments.append((module, plan.name, None))
+            return
+        assert plan.module_type is not None
+        before = len(self.problems)
+        new = _build_module(plan.module_type, data, self, path)
+        if len(self.problems) == before:
+            self.assignments.append((module, plan.name, new))
+
+    def _validate(self, module: object, field: attrs.Attribute[Any], value: Any, path: Path) -> None:
+        try:
+            field.validator(module, field, value)  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - a validator's refusal is a problem
+            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+
+    def commit(self) -> LoadResult:
+        """Raise every problem, or assign every planned value."""
+        if self.problems:
+            raise StateLoadError(self.problems)
+        for target, name, value in self.assignments:
+            object.__setattr__(target, name, value)
+        return LoadResult(self.missing, self.unexpected)
+
+
+_FAILED = object()
+
+
+def _state_keys(module: StateModule) -> dict[str, Any]:
+    """Every state key of ``module`` with what loads it, in dump order."""
+    keys: dict[str, Any] = {}
+    for plan in _plan_of(module).fields:
+        if plan.is_state or plan.module_type is not None or isinstance(getattr(module, plan.name), StateModule):
+            keys[plan.name] = plan
+    keys.update(_extras(module))
+    return keys
+
+
+def dump_many(modules: Mapping[str, StateModule]) -> dict[str, Any]:
+    """``{name: module.state_dict()}``, with error paths that start at the name."""
+    return {name: _dump(module, (name,)) for name, module in modules.items()}
+
+
+def load_many(
+    modules: Mapping[str, StateModule], document: Mapping[str, Any], *, strict: bool = True
+) -> dict[str, LoadResult]:
+    """Load several modules from one document, all or nothing.
+
+    Args:
+        modules: The modules to load, by their name in the document.
+        document: ``{name: state}``; keys nobody asked for are ignored.
+        strict: As for :meth:`StateModule.load_state_dict`; a requested module
+            missing from the document is a problem when strict, else reported.
+
+    Returns:
+        One :class:`LoadResult` per module.
+
+    Raises:
+        StateLoadError: Every problem in every module; nothing was changed.
+    """
+    loaders = {name: _Loader(strict) for name in modules}
+    for name, module in modules.items():
+        if name in document:
+            loaders[name].plan(module, document[name], (name,))
+        elif strict:
+            loaders[name].problem((name,), "module is missing from the session")
+        else:
+            loaders[name].missing.append(name)
+    problems = [p for loader in loaders.values() for p in loader.problems]
+    if problems:
+        raise StateLoadError(problems)
+    return {name: loader.commit() for name, loader in loaders.items()}
+
+
+def build(cls: type[T], data: Any, *, strict: bool = True) -> T:
+    """Build a new instance of a ``@stateful`` class (or any attrs class) from JSON data.
+
+    Missing fields take their defaults; a missing required field is a problem,
+    and so is an unknown key when ``strict``.
+
+    Raises:
+        StateLoadError: Every problem found.
+    """
+    loader = _Loader(strict)
+    if isinstance(cls, type) and issubclass(cls, StateModule):
+        obj = _build_module(cls, data, loader, ())
+    else:
+        obj = _build_record(cls, data, loader)
+    loader.commit()
+    return obj  # type: ignore[return-value]
+
+
+def _build_record(cls: type, data: Any, loader: _Loader) -> Any:
+    conv = getattr(cls, "__statekit_converter__", None) or DEFAULT_CONVERTER
+    try:
+        return (conv if loader.strict else lenient(conv)).structure(data, cls)
+    except Exception as exc:  # noqa: BLE001 - reported with paths
+        loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, ()))
+        return None
+
+
+def _build_module(cls: type, data: Any, loader: _Loader, path: Path) -> Any:
+    if not isinstance(data, Mapping):
+        loader.problem(path, f"expected an object of state, got {type(data).__name__}")
+        return None
+    plan = _plan_of_class(cls)
+    kwargs: dict[str, Any] = {}
+    for field_plan in plan.fields:
+        _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs)
+    for name in data:
+        if name not in plan.by_name or not _is_state_plan(plan.by_name[name]):
+            loader._unknown((*path, name))  # noqa: SLF001 - same module
+    if loader.problems:
+        return None
+    try:
+        return cls(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - a validator or __attrs_post_init__ refused
+        loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+        return None
+
+
+def _plan_of_class(cls: type) -> ClassPlan:
+    plan: ClassPlan | None = cls.__statekit_plan__  # type: ignore[attr-defined]
+    return plan if plan is not None else _late_plan(cls)
+
+
+def _is_state_plan(plan: FieldPlan) -> bool:
+    return plan.is_state or plan.module_type is not None
+
+
+def _build_field(plan: FieldPlan, data: Mapping[str, Any], loader: _Loader, path: Path, kwargs: dict[str, Any]) -> None:
+    name = plan.name
+    if not _is_state_plan(plan) or name not in data:
+        if plan.field.default is attrs.NOTHING and plan.field.init:
+            loader.problem(path, "required key is missing")
+        return
+    if plan.module_type is not None:
+        value = None if data[name] is None else _build_module(plan.module_type, data[name], loader, path)
+    else:
+        load = plan.load_strict if loader.strict else plan.load_lenient
+        assert load is not None
+        try:
+            value = load(data[name])
+        except Exception as exc:  # noqa: BLE001 - reported with its path
+            loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+            return
+    kwargs[plan.field.alias or name] = value
+
+
+def _plan_now_or_later(cls: type, converter: cattrs.Converter | None) -> ClassPlan | None:
+    try:
+        return make_plan(cls, converter, StateModule)
+    except NameError:
+        return None  # a forward reference to a class not yet defined: plan on first use
+
+
+@overload
+def stateful(cls: type[T], /) -> type[T]: ...
+@overload
+def stateful(
+    *,
+    kw_only: bool = False,
+    eq: bool = True,
+    repr: bool = True,
+    frozen: bool = False,
+    converter: cattrs.Converter | None = None,
+) -> Callable[[type[T]], type[T]]: ...
+@dataclass_transform(field_specifiers=(state_field, attrs.field, attr.attrib, attr.ib))
+def stateful(
+    cls: type[T] | None = None,
+    /,
+    *,
+    kw_only: bool = False,
+    eq: bool = True,
+    repr: bool = True,
+    frozen: bool = False,
+    converter: cattrs.Converter | None = None,
+) -> type[T] | Callable[[type[T]], type[T]]:
+    """Make a class an attrs class whose ``state_field()`` attributes are state.
+
+    A ``@stateful`` class that subclasses :class:`StateModule` is a state module
+    (``state_dict`` / ``load_state_dict``); any other is a typed value record
+    that modules hold and that :func:`~statekit.from_config` builds.
+
+    Args:
+        cls: The class, when used bare (``@stateful``).
+        kw_only: Make every constructor argument keyword-only.
+        eq: Generate ``__eq__``.
+        repr: Generate ``__repr__``.
+        frozen: Make instances immutable (value records only: modules load in place).
+        converter: A cattrs converter for this class's value fields (see
+            :func:`statekit.make_converter`).
+
+    Raises:
+        StateDefinitionError: A state field's type cannot be saved or loaded,
+            named with the field.
+    """
+
+    def wrap(cls: type[T]) -> type[T]:
+        if frozen and issubclass(cls, StateModule):
+            raise StatekitError(f"{cls.__qualname__}: a StateModule cannot be frozen; it is loaded in place")
+        new = attrs.define(cls, kw_only=kw_only, eq=eq, repr=repr, frozen=frozen, slots=True)
+        new.__statekit_converter__ = converter  # type: ignore[attr-defined]
+        if issubclass(new, StateModule):
+            new.__statekit_plan__ = _plan_now_or_later(new, converter)
+        else:
+            check_record(new, converter)
+        return new
+
+    return wrap if cls is None else wrap(cls)
+
+
+__all__ = ["LoadResult", "StateModule", "build", "dump_many", "load_many", "module_class", "stateful"]

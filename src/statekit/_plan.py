@@ -1,0 +1,151 @@
+"""Per-class plans: which attributes are state, and the hooks that move them.
+
+A plan is made once per ``@stateful`` class (when it is defined, so that a type
+statekit cannot handle fails there, naming the field) and reused by every
+``state_dict()`` and ``load_state_dict()`` of its instances.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.errors import StructureHandlerNotFoundError
+
+from statekit._convert import iter_types, lenient, make_converter
+from statekit._fast import fast_structure, with_fallback
+from statekit._fields import FieldCodec, field_codec
+from statekit._json import copy_any
+from statekit.errors import StateDefinitionError
+
+Dump = Callable[[Any], Any]
+Load = Callable[[Any], Any]
+
+DEFAULT_CONVERTER = make_converter()
+
+
+@attrs.frozen
+class FieldPlan:
+    """How one declared attribute takes part in the state.
+
+    Attributes:
+        field: The attrs field.
+        is_state: Declared with ``state_field()`` (else only a held module is state).
+        module_type: The ``StateModule`` subclass the annotation names, if any.
+        dump: Value to JSON data (``None`` when not a value field).
+        load_strict: JSON data to a new value, unknown record keys rejected.
+        load_lenient: The same, unknown record keys ignored.
+    """
+
+    field: attrs.Attribute[Any]
+    is_state: bool
+    module_type: type | None
+    dump: Dump | None = None
+    load_strict: Load | None = None
+    load_lenient: Load | None = None
+
+    @property
+    def name(self) -> str:
+        """The attribute name, which is also the state key."""
+        return self.field.name
+
+
+@attrs.frozen
+class ClassPlan:
+    """The plan of one class: its declared attributes, in declaration order."""
+
+    fields: tuple[FieldPlan, ...]
+    by_name: dict[str, FieldPlan]
+
+
+def make_plan(cls: type, converter: cattrs.Converter | None, module_base: type) -> ClassPlan:
+    """Build the plan of an attrs class, resolving its annotations.
+
+    Raises:
+        StateDefinitionError: A state field's type cannot be saved or loaded.
+    """
+    conv = converter or DEFAULT_CONVERTER
+    hints = typing.get_type_hints(cls, include_extras=False)
+    plans = [_field_plan(cls, f, hints.get(f.name, Any), conv, module_base) for f in attrs.fields(cls)]
+    fields = tuple(p for p in plans if p is not None)
+    return ClassPlan(fields=fields, by_name={p.name: p for p in fields})
+
+
+def _field_plan(
+    cls: type, field: attrs.Attribute[Any], tp: Any, conv: cattrs.Converter, module_base: type
+) -> FieldPlan | None:
+    codec = field_codec(field)
+    module_type = module_class(tp, module_base)
+    if codec is None or module_type is not None:
+        # Not declared as state: only a StateModule it holds at run time is state.
+        return FieldPlan(field=field, is_state=codec is not None, module_type=module_type)
+    dump, strict, loose = value_hooks(cls, field.name, tp, codec, conv)
+    return FieldPlan(field, True, None, dump, strict, loose)
+
+
+def check_record(cls: type, converter: cattrs.Converter | None) -> None:
+    """Make the hooks of every field of a value record now, so bad types fail here."""
+    conv = converter or DEFAULT_CONVERTER
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:
+        return  # forward references: checked when first used
+    for field in attrs.fields(cls):
+        codec = field_codec(field) or FieldCodec()
+        value_hooks(cls, field.name, hints.get(field.name, Any), codec, conv)
+
+
+def module_class(tp: Any, module_base: type) -> type | None:
+    """The ``StateModule`` subclass named by ``tp`` (``Memory`` or ``Memory | None``)."""
+    candidates = [tp]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        candidates = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(candidates) == 1 and isinstance(candidates[0], type) and issubclass(candidates[0], module_base):
+        return candidates[0]
+    return None
+
+
+def value_hooks(
+    cls: type, name: str, tp: Any, codec: FieldCodec, conv: cattrs.Converter
+) -> tuple[Dump, Load, Load]:
+    """Make the dump and the two load hooks of a value field, failing early."""
+    try:
+        dump = _dump_hook(tp, codec, conv)
+        strict = _load_hook(tp, codec, conv)
+        loose = _load_hook(tp, codec, lenient(conv))
+    except (StructureHandlerNotFoundError, TypeError, ValueError) as exc:
+        where = f"{cls.__qualname__}.{name}"
+        raise StateDefinitionError(
+            f"{where}: statekit cannot save or load values of type {tp!r} ({exc}); "
+            "give the field to_json= and from_json=, or register cattrs hooks on a "
+            "converter passed as @stateful(converter=...)"
+        ) from exc
+    return dump, strict, loose
+
+
+def _dump_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Dump:
+    if codec.to_json is not None:
+        to_json = codec.to_json
+        return lambda value: copy_any(to_json(value))
+    for inner in iter_types(tp):
+        conv.get_unstructure_hook(inner)
+    return conv.get_unstructure_hook(tp)
+
+
+def _load_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Load:
+    if codec.from_json is not None:
+        from_json = codec.from_json
+        return lambda data: from_json(copy_any(data))
+    return with_fallback(fast_structure(tp, conv), conv.get_structure_hook(tp), tp)
+
+
+def any_hooks(codec: FieldCodec) -> tuple[Dump, Load]:
+    """Hooks of an attribute registered imperatively (no type: JSON data)."""
+    to_json, from_json = codec.to_json, codec.from_json
+    dump: Dump = copy_any if to_json is None else (lambda value: copy_any(to_json(value)))
+    load: Load = copy_any if from_json is None else (lambda data: from_json(copy_any(data)))
+    return dump, load

@@ -1,0 +1,188 @@
+"""Every exception statekit raises derives from :class:`StatekitError`.
+
+Load errors carry *all* the problems found, each with the path of the offending
+value (``memory.content[3].role``) and, when the data came from a file, the
+file, line and column where it sits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+
+PathSegment = str | int
+"""One step of a path: a mapping key (``str``) or a list index (``int``)."""
+
+
+def format_path(path: Sequence[PathSegment]) -> str:
+    """Render a path the way users write it: ``memory.content[3].role``.
+
+    Args:
+        path: The segments from the root, keys as ``str`` and indices as ``int``.
+
+    Returns:
+        The dotted form; ``"<root>"`` for the empty path.
+    """
+    out: list[str] = []
+    for segment in path:
+        if isinstance(segment, int):
+            out.append(f"[{segment}]")
+        else:
+            out.append(f".{segment}" if out else segment)
+    return "".join(out) or "<root>"
+
+
+@attrs.frozen
+class Problem:
+    """One thing wrong with loaded data.
+
+    Attributes:
+        path: Segments from the root of the loaded document.
+        message: What is wrong, in plain words.
+        source: The file (or other source) the data came from, when known.
+        line: 1-based line in ``source``, when known.
+        column: 1-based column in ``source``, when known.
+    """
+
+    path: tuple[PathSegment, ...]
+    message: str
+    source: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    @property
+    def dotted(self) -> str:
+        """The path as ``memory.content[3].role``."""
+        return format_path(self.path)
+
+    def __str__(self) -> str:
+        where = ""
+        if self.source is not None:
+            where = self.source
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            where += ": "
+        return f"{where}{self.dotted}: {self.message}"
+
+
+class StatekitError(Exception):
+    """Base class of every error statekit raises."""
+
+
+class StateDefinitionError(StatekitError, TypeError):
+    """A ``@stateful`` class declares something statekit cannot save or load."""
+
+
+class StateDumpError(StatekitError, ValueError):
+    """``state_dict()`` met a value that is not JSON data (or a codec failed)."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__(_render("cannot dump state", self.problems))
+
+
+class StateLoadError(StatekitError, ValueError):
+    """Loaded data does not fit the declared state; nothing was changed.
+
+    Attributes:
+        problems: Every problem found, in document order.
+    """
+
+    def __init__(self, problems: Iterable[Problem], *, title: str = "cannot load state") -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        self.title = title
+        super().__init__(_render(title, self.problems))
+
+    @property
+    def paths(self) -> list[str]:
+        """The dotted path of every problem."""
+        return [p.dotted for p in self.problems]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_load_error, (self.problems, self.title))
+
+
+def with_positions(
+    error: StateLoadError,
+    source: str | None,
+    locate: Callable[[tuple[PathSegment, ...]], tuple[int, int] | None],
+) -> StateLoadError:
+    """Return a copy of ``error`` whose problems name their file, line and column.
+
+    Args:
+        error: The error raised by the state layer.
+        source: The file (or other source) the data was read from.
+        locate: Maps a path to its 1-based ``(line, column)``, or ``None`` when
+            the path is not in the document (a missing key).
+
+    Returns:
+        A new :class:`StateLoadError` with the same problems, now positioned.
+    """
+    problems = []
+    for problem in error.problems:
+        position = locate(problem.path)
+        line, column = position if position is not None else (None, None)
+        problems.append(attrs.evolve(problem, source=source, line=line, column=column))
+    return StateLoadError(problems, title=error.title)
+
+
+def _rebuild_load_error(problems: tuple[Problem, ...], title: str) -> StateLoadError:
+    return StateLoadError(problems, title=title)
+
+
+def _render(title: str, problems: Sequence[Problem]) -> str:
+    noun = "problem" if len(problems) == 1 else "problems"
+    lines = [f"{title}: {len(problems)} {noun}"]
+    lines.extend(f"  {p}" for p in problems)
+    return "\n".join(lines)
+
+
+class DocumentError(StatekitError, ValueError):
+    """A file or byte string could not be parsed (syntax, encoding, unsafe tag).
+
+    Attributes:
+        source: The file or other source, when known.
+        line: 1-based line of the fault, when known.
+        column: 1-based column of the fault, when known.
+        reason: What is wrong, without the location.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.source = source
+        self.line = line
+        self.column = column
+        where = source or "<data>"
+        if line is not None:
+            where += f":{line}" + (f":{column}" if column is not None else "")
+        super().__init__(f"{where}: {reason}")
+
+
+class SessionError(StatekitError):
+    """Base class of errors raised by session backends."""
+
+
+class SessionNotFoundError(SessionError, LookupError):
+    """The requested session does not exist (and ``allow_not_exist`` was false)."""
+
+
+class InvalidSessionIdError(SessionError, ValueError):
+    """A ``session_id`` or ``user_id`` is empty, too long or contains NUL."""
+
+
+class BackendUnavailableError(SessionError, ConnectionError):
+    """The storage could not be reached (a Redis server that is down or refuses)."""
+
+
+class MissingExtraError(StatekitError, ImportError):
+    """An optional dependency is not installed; the message names the extra."""
