@@ -1,6 +1,7 @@
 """statekit: typed, declarative state for AI agents, saved and loaded across runs."""
 
 from statekit._fields import state_field
+from statekit._convert import make_converter
 from statekit._module import LoadResult, StateModule, stateful
 from statekit.errors import (
     SessionNotFoundError,
@@ -14,6 +15,7 @@ __all__ = [
     "StateLoadError",
     "StateModule",
     "StatekitError",
+    "make_converter",
     "state_field",
     "stateful",
 ]

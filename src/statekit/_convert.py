@@ -29,6 +29,7 @@ from cattrs.errors import (
     StructureHandlerNotFoundError,
 )
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
+from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit._fields import field_codec
@@ -36,6 +37,7 @@ from statekit._json import JSONValueError, copy_any, describe, is_json_type, mak
 from statekit.errors import PathSegment
 
 Hook = Callable[[Any], Any]
+SHook = Callable[[Any, Any], Any]
 Problems = list[tuple[tuple[PathSegment, ...], str]]
 
 
@@ -63,7 +65,7 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     return conv
 
 
-def _unsupported(tp: Any) -> Hook:
+def _unsupported(tp: Any) -> Any:
     raise StructureHandlerNotFoundError(
         f"statekit cannot save {type_name(tp)}: give the field to_json/from_json, "
         "or register a hook on a converter",
@@ -71,7 +73,7 @@ def _unsupported(tp: Any) -> Hook:
     )
 
 
-def _checked(kind: type | tuple[type, ...], build: Callable[[Any], Any], what: str) -> Hook:
+def _checked(kind: type | tuple[type, ...], build: Callable[[Any], Any], what: str) -> SHook:
     def structure(value: Any, _: Any) -> Any:
         if type(value) is bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
             raise TypeError(f"expected {what}, got a boolean")
@@ -83,7 +85,7 @@ def _checked(kind: type | tuple[type, ...], build: Callable[[Any], Any], what: s
 
 
 def _register_scalars(conv: cattrs.Converter) -> None:
-    simple: list[tuple[type, Hook, Hook]] = [
+    simple: list[tuple[type, Hook, SHook]] = [
         (dt.datetime, dt.datetime.isoformat, _checked(str, dt.datetime.fromisoformat, "an ISO 8601 date-time string")),
         (dt.date, dt.date.isoformat, _checked(str, dt.date.fromisoformat, "an ISO 8601 date string")),
         (dt.time, dt.time.isoformat, _checked(str, dt.time.fromisoformat, "an ISO 8601 time string")),
@@ -91,7 +93,9 @@ def _register_scalars(conv: cattrs.Converter) -> None:
         (Path, str, _checked(str, Path, "a path string")),
         (PurePath, str, _checked(str, PurePath, "a path string")),
     ]
-    conv.register_unstructure_hook(type(None), _identity)
+    for scalar in (str, int, float, bool, type(None)):
+        # cattrs' own identity, so generated code inlines these fields.
+        conv.register_unstructure_hook(scalar, identity)
     for tp, dump, load in simple:
         conv.register_unstructure_hook(tp, dump)
         conv.register_structure_hook(tp, load)
@@ -103,15 +107,11 @@ def _register_scalars(conv: cattrs.Converter) -> None:
     )
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
 def _enum_value(member: enum.Enum) -> Any:
     return member.value
 
 
-def _enum_structure(tp: type[enum.Enum]) -> Hook:
+def _enum_structure(tp: type[enum.Enum]) -> SHook:
     values = ", ".join(repr(m.value) for m in tp)
 
     def structure(value: Any, _: Any) -> Any:
@@ -126,7 +126,7 @@ def _enum_structure(tp: type[enum.Enum]) -> Hook:
 def _register_json(conv: cattrs.Converter) -> None:
     """JSON-typed values (scalars, Any, lists and dicts of them) use copiers."""
 
-    def structure(tp: Any) -> Hook:
+    def structure(tp: Any) -> SHook:
         copier = make_copier(tp)
         return lambda value, _: copier(value)
 
@@ -153,7 +153,7 @@ def _is_collection(tp: Any) -> bool:
 def _register_collections(conv: cattrs.Converter) -> None:
     """Collections must arrive as JSON lists/objects; sets dump sorted."""
 
-    def structure(tp: Any, conv: cattrs.Converter) -> Hook:
+    def structure(tp: Any, conv: cattrs.Converter) -> SHook:
         if _is_mapping(tp):
             return _guarded(mapping_structure_factory(tp, conv), dict, "an object")
         return _guarded(_sequence_structure(conv, tp), list, "a list")
@@ -163,7 +163,7 @@ def _register_collections(conv: cattrs.Converter) -> None:
     conv.register_unstructure_hook_factory(_is_tuple, _tuple_unstructure)
 
 
-def _sequence_structure(conv: cattrs.Converter, tp: Any) -> Hook:
+def _sequence_structure(conv: cattrs.Converter, tp: Any) -> SHook:
     if _is_set(tp):
         return _items_structure(conv, tp, frozenset if _origin(tp) is frozenset else set)
     if not _is_tuple(tp):
@@ -178,7 +178,7 @@ def _origin(tp: Any) -> Any:
     return typing.get_origin(tp) or tp
 
 
-def _items_structure(conv: cattrs.Converter, tp: Any, build: Callable[[list[Any]], Any]) -> Hook:
+def _items_structure(conv: cattrs.Converter, tp: Any, build: Callable[[list[Any]], Any]) -> SHook:
     args = typing.get_args(tp)
     item = conv.get_structure_hook(args[0]) if args else (lambda v, _: copy_any(v))
     item_type = args[0] if args else Any
@@ -198,7 +198,7 @@ def _items_structure(conv: cattrs.Converter, tp: Any, build: Callable[[list[Any]
     return structure
 
 
-def _fixed_tuple_structure(conv: cattrs.Converter, tp: Any, args: tuple[Any, ...]) -> Hook:
+def _fixed_tuple_structure(conv: cattrs.Converter, tp: Any, args: tuple[Any, ...]) -> SHook:
     hooks = [conv.get_structure_hook(a) for a in args]
 
     def structure(value: Any, _: Any) -> Any:
@@ -209,7 +209,7 @@ def _fixed_tuple_structure(conv: cattrs.Converter, tp: Any, args: tuple[Any, ...
     return structure
 
 
-def _guarded(inner: Hook, expected: type, what: str) -> Callable[[Any, Any], Any]:
+def _guarded(inner: SHook, expected: type, what: str) -> SHook:
     def structure(value: Any, tp: Any) -> Any:
         if type(value) is not expected:
             raise TypeError(f"expected {what}, got {describe(value)}")
@@ -265,7 +265,7 @@ def _register_records(conv: cattrs.Converter) -> None:
     def unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
         return make_dict_unstructure_fn(tp, conv, **_overrides(tp, dump=True))
 
-    def structure(tp: Any, conv: cattrs.Converter) -> Hook:
+    def structure(tp: Any, conv: cattrs.Converter) -> SHook:
         hook = make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False))
         return _guarded(hook, dict, f"an object ({tp.__name__})")
 
@@ -292,7 +292,7 @@ def _dump_with(to_json: Hook) -> Hook:
     return lambda value: copy_any(to_json(value))
 
 
-def _load_with(from_json: Hook) -> Callable[[Any, Any], Any]:
+def _load_with(from_json: Hook) -> SHook:
     return lambda value, _: from_json(copy_any(value))
 
 
@@ -340,6 +340,16 @@ def only_extra_keys(exc: BaseException) -> bool:
     if isinstance(exc, (ClassValidationError, IterableValidationError)):
         return all(only_extra_keys(e) for e in exc.exceptions)
     return isinstance(exc, ForbiddenExtraKeysError)
+
+
+def type_hints(cls: type) -> dict[str, Any]:
+    """Resolve annotations, also against the namespace the class was defined in.
+
+    Raises:
+        NameError: An annotation names a class that does not exist yet.
+    """
+    localns = getattr(cls, "__statekit_localns__", None)
+    return typing.get_type_hints(cls, localns=localns)
 
 
 def iter_types(tp: Any) -> Iterable[Any]:

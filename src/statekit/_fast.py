@@ -18,6 +18,7 @@ import attrs
 import cattrs
 
 from statekit._fields import field_codec
+from statekit._convert import type_hints
 from statekit._json import copy_any, fast_copier, is_json_type
 
 Fast = Callable[[Any], Any]
@@ -76,11 +77,12 @@ def _dict(item: Fast) -> Fast:
 
 def _record(cls: type, conv: cattrs.Converter) -> Fast:
     """Generate ``structure(o)`` for an attrs class: inline checks, direct call."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     fields = attrs.fields(cls)
     names: dict[str, Any] = {"__cl": cls, "__Bail": Bail, "__copy": copy_any}
     body = [f"    if type(o) is not dict or len(o) != {len(fields)}:", "        raise __Bail"]
-    positional, keyword = [], []
+    positional: list[str] = []
+    keyword: list[str] = []
     for index, field in enumerate(fields):
         if not field.init:
             return _via_cattrs(cls, conv)

@@ -8,6 +8,7 @@ leaves every object exactly as it was.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar, dataclass_transform, overload
 
@@ -66,7 +67,7 @@ class StateModule:
     :meth:`register_state`.
     """
 
-    __statekit_plan__: ClassVar[ClassPlan] = _EMPTY_PLAN
+    __statekit_plan__: ClassVar[ClassPlan | None] = _EMPTY_PLAN
 
     def register_state(
         self,
@@ -209,7 +210,9 @@ class _Loader:
 
     def _plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
         current = getattr(module, name)
-        if isinstance(current, StateModule):
+        if data is None and isinstance(spec, FieldPlan) and spec.nullable:
+            self.assignments.append((module, name, None))
+        elif isinstance(current, StateModule):
             self.plan(current, data, path)
         elif isinstance(spec, FieldPlan):
             self._plan_field(module, spec, data, path)
@@ -332,12 +335,12 @@ def build(cls: type[T], data: Any, *, strict: bool = True) -> T:
         StateLoadError: Every problem found.
     """
     loader = _Loader(strict)
-    if isinstance(cls, type) and issubclass(cls, StateModule):
-        obj = _build_module(cls, data, loader, ())
+    if issubclass(cls, StateModule):
+        obj: T = _build_module(cls, data, loader, ())
     else:
         obj = _build_record(cls, data, loader)
     loader.commit()
-    return obj  # type: ignore[return-value]
+    return obj
 
 
 def _build_record(cls: type, data: Any, loader: _Loader) -> Any:
@@ -397,6 +400,14 @@ def _build_field(plan: FieldPlan, data: Mapping[str, Any], loader: _Loader, path
     kwargs[plan.field.alias or name] = value
 
 
+def _resolve(cls: type, localns: Mapping[str, Any]) -> None:
+    """Resolve string annotations now (cattrs reads ``field.type``), if possible."""
+    try:
+        attrs.resolve_types(cls, localns=dict(localns))
+    except NameError:
+        pass  # a class defined later: resolved when first used
+
+
 def _plan_now_or_later(cls: type, converter: cattrs.Converter | None) -> ClassPlan | None:
     try:
         return make_plan(cls, converter, StateModule)
@@ -446,11 +457,15 @@ def stateful(
             named with the field.
     """
 
+    localns = sys._getframe(1).f_locals  # noqa: SLF001 - for classes defined in functions
+
     def wrap(cls: type[T]) -> type[T]:
         if frozen and issubclass(cls, StateModule):
             raise StatekitError(f"{cls.__qualname__}: a StateModule cannot be frozen; it is loaded in place")
         new = attrs.define(cls, kw_only=kw_only, eq=eq, repr=repr, frozen=frozen, slots=True)
         new.__statekit_converter__ = converter  # type: ignore[attr-defined]
+        new.__statekit_localns__ = dict(localns)  # type: ignore[attr-defined]
+        _resolve(new, localns)
         if issubclass(new, StateModule):
             new.__statekit_plan__ = _plan_now_or_later(new, converter)
         else:

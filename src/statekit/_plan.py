@@ -16,7 +16,7 @@ import attrs
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
-from statekit._convert import iter_types, lenient, make_converter
+from statekit._convert import iter_types, lenient, make_converter, type_hints
 from statekit._fast import fast_structure, with_fallback
 from statekit._fields import FieldCodec, field_codec
 from statekit._json import copy_any
@@ -44,6 +44,7 @@ class FieldPlan:
     field: attrs.Attribute[Any]
     is_state: bool
     module_type: type | None
+    nullable: bool = False
     dump: Dump | None = None
     load_strict: Load | None = None
     load_lenient: Load | None = None
@@ -69,7 +70,7 @@ def make_plan(cls: type, converter: cattrs.Converter | None, module_base: type) 
         StateDefinitionError: A state field's type cannot be saved or loaded.
     """
     conv = converter or DEFAULT_CONVERTER
-    hints = typing.get_type_hints(cls, include_extras=False)
+    hints = type_hints(cls)
     plans = [_field_plan(cls, f, hints.get(f.name, Any), conv, module_base) for f in attrs.fields(cls)]
     fields = tuple(p for p in plans if p is not None)
     return ClassPlan(fields=fields, by_name={p.name: p for p in fields})
@@ -82,16 +83,17 @@ def _field_plan(
     module_type = module_class(tp, module_base)
     if codec is None or module_type is not None:
         # Not declared as state: only a StateModule it holds at run time is state.
-        return FieldPlan(field=field, is_state=codec is not None, module_type=module_type)
+        nullable = type(None) in typing.get_args(tp)
+        return FieldPlan(field=field, is_state=codec is not None, module_type=module_type, nullable=nullable)
     dump, strict, loose = value_hooks(cls, field.name, tp, codec, conv)
-    return FieldPlan(field, True, None, dump, strict, loose)
+    return FieldPlan(field, True, None, False, dump, strict, loose)
 
 
 def check_record(cls: type, converter: cattrs.Converter | None) -> None:
     """Make the hooks of every field of a value record now, so bad types fail here."""
     conv = converter or DEFAULT_CONVERTER
     try:
-        hints = typing.get_type_hints(cls)
+        hints = type_hints(cls)
     except NameError:
         return  # forward references: checked when first used
     for field in attrs.fields(cls):

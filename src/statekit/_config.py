@@ -1,0 +1,142 @@
+"""``from_config`` and ``seed``: state from hand-written YAML or JSON files.
+
+A config file holds the state of one ``@stateful`` class, written by a person:
+comments are welcome (YAML), fields left out take their defaults. Every error
+names the file, the line (and column when known) and the field path, and
+nothing is built or changed when loading fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from statekit.codecs import JSON, YAML, Codec, with_document_positions
+from statekit._module import LoadResult, StateModule, build
+from statekit._schema import require_stateful_class
+from statekit.errors import DocumentError, StateDefinitionError, StateLoadError
+
+T = TypeVar("T")
+
+ConfigSource = str | os.PathLike[str] | Mapping[str, Any]
+"""A config file path (``.yaml``, ``.yml`` or ``.json``) or the data itself."""
+
+CODECS: dict[str, Codec] = {".json": JSON, ".yaml": YAML, ".yml": YAML}
+"""The codec of each file name suffix statekit reads and writes."""
+
+
+def codec_for(path: str | os.PathLike[str]) -> Codec:
+    """Return the codec of a file, chosen by its suffix (case-insensitive).
+
+    Raises:
+        DocumentError: The suffix is not ``.json``, ``.yaml`` or ``.yml``.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in CODECS:
+        known = ", ".join(CODECS)
+        got = f"'{suffix}'" if suffix else "no suffix"
+        raise DocumentError(f"cannot tell the format from {got}: use one of {known}", source=os.fspath(path))
+    return CODECS[suffix]
+
+
+@attrs.frozen
+class Document:
+    """Plain data read from a file, with what it takes to position errors.
+
+    Attributes:
+        data: The decoded data (``{}`` for an empty file).
+        source: The file name, ``None`` for data given directly.
+        raw: The bytes it was decoded from.
+        codec: The codec that decoded them.
+    """
+
+    data: Any
+    source: str | None = None
+    raw: bytes | None = None
+    codec: Codec | None = None
+
+    def positioned(self, error: StateLoadError) -> StateLoadError:
+        """Return ``error`` with file, line and column on every problem."""
+        if self.raw is None or self.codec is None:
+            return error
+        return with_document_positions(error, self.raw, self.source, self.codec)
+
+
+def read_document(source: ConfigSource) -> Document:
+    """Read and decode a YAML or JSON file, or wrap data given directly.
+
+    Raises:
+        DocumentError: The file cannot be read, its suffix is unknown, or it
+            is not valid YAML/JSON (with line and column).
+    """
+    if isinstance(source, Mapping):
+        return Document(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise StateDefinitionError(f"a config source is a file path or a mapping, not {type(source).__name__}")
+    name = os.fspath(source)
+    codec = codec_for(name)
+    try:
+        raw = Path(name).read_bytes()
+    except OSError as exc:
+        raise DocumentError(f"cannot read the file: {exc.strerror or exc}", source=name) from None
+    data = codec.loads(raw, name)
+    return Document({} if data is None else data, name, raw, codec)
+
+
+def from_config(cls: type[T], source: ConfigSource, *, strict: bool = True) -> T:
+    """Build a new instance of a ``@stateful`` class from a config file or mapping.
+
+    Args:
+        cls: A ``@stateful`` class: a state module or a value record.
+        source: A ``.yaml``/``.yml``/``.json`` file path, or the data itself.
+        strict: Reject unknown keys (a typo such as ``tunrs:``) at every depth.
+            When false they are ignored.
+
+    Returns:
+        The new instance; fields missing from the config take their defaults.
+
+    Raises:
+        DocumentError: The file cannot be read or parsed.
+        StateLoadError: Every problem (wrong type, missing required field,
+            unknown key), each with its file, line, column and field path.
+        StateDefinitionError: ``cls`` is not a ``@stateful`` class.
+    """
+    require_stateful_class(cls)
+    document = read_document(source)
+    try:
+        return build(cls, document.data, strict=strict)
+    except StateLoadError as error:
+        raise document.positioned(error) from None
+
+
+def seed(instance: StateModule, source: ConfigSource) -> LoadResult:
+    """Load a config into an existing state module, leniently.
+
+    Keys the config leaves out keep their current values; keys the module does
+    not know are ignored. Values of the wrong shape are still errors, and the
+    load is all or nothing.
+
+    Args:
+        instance: The module to seed, loaded in place.
+        source: A ``.yaml``/``.yml``/``.json`` file path, or the data itself.
+
+    Returns:
+        What the config left out (``missing_keys``) and what was ignored
+        (``unexpected_keys``), as dotted paths.
+
+    Raises:
+        DocumentError: The file cannot be read or parsed.
+        StateLoadError: Every problem, positioned; nothing was changed.
+        StateDefinitionError: ``instance`` is not a state module.
+    """
+    if not isinstance(instance, StateModule):
+        raise StateDefinitionError(f"seed() loads into a StateModule instance, not {type(instance).__name__}")
+    document = read_document(source)
+    try:
+        return instance.load_state_dict(document.data, strict=False)
+    except StateLoadError as error:
+        raise document.positioned(error) from None

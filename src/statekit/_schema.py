@@ -1,0 +1,395 @@
+"""JSON Schema (draft 2020-12) of the state of ``@stateful`` classes.
+
+The schema describes the JSON data ``state_dict()`` writes and
+``load_state_dict()`` / ``from_config()`` read, so that editors (the YAML
+language server, VS Code) validate and complete hand-written config and
+session files. Named classes (records, dataclasses, nested modules, enums) go
+to ``$defs`` and are referenced with ``$ref``, which also handles recursion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import inspect
+import math
+import re
+import types
+import typing
+import uuid
+import collections.abc as abc
+from collections.abc import Iterable
+from pathlib import PurePath
+from typing import Any
+
+import attrs
+
+from statekit._fields import field_codec
+from statekit._module import StateModule, module_class
+from statekit.errors import StateDefinitionError
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+"""The ``$schema`` of every schema statekit makes."""
+
+SCHEMA_KEY = "json_schema"
+"""Field metadata key holding a user-given schema for that field's value.
+
+``state_field(from_json=parse_color, metadata={"json_schema": {"type": "string"}})``
+"""
+
+Schema = dict[str, Any]
+
+_SCALARS: dict[type, Schema] = {
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    type(None): {"type": "null"},
+    # Not "format": "date-time"/"time": those are RFC 3339 and need a UTC offset,
+    # which isoformat() leaves out for naive values (editors would flag them).
+    datetime.datetime: {
+        "type": "string",
+        "pattern": r"^\d{4}-\d\d-\d\d([T ]\d\d(:\d\d(:\d\d([.,]\d+)?)?)?)?(Z|[+-]\d\d(:?\d\d)?)?$",
+        "description": "ISO 8601 date and time, such as 2025-08-15T09:50:59.264+00:00",
+    },
+    datetime.date: {"type": "string", "format": "date"},
+    datetime.time: {
+        "type": "string",
+        "pattern": r"^\d\d(:\d\d(:\d\d([.,]\d+)?)?)?(Z|[+-]\d\d(:?\d\d)?)?$",
+        "description": "ISO 8601 time of day, such as 09:50:59",
+    },
+    uuid.UUID: {"type": "string", "format": "uuid"},
+}
+_ARRAYS: set[Any] = {list, abc.Sequence, abc.MutableSequence}
+_SETS: set[Any] = {set, frozenset, abc.Set, abc.MutableSet}
+_MAPPINGS: set[Any] = {dict, abc.Mapping, abc.MutableMapping}
+_UNIONS = {typing.Union, types.UnionType}
+_NOTHING = object()
+
+
+def json_schema(cls: type[Any], *, title: str | None = None) -> Schema:
+    """Return the JSON Schema (draft 2020-12) of a ``@stateful`` class's state.
+
+    Args:
+        cls: A ``@stateful`` class (a state module or a value record), an attrs
+            class or a dataclass.
+        title: The schema's title; the class name when omitted.
+
+    Returns:
+        A new JSON-ready ``dict``: the class's own schema at the root (state
+        fields as ``properties``, fields without a default as ``required``, no
+        other key allowed) and every other named class under ``$defs``.
+
+    Raises:
+        StateDefinitionError: ``cls`` is not such a class, or one of its field
+            types cannot be resolved.
+    """
+    builder = _Builder(root=_check_class(cls))
+    return builder.document({"title": title or cls.__name__, **builder.object_schema(cls)})
+
+
+def session_schema(**modules: type[Any]) -> Schema:
+    """Return the JSON Schema of a session document holding the given modules.
+
+    A session file maps each module name to that module's state, as
+    ``save_session_state(session_id, agent=agent, toolkit=toolkit)`` writes it.
+
+    Args:
+        **modules: Module name to ``@stateful`` class (or an instance of one).
+
+    Returns:
+        A schema whose properties are the module names, all required; other
+        top-level keys are allowed, since a session may hold more modules.
+
+    Raises:
+        StateDefinitionError: A value is not a ``@stateful`` class.
+    """
+    builder = _Builder(root=None)
+    properties = {}
+    for name, cls in modules.items():
+        properties[name] = builder.ref(_check_class(_as_class(cls)))
+    body: Schema = {"title": "statekit session", "type": "object", "properties": properties}
+    body["required"] = list(properties)
+    return builder.document(body)
+
+
+def _as_class(obj: Any) -> type[Any]:
+    return obj if isinstance(obj, type) else type(obj)
+
+
+def _check_class(cls: Any) -> type[Any]:
+    if isinstance(cls, type) and _is_record(cls):
+        return cls
+    hint = ""
+    if isinstance(cls, type) and issubclass(cls, StateModule):
+        hint = " (a module whose state is registered at run time has no static schema)"
+    raise StateDefinitionError(f"{cls!r} is not a @stateful class, attrs class or dataclass{hint}")
+
+
+def _is_record(tp: Any) -> bool:
+    return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
+
+
+def _is_module(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, StateModule)
+
+
+@attrs.define
+class _Field:
+    """One property of an object schema, whatever kind of class it came from."""
+
+    name: str
+    type: Any
+    required: bool
+    default: Any = _NOTHING
+    schema: Schema | None = None
+
+
+class _Builder:
+    """Walks types into schemas, collecting named classes in ``$defs``."""
+
+    def __init__(self, root: type[Any] | None) -> None:
+        self.root = root
+        self.defs: dict[str, Schema] = {}
+        self.names: dict[type[Any], str] = {}
+
+    def document(self, body: Schema) -> Schema:
+        """Wrap the root body with ``$schema`` and the collected ``$defs``."""
+        doc: Schema = {"$schema": DRAFT, **body}
+        if self.defs:
+            doc["$defs"] = self.defs
+        return doc
+
+    def ref(self, cls: type[Any]) -> Schema:
+        """Return a ``$ref`` to ``cls``, defining it on first use."""
+        if cls is self.root:
+            return {"$ref": "#"}
+        if cls not in self.names:
+            name = self._new_name(cls)
+            self.names[cls] = name
+            self.defs[name] = {}  # reserved first, so a recursive field finds it
+            self.defs[name] = self._define(cls)
+        return {"$ref": f"#/$defs/{self.names[cls]}"}
+
+    def _new_name(self, cls: type[Any]) -> str:
+        name = cls.__name__
+        if name in self.defs:
+            name = f"{cls.__module__}.{cls.__qualname__}"
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+    def _define(self, cls: type[Any]) -> Schema:
+        if issubclass(cls, enum.Enum):
+            return {"title": cls.__name__, **_described(cls), **_literal(list(cls))}
+        body = self.object_schema(cls)
+        return {"title": cls.__name__, **body}
+
+    def object_schema(self, cls: type[Any]) -> Schema:
+        """The object schema of a record, dataclass or module class."""
+        docs = _attribute_docs(cls)
+        properties = {}
+        required = []
+        for field in _fields(cls):
+            properties[field.name] = self._property(field, docs.get(field.name))
+            if field.required:
+                required.append(field.name)
+        body: Schema = {**_described(cls), "type": "object", "properties": properties}
+        if required:
+            body["required"] = required
+        body["additionalProperties"] = False
+        return body
+
+    def _property(self, field: _Field, doc: str | None) -> Schema:
+        schema = dict(field.schema) if field.schema is not None else self.type_schema(field.type)
+        if doc:
+            schema["description"] = doc
+        if field.default is not _NOTHING:
+            schema["default"] = field.default
+        return schema
+
+    def type_schema(self, tp: Any) -> Schema:
+        """The schema of the JSON form of a value of type ``tp``."""
+        tp = _unwrap(tp)
+        if tp is Any or tp is object:
+            return {}
+        if isinstance(tp, type) and (scalar := _scalar(tp)) is not None:
+            return dict(scalar)
+        origin = typing.get_origin(tp)
+        if origin is typing.Literal:
+            return _literal(typing.get_args(tp))
+        if origin in _UNIONS:
+            return _union([self.type_schema(arg) for arg in typing.get_args(tp)])
+        if (isinstance(tp, type) and issubclass(tp, enum.Enum)) or _is_record(tp):
+            return self.ref(tp)
+        return self._container(origin or tp, typing.get_args(tp))
+
+    def _container(self, kind: Any, args: tuple[Any, ...]) -> Schema:
+        if kind in _ARRAYS or kind in _SETS:
+            schema: Schema = {"type": "array", "items": self._arg(args, 0)}
+            return {**schema, "uniqueItems": True} if kind in _SETS else schema
+        if kind is tuple:
+            return self._tuple(args)
+        if kind in _MAPPINGS:
+            return self._mapping(args)
+        if _is_module(kind):
+            return {"description": f"the state of {kind.__name__}, registered at run time"}
+        return {"description": f"any JSON value: no schema is known for {kind!r}"}
+
+    def _arg(self, args: tuple[Any, ...], index: int) -> Schema:
+        return self.type_schema(args[index]) if len(args) > index else {}
+
+    def _tuple(self, args: tuple[Any, ...]) -> Schema:
+        if not args or (len(args) == 2 and args[1] is Ellipsis):
+            return {"type": "array", "items": self._arg(args, 0)}
+        items = [] if args == ((),) else [self.type_schema(arg) for arg in args]
+        schema: Schema = {"type": "array", "minItems": len(items), "maxItems": len(items)}
+        return {**schema, "prefixItems": items} if items else schema
+
+    def _mapping(self, args: tuple[Any, ...]) -> Schema:
+        schema: Schema = {"type": "object", "additionalProperties": self._arg(args, 1)}
+        if args and _is_string_choice(args[0]):
+            schema["propertyNames"] = self.type_schema(args[0])
+        return schema
+
+
+def _fields(cls: type[Any]) -> list[_Field]:
+    if dataclasses.is_dataclass(cls):
+        return _dataclass_fields(cls)
+    attributes = _resolved_attrs_fields(cls)
+    if _is_module(cls):
+        attributes = [f for f in attributes if field_codec(f) is not None or module_class(f.type, StateModule)]
+    else:  # value records are (un)structured by cattrs, which skips init=False
+        attributes = [f for f in attributes if f.init]
+    return [_attrs_field(f) for f in attributes]
+
+
+def _resolved_attrs_fields(cls: type[Any]) -> list[attrs.Attribute[Any]]:
+    try:
+        attrs.resolve_types(cls)
+    except (NameError, TypeError) as exc:
+        raise StateDefinitionError(f"cannot resolve the field types of {cls.__qualname__}: {exc}") from exc
+    return list(attrs.fields(cls))
+
+
+def _attrs_field(field: attrs.Attribute[Any]) -> _Field:
+    custom = field.metadata.get(SCHEMA_KEY)
+    codec = field_codec(field)
+    coded = codec is not None and (codec.from_json is not None or codec.to_json is not None)
+    if custom is None and codec is not None and codec.from_json is not None:
+        custom = {}  # a custom decoder: any JSON value may be what it wants
+    required = field.default is attrs.NOTHING
+    default = _NOTHING if required or coded else _json_default(field.default)
+    return _Field(field.name, field.type, required, default, custom)
+
+
+def _dataclass_fields(cls: type[Any]) -> list[_Field]:
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError) as exc:
+        raise StateDefinitionError(f"cannot resolve the field types of {cls.__qualname__}: {exc}") from exc
+    out = []
+    for field in (f for f in dataclasses.fields(cls) if f.init):
+        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        default = _json_default(field.default) if field.default is not dataclasses.MISSING else _NOTHING
+        out.append(_Field(field.name, hints[field.name], required, default, field.metadata.get(SCHEMA_KEY)))
+    return out
+
+
+def _json_default(value: Any) -> Any:
+    """The default as JSON when it is a plain scalar (factories are not called)."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, float) and not math.isfinite(value):
+        return _NOTHING
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return _NOTHING
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip ``Annotated``, ``NewType`` and ``type X = ...`` aliases."""
+    while True:
+        if typing.get_origin(tp) is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif isinstance(tp, typing.NewType):
+            tp = tp.__supertype__
+        elif type(tp).__name__ == "TypeAliasType":
+            tp = tp.__value__
+        else:
+            return tp
+
+
+def _scalar(tp: type) -> Schema | None:
+    if issubclass(tp, PurePath):
+        return {"type": "string"}
+    if issubclass(tp, enum.Enum):
+        return None
+    for base in tp.__mro__:  # datetime before date, bool before int
+        if base in _SCALARS:
+            return _SCALARS[base]
+    return None
+
+
+def _literal(values: Iterable[Any]) -> Schema:
+    plain = [v.value if isinstance(v, enum.Enum) else v for v in values]
+    return {"const": plain[0]} if len(plain) == 1 else {"enum": plain}
+
+
+def _union(options: list[Schema]) -> Schema:
+    """``anyOf`` the options, or one ``type`` list when they are all bare types."""
+    if all(set(o) == {"type"} and isinstance(o["type"], str) for o in options):
+        names = list(dict.fromkeys(o["type"] for o in options))
+        return {"type": names[0] if len(names) == 1 else names}
+    unique = [o for i, o in enumerate(options) if o not in options[:i]]
+    return unique[0] if len(unique) == 1 else {"anyOf": unique}
+
+
+def _is_string_choice(tp: Any) -> bool:
+    if typing.get_origin(tp) is typing.Literal:
+        return all(isinstance(v, str) for v in typing.get_args(tp))
+    return isinstance(tp, type) and issubclass(tp, enum.Enum) and all(isinstance(m.value, str) for m in tp)
+
+
+def _own_doc(cls: type[Any]) -> str:
+    """The class's own docstring (``inspect.getdoc`` would inherit the parent's)."""
+    doc = cls.__dict__.get("__doc__")
+    return inspect.cleandoc(doc) if isinstance(doc, str) else ""
+
+
+def _summary(cls: type[Any]) -> str | None:
+    doc = _own_doc(cls)
+    if not doc or (dataclasses.is_dataclass(cls) and doc.startswith(f"{cls.__name__}(")):
+        return None
+    return doc.split("\n\n", 1)[0].replace("\n", " ")
+
+
+def _described(cls: type[Any]) -> Schema:
+    summary = _summary(cls)
+    return {"description": summary} if summary else {}
+
+
+_ENTRY = re.compile(r"(?P<name>\w+)(?:\s*\([^)]*\))?:\s*(?P<text>.*)")
+
+
+def _attribute_docs(cls: type[Any]) -> dict[str, str]:
+    """Field descriptions from the ``Attributes:`` section of a Google docstring."""
+    lines = _own_doc(cls).splitlines()
+    if "Attributes:" not in lines:
+        return {}
+    docs: dict[str, str] = {}
+    name = None
+    for line in lines[lines.index("Attributes:") + 1 :]:
+        if line and not line.startswith(" "):
+            break  # the next section
+        entry = _ENTRY.fullmatch(line.strip())
+        if _indent(line) <= 4 and entry:
+            name = entry["name"]
+            docs[name] = entry["text"]
+        elif name and line.strip():
+            docs[name] = f"{docs[name]} {line.strip()}".strip()
+    return docs
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+

@@ -1,0 +1,470 @@
+"""The state model: declaring, dumping and loading state (issue 2)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import enum
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from statekit import LoadResult, StateModule, StatekitError, StateLoadError, state_field, stateful
+from statekit.errors import StateDefinitionError, StateDumpError
+
+
+class ClassA(StateModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cnt = 123
+        self.register_state("cnt")
+
+
+class ClassB(StateModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = ClassA()
+        self.c = "Hello, world!"
+        self.register_state("c")
+
+
+@stateful
+class Msg:
+    role: str
+    content: str | list[dict[str, Any]]
+    name: str | None = None
+
+
+@stateful
+class Memory(StateModule):
+    content: list[Msg] = state_field(factory=list)
+
+
+@stateful
+class Toolkit(StateModule):
+    active_groups: list[str] = state_field(factory=list)
+
+
+@stateful
+class Agent(StateModule):
+    name: str = state_field()
+    sys_prompt: str = state_field(default="You're a helpful assistant.")
+    memory: Memory = state_field(factory=Memory)
+    toolkit: Toolkit = state_field(factory=Toolkit)
+    turns: int = state_field(default=0)
+    client: object = attrs.field(default=None)
+
+
+def chatted_agent() -> Agent:
+    agent = Agent(name="Friday")
+    agent.memory.content.append(Msg("user", "Hello, agent!", "user"))
+    agent.memory.content.append(
+        Msg("assistant", [{"type": "tool_use", "id": "1", "input": {"q": ["a", "b"]}}], "Friday")
+    )
+    agent.toolkit.active_groups.append("web")
+    agent.turns = 1
+    return agent
+
+
+# --- the reference's example, verbatim but for the import -------------------
+
+
+def test_reference_nested_example() -> None:
+    obj_b = ClassB()
+    assert obj_b.a.state_dict() == {"cnt": 123}
+    assert json.dumps(obj_b.state_dict(), indent=4) == json.dumps({"a": {"cnt": 123}, "c": "Hello, world!"}, indent=4)
+
+
+def test_reference_imperative_load_round_trip() -> None:
+    obj_b = ClassB()
+    saved = obj_b.state_dict()
+    obj_b.a.cnt = 0
+    obj_b.c = "changed"
+    obj_b.load_state_dict(saved)
+    assert (obj_b.a.cnt, obj_b.c) == (123, "Hello, world!")
+
+
+def test_reassigned_module_becomes_the_state() -> None:
+    obj_b = ClassB()
+    replacement = ClassA()
+    replacement.cnt = 7
+    obj_b.a = replacement
+    assert obj_b.state_dict()["a"] == {"cnt": 7}
+    obj_b.load_state_dict({"a": {"cnt": 9}, "c": "x"})
+    assert replacement.cnt == 9
+
+
+def test_register_state_with_codec() -> None:
+    class Clock(StateModule):
+        def __init__(self) -> None:
+            self.at = dt.datetime(2025, 1, 2, 3, 4, 5)
+            self.register_state("at", dt.datetime.isoformat, dt.datetime.fromisoformat)
+
+    clock = Clock()
+    assert clock.state_dict() == {"at": "2025-01-02T03:04:05"}
+    clock.load_state_dict({"at": "2026-11-21T00:00:00"})
+    assert clock.at == dt.datetime(2026, 11, 21)
+
+
+def test_register_unknown_attribute_is_an_error() -> None:
+    with pytest.raises(StatekitError, match="no attribute 'nope'"):
+        ClassA().register_state("nope")
+
+
+# --- state_dict --------------------------------------------------------------
+
+
+def test_state_dict_keys_in_declaration_order_and_plain_json() -> None:
+    state = chatted_agent().state_dict()
+    assert list(state) == ["name", "sys_prompt", "memory", "toolkit", "turns"]
+    assert state["memory"]["content"][1] == {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "1", "input": {"q": ["a", "b"]}}],
+        "name": "Friday",
+    }
+    assert json.loads(json.dumps(state)) == state
+
+
+def test_plain_attrs_fields_are_not_state() -> None:
+    agent = Agent(name="x", client=object())
+    assert "client" not in agent.state_dict()
+
+
+def test_plain_attrs_field_holding_a_module_is_state() -> None:
+    @stateful
+    class Holder(StateModule):
+        inner: Memory = attrs.field(factory=Memory)
+
+    assert Holder().state_dict() == {"inner": {"content": []}}
+
+
+def test_state_dict_is_a_snapshot() -> None:
+    agent = chatted_agent()
+    initial = agent.state_dict()
+    frozen = copy.deepcopy(initial)
+    agent.memory.content.append(Msg("user", "more"))
+    agent.memory.content[1].content[0]["input"]["q"].append("c")  # type: ignore[index]
+    agent.toolkit.active_groups.append("files")
+    assert initial == frozen
+
+
+def test_save_initial_run_load_back() -> None:
+    agent = Agent(name="Friday")
+    initial = agent.state_dict()
+    agent.memory.content.append(Msg("user", "hi"))
+    agent.toolkit.active_groups.append("web")
+    agent.load_state_dict(initial)
+    assert agent.state_dict() == initial
+    assert agent.memory.content == [] and agent.toolkit.active_groups == []
+
+
+def test_non_json_value_in_any_field_is_a_dump_error_with_path() -> None:
+    agent = Agent(name="x")
+    agent.memory.content.append(Msg("user", [{"when": dt.date(2025, 1, 1)}]))
+    with pytest.raises(StateDumpError, match=r"memory\.content.*when"):
+        agent.state_dict()
+
+
+# --- load_state_dict: strict -------------------------------------------------
+
+
+def test_strict_reports_every_problem_at_every_depth() -> None:
+    state = chatted_agent().state_dict()
+    del state["sys_prompt"]
+    state["extra"] = 1
+    state["memory"]["content"][0]["role"] = None
+    state["memory"]["content"][1]["bogus"] = True
+    del state["toolkit"]["active_groups"]
+    state["toolkit"]["colour"] = "red"
+    with pytest.raises(StateLoadError) as info:
+        Agent(name="y").load_state_dict(state)
+    assert sorted(info.value.paths) == sorted(
+        [
+            "sys_prompt",
+            "extra",
+            "memory.content[0].role",
+            "memory.content[1].bogus",
+            "toolkit.active_groups",
+            "toolkit.colour",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "bad", "message"),
+    [
+        (("name",), None, "expected str, got null"),
+        (("toolkit", "active_groups"), "web", "expected list[str], got a string"),
+        (("turns",), True, "expected int, got a boolean"),
+        (("turns",), 1.5, "expected int, got a number"),
+        (("memory", "content", 0, "content"), 3, "got an integer"),
+        (("memory", "content"), {"0": {}}, "expected a list"),
+    ],
+)
+def test_wrong_shapes_are_named_in_both_modes(path: tuple[Any, ...], bad: Any, message: str) -> None:
+    for strict in (True, False):
+        state = chatted_agent().state_dict()
+        target = state
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = bad
+        agent = chatted_agent()
+        before = agent.state_dict()
+        with pytest.raises(StateLoadError, match=re.escape(message)) as info:
+            agent.load_state_dict(state, strict=strict)
+        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+        assert dotted in info.value.paths
+        assert agent.state_dict() == before
+
+
+def test_missing_required_record_field_is_an_error_in_both_modes() -> None:
+    state = chatted_agent().state_dict()
+    del state["memory"]["content"][0]["role"]
+    for strict in (True, False):
+        with pytest.raises(StateLoadError) as info:
+            Agent(name="z").load_state_dict(state, strict=strict)
+        assert info.value.paths == ["memory.content[0].role"]
+
+
+def test_failed_load_changes_nothing() -> None:
+    agent = chatted_agent()
+    before = agent.state_dict()
+    memory, content = agent.memory, agent.memory.content
+    state = Agent(name="other").state_dict()
+    state["turns"] = "many"  # the last key: everything before it would load
+    with pytest.raises(StateLoadError):
+        agent.load_state_dict(state)
+    assert agent.state_dict() == before
+    assert agent.memory is memory and agent.memory.content is content
+
+
+def test_from_json_exception_becomes_load_error_with_path() -> None:
+    def parse(data: Any) -> int:
+        raise RuntimeError("boom")
+
+    @stateful
+    class Counter(StateModule):
+        n: int = state_field(default=0, from_json=parse)
+
+    with pytest.raises(StateLoadError, match=r"n: RuntimeError: boom"):
+        Counter().load_state_dict({"n": 1})
+
+
+# --- load_state_dict: non-strict ----------------------------------------------
+
+
+def test_non_strict_keeps_missing_and_reports_both() -> None:
+    agent = chatted_agent()
+    result = agent.load_state_dict(
+        {"name": "New", "memory": {"content": [{"role": "user", "content": "x", "extra": 1}]}, "q": 1},
+        strict=False,
+    )
+    assert result == LoadResult(
+        missing_keys=["sys_prompt", "toolkit", "turns"],
+        unexpected_keys=["memory.content[0].extra", "q"],
+    )
+    assert agent.name == "New" and agent.turns == 1 and agent.toolkit.active_groups == ["web"]
+    assert agent.memory.content == [Msg("user", "x")]
+
+
+def test_strict_load_result_is_empty() -> None:
+    agent = chatted_agent()
+    assert agent.load_state_dict(agent.state_dict()) == LoadResult([], [])
+
+
+# --- identity and aliasing -----------------------------------------------------
+
+
+def test_nested_modules_load_in_place_and_keep_non_state() -> None:
+    agent = chatted_agent()
+    client = object()
+    agent.client = client
+    memory = agent.memory
+    agent.load_state_dict(Agent(name="fresh").state_dict())
+    assert agent.memory is memory and agent.client is client and agent.memory.content == []
+
+
+def test_loaded_values_share_nothing_with_the_input() -> None:
+    state = chatted_agent().state_dict()
+    agent = Agent(name="a")
+    agent.load_state_dict(state)
+    saved = copy.deepcopy(state)
+    agent.memory.content[1].content[0]["input"]["q"].append("z")  # type: ignore[index]
+    agent.toolkit.active_groups.clear()
+    assert state == saved
+
+
+# --- value types ---------------------------------------------------------------
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+@stateful
+class Kitchen(StateModule):
+    colour: Colour = state_field(default=Colour.RED)
+    at: dt.datetime = state_field(default=dt.datetime(2025, 1, 1, 12, 30, tzinfo=dt.timezone.utc))
+    day: dt.date = state_field(default=dt.date(2025, 1, 1))
+    ident: uuid.UUID = state_field(default=uuid.UUID(int=5))
+    where: Path = state_field(default=Path("/tmp/x"))
+    pair: tuple[int, str] = state_field(default=(1, "a"))
+    many: tuple[int, ...] = state_field(default=(1, 2))
+    tags: frozenset[str] = state_field(default=frozenset({"b", "a"}))
+    seen: set[int] = state_field(factory=lambda: {3, 1, 2})
+    scores: dict[str, float] = state_field(factory=lambda: {"a": 1.5})
+    point: Point = state_field(factory=lambda: Point(1, 2))
+    maybe: int | None = state_field(default=None)
+    blob: Any = state_field(factory=lambda: {"k": [1, None, True]})
+
+
+def test_value_types_round_trip_as_plain_json() -> None:
+    kitchen = Kitchen()
+    state = kitchen.state_dict()
+    assert state == {
+        "colour": "red",
+        "at": "2025-01-01T12:30:00+00:00",
+        "day": "2025-01-01",
+        "ident": "00000000-0000-0000-0000-000000000005",
+        "where": "/tmp/x",
+        "pair": [1, "a"],
+        "many": [1, 2],
+        "tags": ["a", "b"],
+        "seen": [1, 2, 3],
+        "scores": {"a": 1.5},
+        "point": {"x": 1, "y": 2},
+        "maybe": None,
+        "blob": {"k": [1, None, True]},
+    }
+    other = Kitchen(colour=Colour.BLUE, seen=set(), point=Point(0, 0), maybe=4)
+    other.load_state_dict(json.loads(json.dumps(state)))
+    assert other == kitchen
+
+
+def test_bad_enum_and_date_are_named() -> None:
+    state = Kitchen().state_dict()
+    state["colour"] = "green"
+    state["at"] = "yesterday"
+    with pytest.raises(StateLoadError) as info:
+        Kitchen().load_state_dict(state)
+    assert info.value.paths == ["colour", "at"]
+    assert "'red', 'blue'" in str(info.value)
+
+
+def test_unsupported_type_fails_at_definition_naming_the_field() -> None:
+    class Opaque:
+        pass
+
+    with pytest.raises(StateDefinitionError, match=r"Broken\.thing"):
+
+        @stateful
+        class Broken(StateModule):
+            thing: Opaque = state_field(factory=Opaque)
+
+
+def test_unsupported_type_with_codec_is_fine() -> None:
+    class Opaque:
+        def __init__(self, v: int = 0) -> None:
+            self.v = v
+
+    @stateful
+    class Fine(StateModule):
+        thing: Opaque = state_field(factory=Opaque, to_json=lambda o: o.v, from_json=Opaque)
+
+    fine = Fine()
+    fine.load_state_dict({"thing": 5})
+    assert fine.thing.v == 5 and fine.state_dict() == {"thing": 5}
+
+
+def test_to_json_result_is_copied() -> None:
+    shared = ["a"]
+
+    @stateful
+    class Leaky(StateModule):
+        items: list[str] = state_field(factory=list, to_json=lambda _: shared)
+
+    state = Leaky().state_dict()
+    state["items"].append("b")
+    assert shared == ["a"]
+
+
+def test_forward_references_resolve_on_first_use() -> None:
+    agent = Later()
+    assert agent.state_dict() == {"part": {"n": 1}}
+
+
+@stateful
+class Later(StateModule):
+    part: LaterPart = state_field(factory=lambda: LaterPart())
+
+
+@stateful
+class LaterPart:
+    n: int = 1
+
+
+def test_user_converter_is_used() -> None:
+    from statekit import make_converter
+
+    class Money:
+        def __init__(self, cents: int) -> None:
+            self.cents = cents
+
+    conv = make_converter()
+    conv.register_unstructure_hook(Money, lambda m: m.cents)
+    conv.register_structure_hook(Money, lambda v, _: Money(v))
+
+    @stateful(converter=conv)
+    class Wallet(StateModule):
+        balance: Money = state_field(factory=lambda: Money(5))
+
+    wallet = Wallet()
+    assert wallet.state_dict() == {"balance": 5}
+    wallet.load_state_dict({"balance": 7})
+    assert wallet.balance.cents == 7
+
+
+def test_frozen_module_is_refused() -> None:
+    with pytest.raises(StatekitError, match="cannot be frozen"):
+
+        @stateful(frozen=True)
+        class Ice(StateModule):
+            x: int = state_field(default=0)
+
+
+def test_optional_module_field_is_built_from_state() -> None:
+    @stateful
+    class Holder(StateModule):
+        memory: Memory | None = state_field(default=None)
+
+    holder = Holder()
+    assert holder.state_dict() == {"memory": None}
+    holder.load_state_dict({"memory": {"content": [{"role": "user", "content": "x", "name": None}]}})
+    assert holder.memory == Memory([Msg("user", "x")])
+    holder.load_state_dict({"memory": None})
+    assert holder.memory is None
+
+
+def test_validators_run_on_load_and_refusal_changes_nothing() -> None:
+    @stateful
+    class Positive(StateModule):
+        n: int = state_field(default=1, validator=attrs.validators.gt(0))
+        label: str = state_field(default="a")
+
+    p = Positive()
+    with pytest.raises(StateLoadError, match="n: "):
+        p.load_state_dict({"n": -1, "label": "b"})
+    assert (p.n, p.label) == (1, "a")

@@ -1,0 +1,49 @@
+"""Typed agent definitions that ``mypy --strict`` must accept (checked by mypy.ini)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from typing import Any
+
+import attrs
+
+from statekit import LoadResult, StateModule, state_field, stateful
+
+
+class Role(enum.Enum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+@stateful
+class Msg:
+    role: Role
+    content: str | list[dict[str, Any]]
+    at: dt.datetime | None = None
+
+
+@stateful
+class Memory(StateModule):
+    content: list[Msg] = state_field(factory=list)
+
+
+@stateful(kw_only=True)
+class Agent(StateModule):
+    name: str = state_field()
+    sys_prompt: str = state_field(default="You are helpful.")
+    turns: int = state_field(default=0)
+    memory: Memory = state_field(factory=Memory)
+    groups: set[str] = state_field(factory=set, to_json=sorted, from_json=set)
+    client: object = attrs.field(default=None)
+
+
+def use() -> None:
+    agent = Agent(name="Friday")
+    agent.memory.content.append(Msg(Role.USER, "hi"))
+    agent.turns += 1
+    state: dict[str, Any] = agent.state_dict()
+    result: LoadResult = agent.load_state_dict(state, strict=False)
+    missing: list[str] = result.missing_keys
+    name: str = agent.name
+    print(missing, name)
