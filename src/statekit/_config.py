@@ -105,7 +105,7 @@ def from_config(cls: type[T], source: ConfigSource, *, strict: bool = True) -> T
             unknown key), each with its file, line, column and field path.
         StateDefinitionError: ``cls`` is not a ``@stateful`` class.
     """
-    require_stateful_class(cls)
+    require_stateful_class(cls, module_hint="create one and load it with seed()")
     document = read_document(source)
     try:
         return build(cls, document.data, strict=strict)

@@ -85,11 +85,11 @@ def json_schema(cls: type[Any], *, title: str | None = None) -> Schema:
         StateDefinitionError: ``cls`` is not such a class, or one of its field
             types cannot be resolved.
     """
-    builder = _Builder(root=_check_class(cls))
+    builder = _Builder(root=require_stateful_class(cls))
     return builder.document({"title": title or cls.__name__, **builder.object_schema(cls)})
 
 
-def session_schema(**modules: type[Any]) -> Schema:
+def session_schema(**modules: type[Any] | StateModule) -> Schema:
     """Return the JSON Schema of a session document holding the given modules.
 
     A session file maps each module name to that module's state, as
@@ -108,7 +108,7 @@ def session_schema(**modules: type[Any]) -> Schema:
     builder = _Builder(root=None)
     properties = {}
     for name, cls in modules.items():
-        properties[name] = builder.ref(_check_class(_as_class(cls)))
+        properties[name] = builder.ref(require_stateful_class(_as_class(cls)))
     body: Schema = {"title": "statekit session", "type": "object", "properties": properties}
     body["required"] = list(properties)
     return builder.document(body)
@@ -118,12 +118,21 @@ def _as_class(obj: Any) -> type[Any]:
     return obj if isinstance(obj, type) else type(obj)
 
 
-def _check_class(cls: Any) -> type[Any]:
+def require_stateful_class(cls: Any, *, module_hint: str = "it has no static schema") -> type[Any]:
+    """Return ``cls`` when it is a ``@stateful``, attrs or dataclass class.
+
+    Args:
+        cls: What the caller was given.
+        module_hint: Said of a ``StateModule`` subclass that is not ``@stateful``.
+
+    Raises:
+        StateDefinitionError: ``cls`` is anything else.
+    """
     if isinstance(cls, type) and _is_record(cls):
         return cls
     hint = ""
     if isinstance(cls, type) and issubclass(cls, StateModule):
-        hint = " (a module whose state is registered at run time has no static schema)"
+        hint = f" (its state is registered at run time: {module_hint})"
     raise StateDefinitionError(f"{cls!r} is not a @stateful class, attrs class or dataclass{hint}")
 
 
