@@ -1,0 +1,222 @@
+"""from_config() and seed(): state from hand-written YAML/JSON, positioned errors."""
+
+from __future__ import annotations
+
+import enum
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from statekit import StateModule, state_field, stateful
+from statekit._config import from_config, seed
+from statekit.errors import DocumentError, StateDefinitionError, StateLoadError
+
+
+class Role(enum.Enum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+@stateful
+class Message:
+    role: Role
+    content: str
+
+
+@stateful
+class Memory(StateModule):
+    content: list[Message] = state_field(factory=list)
+
+
+@stateful
+class Agent(StateModule):
+    name: str = state_field()
+    turns: int = state_field(default=0)
+    tools: list[str] = state_field(factory=list)
+    memory: Memory = attrs.field(factory=Memory)
+    client: object = attrs.field(default=None)  # not state
+
+
+@stateful
+class Limits:
+    max_turns: int = 10
+    stop: list[str] = attrs.field(factory=list)
+
+
+CONFIG = """\
+# The agent's first state, written by hand.
+name: Friday   # shown in every reply
+tools:
+  - web
+  - math
+memory:
+  content:
+    - role: user
+      content: |
+        Hello!
+        Who are you?
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def only_problem(excinfo: pytest.ExceptionInfo[StateLoadError]) -> Any:
+    assert len(excinfo.value.problems) == 1
+    return excinfo.value.problems[0]
+
+
+def test_yaml_config_with_comments_builds_an_agent_with_defaults(tmp_path: Path) -> None:
+    agent = from_config(Agent, write(tmp_path, "agent.yaml", CONFIG))
+    assert (agent.name, agent.turns, agent.tools) == ("Friday", 0, ["web", "math"])
+    assert agent.memory.content == [Message(Role.USER, "Hello!\nWho are you?\n")]
+
+
+@pytest.mark.parametrize("suffix", [".yml", ".YAML"])
+def test_other_yaml_suffixes_and_str_paths(tmp_path: Path, suffix: str) -> None:
+    path = write(tmp_path, f"agent{suffix}", "name: Friday\n")
+    assert from_config(Agent, str(path)).name == "Friday"
+
+
+def test_json_config(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent.json", '{"name": "Friday", "turns": 2}')
+    assert from_config(Agent, path).turns == 2
+
+
+def test_mapping_config_and_value_records() -> None:
+    assert from_config(Agent, {"name": "Friday"}).name == "Friday"
+    assert from_config(Limits, {"stop": ["bye"]}) == Limits(10, ["bye"])
+
+
+def test_empty_or_comment_only_file_gives_the_defaults(tmp_path: Path) -> None:
+    assert from_config(Limits, write(tmp_path, "limits.yaml", "# nothing set yet\n")) == Limits()
+
+
+def test_unknown_key_names_the_key_and_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent.yaml", "name: Friday\ntunrs: 3\n")
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Agent, path)
+    problem = only_problem(excinfo)
+    assert (problem.dotted, problem.message) == ("tunrs", "unknown key")
+    assert (problem.source, problem.line, problem.column) == (str(path), 2, 1)
+    assert f"{path}:2:1: tunrs: unknown key" in str(excinfo.value)
+
+
+def test_unknown_key_is_ignored_when_not_strict(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent.yaml", "name: Friday\ntunrs: 3\n")
+    assert from_config(Agent, path, strict=False).turns == 0
+
+
+def test_every_problem_is_reported_with_its_position(tmp_path: Path) -> None:
+    text = """\
+        name: Friday
+        turns: [1, 2]
+        memory:
+          content:
+            - role: user
+              content: hi
+            - role: robot
+              content: hi
+              mood: happy
+        """
+    path = write(tmp_path, "agent.yaml", text)
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Agent, path)
+    found = {(p.dotted, p.line) for p in excinfo.value.problems}
+    assert found == {("turns", 2), ("memory.content[1].role", 7), ("memory.content[1].mood", 9)}
+    assert all(p.source == str(path) and p.column is not None for p in excinfo.value.problems)
+
+
+def test_missing_required_field_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent.yaml", "turns: 1\n")
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Agent, path)
+    problem = only_problem(excinfo)
+    assert (problem.dotted, problem.message) == ("name", "required key is missing")
+    assert problem.source == str(path)
+
+
+def test_json_errors_are_positioned_too(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent.json", '{\n  "name": "Friday",\n  "turns": "two"\n}\n')
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Agent, path)
+    problem = only_problem(excinfo)
+    assert (problem.dotted, problem.line, problem.column) == ("turns", 3, 3)
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Agent, write(tmp_path, "agent.yaml", "- name: Friday\n"))
+    problem = only_problem(excinfo)
+    assert problem.path == ()
+    assert problem.line == 1
+
+
+def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, "agent.yaml", "name: Friday\ntools: [web\n")
+    with pytest.raises(DocumentError) as excinfo:
+        from_config(Agent, path)
+    assert excinfo.value.source == str(path)
+    assert excinfo.value.line == 3
+
+
+def test_python_tags_are_refused_and_nothing_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    text = f"name: !!python/object/apply:os.system ['touch {marker}']\n"
+    with pytest.raises(DocumentError) as excinfo:
+        from_config(Agent, write(tmp_path, "agent.yaml", text))
+    assert excinfo.value.line == 1
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["agent.toml", "agent"])
+def test_unknown_suffix_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(DocumentError, match=r"cannot tell the format .* use one of \.json, \.yaml, \.yml"):
+        from_config(Agent, write(tmp_path, name, "name = 'x'\n"))
+
+
+def test_missing_file_is_a_document_error(tmp_path: Path) -> None:
+    with pytest.raises(DocumentError, match="cannot read the file: No such file or directory") as excinfo:
+        from_config(Agent, tmp_path / "nope.yaml")
+    assert excinfo.value.source == str(tmp_path / "nope.yaml")
+
+
+def test_bad_arguments_are_definition_errors() -> None:
+    with pytest.raises(StateDefinitionError, match="is not a @stateful class"):
+        from_config(dict, {})
+    with pytest.raises(StateDefinitionError, match="a config source is a file path or a mapping"):
+        from_config(Agent, 42)  # type: ignore[arg-type]
+    with pytest.raises(StateDefinitionError, match="loads into a StateModule instance"):
+        seed(Limits(), {})  # type: ignore[arg-type]
+
+
+def test_seed_loads_leniently_and_reports_what_it_ignored(tmp_path: Path) -> None:
+    agent = Agent(name="Friday", turns=5, client="kept")
+    path = write(tmp_path, "seed.yaml", "tools: [web]\ncolour: blue\nmemory:\n  content: []\n  extra: 1\n")
+    result = seed(agent, path)
+    assert (agent.name, agent.turns, agent.tools, agent.client) == ("Friday", 5, ["web"], "kept")
+    assert set(result.unexpected_keys) == {"colour", "memory.extra"}
+    assert set(result.missing_keys) == {"name", "turns"}
+
+
+def test_failed_seed_changes_nothing_and_is_positioned(tmp_path: Path) -> None:
+    agent = Agent(name="Friday", tools=["web"])
+    before = agent.state_dict()
+    path = write(tmp_path, "seed.yaml", "tools: [math]\nturns: many\n")
+    with pytest.raises(StateLoadError) as excinfo:
+        seed(agent, path)
+    assert agent.state_dict() == before
+    problem = only_problem(excinfo)
+    assert (problem.dotted, problem.source, problem.line) == ("turns", str(path), 2)
+
+
+def test_seed_from_a_mapping() -> None:
+    agent = Agent(name="Friday")
+    assert seed(agent, {"turns": 4}).unexpected_keys == []
+    assert agent.turns == 4
