@@ -1,0 +1,68 @@
+"""Codecs: plain JSON data <-> bytes, and where a path sits in those bytes.
+
+A codec knows nothing of state modules or storage. It turns plain JSON data
+into bytes and back, and, only after a load has failed, re-reads the bytes once
+to tell the line and column of each problem.
+
+- :data:`JSON`: pretty-printed UTF-8 JSON (orjson).
+- :data:`JSON_COMPACT`: the same on one line (for Redis).
+- :data:`YAML`: block-style, human-editable UTF-8 YAML (libyaml, safe only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from statekit.codecs import json as _json
+from statekit.codecs import yaml as _yaml
+from statekit.codecs._positions import Path, Position
+from statekit.errors import StateLoadError, with_positions
+
+__all__ = ["JSON", "JSON_COMPACT", "YAML", "Codec", "Path", "Position", "with_document_positions"]
+
+
+@attrs.frozen
+class Codec:
+    """A format: how plain data becomes bytes and back.
+
+    Attributes:
+        name: A short name (``"json"``, ``"yaml"``).
+        suffix: The file name suffix, dot included.
+        dumps: Plain data to bytes; raises ``StateDumpError`` for non-JSON data.
+        loads: Bytes (and an optional source name) to plain data; raises
+            ``DocumentError`` with the line and column of a syntax error.
+        locate: Bytes and paths to ``{path: (line, column)}``; only called when
+            a load has failed.
+    """
+
+    name: str
+    suffix: str
+    dumps: Callable[[Any], bytes]
+    loads: Callable[[bytes, str | None], Any]
+    locate: Callable[[bytes, Iterable[Path]], dict[Path, Position]]
+
+
+JSON = Codec("json", _json.SUFFIX, _json.dumps, _json.loads, _json.locate)
+JSON_COMPACT = Codec("json", _json.SUFFIX, _json.dumps_compact, _json.loads, _json.locate)
+YAML = Codec("yaml", _yaml.SUFFIX, _yaml.dumps, _yaml.loads, _yaml.locate)
+
+
+def with_document_positions(error: StateLoadError, raw: bytes, source: str | None, codec: Codec) -> StateLoadError:
+    """Return ``error`` with every problem placed in the document it came from.
+
+    Re-reads ``raw`` once; call it only after a load has failed.
+
+    Args:
+        error: The error raised while loading the data decoded from ``raw``.
+        raw: The bytes the data was decoded from.
+        source: The file (or other source) name to show.
+        codec: The codec that decoded ``raw``.
+
+    Returns:
+        A new :class:`StateLoadError` whose problems carry source, line, column.
+    """
+    positions = codec.locate(raw, [problem.path for problem in error.problems])
+    return with_positions(error, source, positions.get)

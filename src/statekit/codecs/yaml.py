@@ -1,0 +1,237 @@
+"""YAML codec: plain JSON data <-> human-editable UTF-8 YAML, with libyaml.
+
+What it writes, so that a person can read and fix a session file by hand:
+
+- block style, keys in the order they were given (never sorted);
+- multi-line text as literal blocks (``key: |``) wherever YAML allows it (text
+  with trailing spaces, tabs or control characters falls back to a
+  double-quoted string, which is always exact);
+- non-ASCII text as itself, no ``\\u`` escapes; lines are never folded;
+- no tags, anchors or aliases. Saving, loading and saving again gives the same
+  bytes.
+
+What it reads: the safe subset only (no ``!!python`` tags, nothing runs), and
+only what JSON could hold: aliases are refused (no "billion laughs"), and
+``!!binary``, ``!!set``, ``!!omap``, ``!!pairs`` and ``!!timestamp`` are refused;
+an unquoted date stays a string.
+
+libyaml's C classes are used when PyYAML was built with them; the pure-Python
+ones (four to six times slower) otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.error import Mark
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.representer import SafeRepresenter
+
+from statekit.codecs._positions import Path, Position, first_bad_value, nearest
+from statekit.errors import DocumentError, StateDumpError
+
+if TYPE_CHECKING:
+    _BaseDumper = yaml.SafeDumper
+    _BaseLoader = yaml.SafeLoader
+else:
+    _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+SUFFIX = ".yaml"
+WITH_LIBYAML: bool = _BaseLoader is not yaml.SafeLoader
+"""Whether the fast libyaml classes are in use."""
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_NOT_JSON_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
+_MAX_WIDTH = 1 << 30
+
+
+class _Dumper(_BaseDumper):
+    """A safe dumper that knows only JSON types and never writes aliases."""
+
+    yaml_representers = {}  # noqa: RUF012 (PyYAML's class-level registry)
+    yaml_multi_representers = {}  # noqa: RUF012
+
+    def ignore_aliases(self, data: Any) -> bool:
+        """Never write an anchor: a shared list is written out twice."""
+        return True
+
+
+def _represent_str(dumper: SafeRepresenter, value: str) -> ScalarNode:
+    style = "|" if "\n" in value else None
+    if not value.isascii() and WITH_LIBYAML:
+        value = _HIDE.sub(_hide, value)
+    return dumper.represent_scalar(_STR_TAG, value, style=style)
+
+
+# libyaml takes characters beyond U+FFFF (emoji) for unprintable and would
+# write "\U0001F600" in a double-quoted string, losing the literal block. Such
+# a character (and, to stay reversible, any in U+E000..U+EBFF) is handed to
+# libyaml as a pair of private-use characters, which it writes as they are,
+# and the pair is turned back into the character in the output bytes.
+_HIDE = re.compile("[\ue000-\uebff\U00010000-\U0010ffff]")
+_SHOWN = re.compile(b"\xee[\x80-\x9f][\x80-\xbf]\xee[\xa0-\xaf][\x80-\xbf]")
+
+
+def _hide(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    code = code - 0x10000 if code >= 0x10000 else code - 0xE000 + 0x100000
+    return chr(0xE000 + (code >> 10)) + chr(0xE800 + (code & 0x3FF))
+
+
+def _show(match: re.Match[bytes]) -> bytes:
+    pair = match.group().decode("utf-8")
+    code = ((ord(pair[0]) - 0xE000) << 10) | (ord(pair[1]) - 0xE800)
+    code = code + 0x10000 if code < 0x100000 else code - 0x100000 + 0xE000
+    return chr(code).encode("utf-8")
+
+
+_Dumper.add_representer(type(None), SafeRepresenter.represent_none)
+_Dumper.add_representer(bool, SafeRepresenter.represent_bool)
+_Dumper.add_representer(int, SafeRepresenter.represent_int)
+_Dumper.add_representer(float, SafeRepresenter.represent_float)
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(list, SafeRepresenter.represent_list)
+_Dumper.add_representer(tuple, SafeRepresenter.represent_list)
+_Dumper.add_representer(dict, SafeRepresenter.represent_dict)
+
+
+class _Loader(_BaseLoader):
+    """A safe loader that builds JSON data only and refuses aliases."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if not tag.endswith(":timestamp")]
+        for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        """Construct a node, refusing any node met a second time (an alias)."""
+        if node in self.constructed_objects:
+            raise ConstructorError(None, None, "aliases (*name) are not allowed", node.start_mark)
+        return super().construct_object(node, deep)
+
+
+def _refuse_tag(loader: yaml.SafeLoader, node: Node) -> Any:
+    tag = node.tag.rsplit(":", 1)[-1]
+    raise ConstructorError(None, None, f"the tag !!{tag} is not JSON data; write a plain value", node.start_mark)
+
+
+for _tag in _NOT_JSON_TAGS:
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+
+
+def dumps(data: Any) -> bytes:
+    """Encode plain JSON data as block-style UTF-8 YAML.
+
+    Args:
+        data: Plain JSON data.
+
+    Returns:
+        The bytes, ending with a newline.
+
+    Raises:
+        StateDumpError: A value is not JSON data (a lone surrogate, a non-``str``
+            key, an object); the problem names its path.
+    """
+    try:
+        out: bytes = yaml.dump(
+            data,
+            Dumper=_Dumper,
+            allow_unicode=True,
+            sort_keys=False,
+            default_flow_style=False,
+            width=_MAX_WIDTH,
+            encoding="utf-8",
+        )
+    except (yaml.YAMLError, UnicodeEncodeError, RecursionError) as err:
+        raise StateDumpError([first_bad_value(data, int64=False)]) from err
+    return _SHOWN.sub(_show, out) if b"\xee" in out else out
+
+
+def loads(raw: bytes, source: str | None = None) -> Any:
+    """Decode YAML bytes with the safe loader (UTF-8, or UTF-16 with a BOM).
+
+    Args:
+        raw: The document.
+        source: Where it came from (a file name), for error messages.
+
+    Returns:
+        The plain JSON data (``None`` for an empty document).
+
+    Raises:
+        DocumentError: A syntax error, an alias, a ``!!python`` or other
+            non-JSON tag; names the line and column.
+    """
+    try:
+        return yaml.load(raw, Loader=_Loader)  # noqa: S506 (a safe loader)
+    except yaml.MarkedYAMLError as err:
+        raise _marked_error(err, source) from None
+    except yaml.reader.ReaderError as err:
+        raise _reader_error(raw, err, source) from None
+
+
+def _marked_error(err: yaml.MarkedYAMLError, source: str | None) -> DocumentError:
+    reason = "; ".join(part for part in (err.context, err.problem) if part)
+    mark = err.problem_mark or err.context_mark
+    if mark is None:
+        return DocumentError(f"invalid YAML: {reason}", source=source)
+    return DocumentError(f"invalid YAML: {reason}", source=source, line=mark.line + 1, column=mark.column + 1)
+
+
+def _reader_error(raw: bytes, err: yaml.reader.ReaderError, source: str | None) -> DocumentError:
+    line = raw.count(b"\n", 0, err.position) + 1
+    return DocumentError(f"invalid YAML: {err.reason}", source=source, line=line)
+
+
+def locate(raw: bytes, paths: Iterable[Path]) -> dict[Path, Position]:
+    """Find where paths sit in a YAML document (for error messages only).
+
+    Args:
+        raw: The document, as it was loaded.
+        paths: The paths of the problems.
+
+    Returns:
+        ``path -> (line, column)``; a mapping member is placed at its key, a
+        path missing from the document at its nearest existing ancestor.
+    """
+    targets = [tuple(path) for path in paths]
+    try:
+        root = yaml.compose(raw, Loader=_Loader)
+    except yaml.YAMLError:
+        return {}
+    found: dict[Path, Position] = {}
+    for target in targets:
+        _walk(root, target, found)
+    return nearest(found, targets)
+
+
+def _walk(root: Node | None, target: Path, found: dict[Path, Position]) -> None:
+    if root is None:
+        return
+    node, found[()] = root, _position(root.start_mark)
+    for depth, segment in enumerate(target, 1):
+        step = _child(node, segment)
+        if step is None:
+            return
+        node, mark = step
+        found[target[:depth]] = _position(mark)
+
+
+def _child(node: Node, segment: str | int) -> tuple[Node, Mark] | None:
+    """The child at ``segment`` and where to point at it (a member's key)."""
+    if isinstance(node, SequenceNode) and isinstance(segment, int) and 0 <= segment < len(node.value):
+        item: Node = node.value[segment]
+        return item, item.start_mark
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            if isinstance(key, ScalarNode) and key.value == segment:
+                return value, key.start_mark
+    return None
+
+
+def _position(mark: Mark) -> Position:
+    return mark.line + 1, mark.column + 1

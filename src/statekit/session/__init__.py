@@ -1,0 +1,28 @@
+"""Session backends: where named sets of state modules are saved and loaded.
+
+- :class:`JSONSession`, :class:`YAMLSession`: one file per session under a folder.
+- :class:`RedisSession`: one Redis key per session (needs ``statekit[redis]``;
+  imported on first use, so the rest works without it).
+- :class:`SessionBase`: the base class of every backend, and of your own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from statekit.session._base import FORMAT_VERSION, META_KEY, SessionBase, SessionKey
+from statekit.session.json import JSONSession
+from statekit.session.yaml import YAMLSession
+
+if TYPE_CHECKING:
+    from statekit.session.redis import RedisSession
+
+__all__ = ["FORMAT_VERSION", "META_KEY", "JSONSession", "RedisSession", "SessionBase", "SessionKey", "YAMLSession"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisSession":
+        from statekit.session.redis import RedisSession  # noqa: PLC0415 - the optional extra
+
+        return RedisSession
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

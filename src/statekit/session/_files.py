@@ -1,0 +1,208 @@
+"""File backends: one file per (user_id, session_id), written atomically and durably.
+
+Layout under ``save_dir``::
+
+    <session>.json             sessions of user_id ""
+    @<user>/<session>.json     sessions of any other user
+
+Ids are percent-encoded: every character outside ``a-z 0-9 - _ .`` becomes
+``%XX`` (UTF-8 bytes, upper-case hex), and so do a leading or trailing dot and
+the first letter of a Windows device name (``con``, ``nul``...). So no id can
+climb out of ``save_dir`` or reach another id's file, even on case-insensitive
+file systems, and listing gives the ids back exactly.
+
+A save writes a temporary file in the same folder, fsyncs it, renames it over
+the old file and fsyncs the folder: a reader sees the old document or the new
+one, whole, and a save that fails at any point leaves the old file as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
+from urllib.parse import unquote
+
+from statekit.errors import InvalidSessionIdError, SessionError
+from statekit.session._base import SessionBase, SessionKey
+
+R = TypeVar("R")
+
+MAX_NAME_LENGTH = 240
+"""The longest encoded id, in characters (file names hold 255 bytes)."""
+
+USER_MARK = "@"
+"""Prefix of a user's folder; never the first character of an encoded id."""
+
+_TEMP_PREFIX = ".statekit-"
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+_PLAIN = re.compile(r"[a-z0-9_-]([a-z0-9._-]*[a-z0-9_-])?")
+_DEVICES = frozenset(
+    ["con", "prn", "aux", "nul"] + [f"{name}{digit}" for name in ("com", "lpt") for digit in range(1, 10)]
+)
+
+
+def encode_id(value: str) -> str:
+    """Turn an id into a file name that cannot escape or collide.
+
+    Args:
+        value: A checked, non-empty id.
+
+    Returns:
+        The file name stem (no suffix).
+    """
+    if _PLAIN.fullmatch(value) is None:
+        value = "".join(char if char in _SAFE else _percent(char) for char in value)
+        if value[0] == ".":
+            value = "%2E" + value[1:]
+        if value[-1] == ".":
+            value = value[:-1] + "%2E"
+    if value.split(".", 1)[0] in _DEVICES:
+        value = _percent(value[0]) + value[1:]
+    return value
+
+
+def decode_id(name: str) -> str | None:
+    """The id a file name stands for, or ``None`` when statekit did not write it."""
+    try:
+        value = unquote(name, errors="strict")
+    except UnicodeDecodeError:
+        return None
+    return value if value and encode_id(value) == name else None
+
+
+def _percent(char: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``, atomically and durably.
+
+    Args:
+        path: The file; its folder is created when missing.
+        data: The whole new content.
+
+    Raises:
+        OSError: The write failed; ``path`` is untouched and no temporary
+            file is left behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
+    try:
+        with open(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    if os.name == "nt":
+        return  # folders cannot be opened for fsync on Windows; the rename is durable enough
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_file(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _delete_file(path: Path) -> bool:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _list_folder(folder: Path, suffix: str) -> list[str]:
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return []
+    names = (entry.name[: -len(suffix)] for entry in entries if entry.name.endswith(suffix) and entry.is_file())
+    return [session_id for session_id in map(decode_id, names) if session_id is not None]
+
+
+class FileSession(SessionBase):
+    """Sessions as files under ``save_dir``; subclasses choose the codec.
+
+    Args:
+        save_dir: The folder (created on the first save).
+    """
+
+    offload_codec: ClassVar[bool] = True
+
+    def __init__(self, save_dir: str | os.PathLike[str] = "./") -> None:
+        self.save_dir = Path(save_dir)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(save_dir={str(self.save_dir)!r})"
+
+    def session_path(self, session_id: str, user_id: str = "") -> Path:
+        """The file a session is stored in (whether or not it exists yet).
+
+        Raises:
+            InvalidSessionIdError: An id that cannot be stored.
+        """
+        return self._path(self.key(session_id, user_id))
+
+    def _folder(self, user_id: str) -> Path:
+        return self.save_dir / (USER_MARK + encode_id(user_id)) if user_id else self.save_dir
+
+    def _path(self, key: SessionKey) -> Path:
+        return self._folder(key.user_id) / (encode_id(key.session_id) + self.codec.suffix)
+
+    def _check_key(self, key: SessionKey) -> None:
+        for what, value in (("user_id", key.user_id), ("session_id", key.session_id)):
+            size = len(encode_id(value)) if value else 0
+            if size > MAX_NAME_LENGTH:
+                raise InvalidSessionIdError(
+                    f"{what} {value[:20]!r}... is too long for a file name once encoded "
+                    f"({size} > {MAX_NAME_LENGTH} characters)"
+                )
+
+    def _source(self, key: SessionKey) -> str:
+        return str(self._path(key))
+
+    async def _read(self, key: SessionKey) -> bytes | None:
+        return await self._io(key, _read_file)
+
+    async def _write(self, key: SessionKey, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            await asyncio.to_thread(atomic_write, path, data)
+        except OSError as err:
+            raise SessionError(f"cannot save {path}: {err.strerror or err}") from err
+
+    async def _delete(self, key: SessionKey) -> bool:
+        return await self._io(key, _delete_file)
+
+    async def _exists(self, key: SessionKey) -> bool:
+        return await self._io(key, Path.is_file)
+
+    async def _list(self, user_id: str) -> list[str]:
+        return await asyncio.to_thread(_list_folder, self._folder(user_id), self.codec.suffix)
+
+    async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R:
+        path = self._path(key)
+        try:
+            return await asyncio.to_thread(work, path)
+        except OSError as err:
+            raise SessionError(f"cannot access {path}: {err.strerror or err}") from err

@@ -1,0 +1,18 @@
+"""``JSONSession``: sessions as pretty-printed UTF-8 JSON files."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from statekit.codecs import JSON, Codec
+from statekit.session._files import FileSession
+
+
+class JSONSession(FileSession):
+    """Sessions as JSON files under ``save_dir``, one per (user_id, session_id).
+
+    Args:
+        save_dir: The folder (created on the first save).
+    """
+
+    codec: ClassVar[Codec] = JSON
