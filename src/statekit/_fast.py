@@ -19,7 +19,7 @@ import cattrs
 
 from statekit._fields import field_codec
 from statekit._convert import type_hints
-from statekit._json import copy_any, fast_copier, is_json_type
+from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier
 
 Fast = Callable[[Any], Any]
 
@@ -30,19 +30,15 @@ class Bail(Exception):
     """The fast path gives up; the detailed hook takes over."""
 
 
-def _bail(*_: Any) -> Any:
-    raise Bail
-
-
 def fast_structure(tp: Any, conv: cattrs.Converter) -> Fast:
     """Return a fast one-argument structuring function for ``tp``."""
     if is_json_type(tp):
         return fast_copier(tp)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list and args:
-        return _list(fast_structure(args[0], conv))
+        return list_copier(fast_structure(args[0], conv))
     if origin is dict and args and args[0] is str:
-        return _dict(fast_structure(args[1], conv))
+        return dict_copier(fast_structure(args[1], conv))
     if isinstance(tp, type) and attrs.has(tp) and not _is_module(tp):
         return _record(tp, conv)
     return _via_cattrs(tp, conv)
@@ -55,24 +51,6 @@ def _is_module(tp: type) -> bool:
 def _via_cattrs(tp: Any, conv: cattrs.Converter) -> Fast:
     hook = conv.get_structure_hook(tp)
     return lambda value: hook(value, tp)
-
-
-def _list(item: Fast) -> Fast:
-    def structure(value: Any) -> Any:
-        if type(value) is not list:
-            raise Bail
-        return [item(v) for v in value]
-
-    return structure
-
-
-def _dict(item: Fast) -> Fast:
-    def structure(value: Any) -> Any:
-        if type(value) is not dict:
-            raise Bail
-        return {k if type(k) is str else _bail(): item(v) for k, v in value.items()}
-
-    return structure
 
 
 def _record(cls: type, conv: cattrs.Converter) -> Fast:

@@ -150,9 +150,9 @@ def _fast_copier(tp: Any) -> Copier:
         return _kind_checked(_NONE if tp is None else tp, None)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list:
-        return _list_copier(_fast_copier(args[0]))
+        return list_copier(_fast_copier(args[0]))
     if origin is dict:
-        return _dict_copier(_fast_copier(args[1]))
+        return dict_copier(_fast_copier(args[1]))
     return _union_copier({_kind_of(a): _fast_copier(a) for a in args})
 
 
@@ -174,7 +174,9 @@ def _copy_float(value: Any) -> Any:
     raise _Bad
 
 
-def _list_copier(item: Copier) -> Copier:
+def list_copier(item: Copier) -> Copier:
+    """Copy a list item by item with ``item`` (fast path: raises a bare error)."""
+
     def copy(value: Any) -> Any:
         if type(value) is not list:
             raise _Bad
@@ -183,7 +185,9 @@ def _list_copier(item: Copier) -> Copier:
     return copy
 
 
-def _dict_copier(item: Copier) -> Copier:
+def dict_copier(item: Copier) -> Copier:
+    """Copy a ``dict[str, X]`` value by value with ``item`` (fast path)."""
+
     def copy(value: Any) -> Any:
         if type(value) is not dict:
             raise _Bad
