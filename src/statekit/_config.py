@@ -18,7 +18,7 @@ import attrs
 from statekit.codecs import JSON, YAML, Codec, with_document_positions
 from statekit._module import LoadResult, StateModule, build
 from statekit._schema import require_stateful_class
-from statekit.errors import DocumentError, StateDefinitionError, StateLoadError
+from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError
 
 T = TypeVar("T")
 
@@ -60,10 +60,16 @@ class Document:
     codec: Codec | None = None
 
     def positioned(self, error: StateLoadError) -> StateLoadError:
-        """Return ``error`` with file, line and column on every problem."""
+        """Return ``error`` with file, line and column on every problem, in file order."""
         if self.raw is None or self.codec is None:
             return error
-        return with_document_positions(error, self.raw, self.source, self.codec)
+        located = with_document_positions(error, self.raw, self.source, self.codec)
+        ordered = sorted(located.problems, key=_file_order)
+        return StateLoadError(ordered, title=located.title)
+
+
+def _file_order(problem: Problem) -> tuple[int, int]:
+    return (problem.line or 0, problem.column or 0)
 
 
 def read_document(source: ConfigSource) -> Document:

@@ -1,0 +1,232 @@
+"""What the ``statekit`` command needs besides argument parsing.
+
+Importing ``package.module:Class`` specs, opening the session stores (a folder
+of JSON or YAML files, or Redis) and reading a stored session's raw document
+through their public API only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import attrs
+
+from statekit._config import Document, codec_for
+from statekit._module import build
+from statekit._schema import require_stateful_class
+from statekit.codecs import Codec
+from statekit.errors import (
+    BackendUnavailableError,
+    DocumentError,
+    PathSegment,
+    Problem,
+    SessionNotFoundError,
+    StatekitError,
+    StateLoadError,
+)
+from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
+
+CONNECT_TIMEOUT = 2.0
+"""Seconds the command waits for a Redis connection."""
+
+
+class UsageError(StatekitError):
+    """The command line asks for something impossible (exit status 2)."""
+
+
+def load_class(spec: str) -> type[Any]:
+    """Import the class named by ``package.module:Class`` or ``path/file.py:Class``.
+
+    The current directory is importable, as with ``python -m``.
+
+    Raises:
+        UsageError: The spec is malformed, the module cannot be imported, it has
+            no such attribute, or the attribute is not a ``@stateful`` class.
+    """
+    module_name, sep, qualname = spec.partition(":")
+    if not sep or not module_name or not qualname:
+        raise UsageError(f"{spec!r} is not a class spec: write package.module:Class (or file.py:Class)")
+    target: Any = _import(module_name)
+    for part in qualname.split("."):
+        if not hasattr(target, part):
+            raise UsageError(f"{module_name} has no attribute {qualname!r}")
+        target = getattr(target, part)
+    try:
+        return require_stateful_class(target, module_hint="the command needs a @stateful class")
+    except StatekitError as exc:
+        raise UsageError(f"{spec}: {exc}") from None
+
+
+def _import(name: str) -> ModuleType:
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if name.endswith(".py"):
+            return _import_file(Path(name))
+        return importlib.import_module(name)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
+        raise UsageError(f"cannot import {name!r}: {type(exc).__name__}: {exc}") from None
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise UsageError(f"cannot import {str(path)!r}: no such file")
+    name = f"_statekit_cli_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and attrs look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def file_codec(path: str) -> Codec:
+    """The codec of a file named on the command line.
+
+    Raises:
+        UsageError: The suffix is not one statekit reads.
+    """
+    try:
+        return codec_for(path)
+    except DocumentError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def modules_of(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A session document without statekit's own metadata key."""
+    return {name: state for name, state in document.items() if name != META_KEY}
+
+
+def check_config(document: Document, cls: type[Any], *, strict: bool) -> None:
+    """Build ``cls`` from a config document, as ``from_config`` would.
+
+    Raises:
+        UsageError: The document is a session (use :func:`check_session`).
+        StateLoadError: Every problem, positioned.
+    """
+    if isinstance(document.data, Mapping) and META_KEY in document.data:
+        raise UsageError(
+            f"{document.source} is a session file (it has {META_KEY!r}): "
+            "check its modules with --module NAME=MODULE:CLASS"
+        )
+    try:
+        build(cls, document.data, strict=strict)
+    except StateLoadError as exc:
+        raise document.positioned(exc) from None
+
+
+def check_session(document: Document, classes: Mapping[str, type[Any]], *, strict: bool) -> None:
+    """Build every named module of a session document, reporting every problem.
+
+    Raises:
+        StateLoadError: Every problem, each path starting at its module name.
+    """
+    data = document.data if isinstance(document.data, Mapping) else {}
+    problems: list[Problem] = []
+    for name, cls in classes.items():
+        if name not in data:
+            problems.append(Problem((name,), "module is missing from the session"))
+            continue
+        try:
+            build(cls, data[name], strict=strict)
+        except StateLoadError as exc:
+            problems.extend(_under(name, p) for p in exc.problems)
+    if problems:
+        raise document.positioned(StateLoadError(problems))
+
+
+def _under(name: str, problem: Problem) -> Problem:
+    path: tuple[PathSegment, ...] = (name, *problem.path)
+    return attrs.evolve(problem, path=path)
+
+
+@attrs.frozen
+class StoreOptions:
+    """Where sessions are: a folder of files, or a Redis server.
+
+    Attributes:
+        folder: The folder of a file store (``None`` for Redis).
+        yaml: The folder holds YAML sessions (else JSON).
+        redis_url: The Redis server, as a ``redis://`` URL.
+        key_prefix: The Redis key prefix the application uses.
+    """
+
+    folder: str | None
+    yaml: bool
+    redis_url: str | None
+    key_prefix: str = ""
+
+
+def open_store(options: StoreOptions) -> SessionBase:
+    """Open the session store the options name.
+
+    Raises:
+        UsageError: Neither a folder nor Redis was named.
+        MissingExtraError: Redis was named but the redis package is missing.
+    """
+    if options.folder is not None:
+        return YAMLSession(options.folder) if options.yaml else JSONSession(options.folder)
+    if options.redis_url is None:
+        raise UsageError("say where the sessions are: --dir DIR, or --redis-url URL / --host / --port")
+    from redis.asyncio import Redis
+
+    from statekit.session.redis import RedisSession
+
+    client = Redis.from_url(options.redis_url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=10.0)
+    return RedisSession(client=client, key_prefix=options.key_prefix)
+
+
+async def close_store(store: SessionBase) -> None:
+    """Close a store and, for Redis, the client the command opened for it."""
+    await store.aclose()
+    client = getattr(store, "get_client", None)
+    if client is not None:
+        await client().aclose()
+
+
+async def read_session(store: SessionBase, session_id: str, user_id: str) -> Document:
+    """Read a stored session's document, whatever modules it holds.
+
+    Raises:
+        SessionNotFoundError: There is no such session.
+        DocumentError: The stored bytes are not YAML/JSON.
+        BackendUnavailableError: Redis cannot be reached.
+    """
+    if isinstance(store, (JSONSession, YAMLSession)):
+        path = store.session_path(session_id, user_id)
+        raw, source = await asyncio.to_thread(_read_file, path), str(path)
+    else:
+        raw, source = await _read_redis(store, session_id, user_id)
+    if raw is None:
+        raise SessionNotFoundError(f"no session {session_id!r} of user {user_id!r} in {source}")
+    data = store.codec.loads(raw, source)
+    return Document({} if data is None else data, source, raw, store.codec)
+
+
+def _read_file(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+async def _read_redis(store: Any, session_id: str, user_id: str) -> tuple[bytes | None, str]:
+    from redis.exceptions import RedisError
+
+    key = store.session_key(session_id, user_id)
+    try:
+        value = await store.get_client().get(key)
+    except (RedisError, OSError) as exc:
+        raise BackendUnavailableError(f"Redis at {store.address} is unavailable: {exc}") from None
+    raw = value.encode("utf-8") if isinstance(value, str) else value
+    return raw, f"redis://{store.address} {key}"

@@ -1,0 +1,376 @@
+"""The ``statekit`` command: look at, check, convert and tidy saved sessions.
+
+Exit status: 0 when all went well, 1 when the data is invalid or an operation
+failed (a missing session, a server that is down), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from statekit._cli_support import (
+    StoreOptions,
+    UsageError,
+    check_config,
+    check_session,
+    close_store,
+    file_codec,
+    load_class,
+    modules_of,
+    open_store,
+    read_session,
+)
+from statekit._config import Document, read_document
+from statekit._schema import json_schema, session_schema
+from statekit.codecs import JSON, YAML
+from statekit.errors import SessionNotFoundError, StatekitError
+from statekit.session import SessionBase
+
+__all__ = ["main"]
+
+OK, INVALID, USAGE = 0, 1, 2
+
+_EPILOG = """\
+examples:
+  statekit show sessions/chat-1.json
+  statekit show --dir sessions --user alice chat-1 --module agent
+  statekit show --redis-url redis://localhost:6379/0 --user alice chat-1
+  statekit validate agent.yaml --class myapp.agents:Agent
+  statekit validate sessions/chat-1.yaml --module agent=myapp.agents:Agent
+  statekit convert sessions/chat-1.json chat-1.yaml
+  statekit schema myapp.agents:Agent > agent.schema.json
+  statekit list --dir sessions --user alice
+  statekit delete --redis-url redis://localhost:6379/0 --user alice chat-1
+
+exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
+Classes are named package.module:Class (or path/to/file.py:Class); the
+current directory is importable.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``statekit`` command.
+
+    Args:
+        argv: The arguments after the program name (``sys.argv[1:]`` when omitted).
+
+    Returns:
+        The exit status: 0 ok, 1 invalid data or failed operation, 2 usage error.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse already printed
+        return exc.code if isinstance(exc.code, int) else USAGE
+    try:
+        status: int = args.run(args)
+    except UsageError as exc:
+        return _fail(f"statekit {args.command}: error: {exc}", USAGE)
+    except StatekitError as exc:
+        return _fail(str(exc), INVALID)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"statekit {args.command}: {where}{exc.strerror or exc}", INVALID)
+    return status
+
+
+def _fail(message: str, status: int) -> int:
+    print(message, file=sys.stderr)
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``statekit`` command, with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="statekit",
+        description="Look at, check, convert and tidy saved statekit sessions and config files.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_show(commands)
+    _add_validate(commands)
+    _add_convert(commands)
+    _add_schema(commands)
+    _add_list(commands)
+    _add_delete(commands)
+    return parser
+
+
+Commands = Any  # argparse's _SubParsersAction is private
+
+
+def _command(commands: Commands, name: str, summary: str, run: Callable[[argparse.Namespace], int], epilog: str) -> argparse.ArgumentParser:
+    sub: argparse.ArgumentParser = commands.add_parser(
+        name, help=summary, description=summary, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub.set_defaults(run=run)
+    return sub
+
+
+def _add_store_options(sub: argparse.ArgumentParser, *, required_user: bool = False) -> None:
+    where = sub.add_argument_group("where the sessions are (a folder, or Redis)")
+    where.add_argument("--dir", metavar="DIR", help="a folder of session files (JSONSession/YAMLSession)")
+    where.add_argument("--yaml", action="store_true", help="the folder holds YAML sessions (default: JSON)")
+    where.add_argument("--redis-url", metavar="URL", help="a Redis server, such as redis://localhost:6379/0")
+    where.add_argument("--host", help="Redis host (default: localhost when --port is given)")
+    where.add_argument("--port", type=int, help="Redis port (default: 6379 when --host is given)")
+    where.add_argument("--db", type=int, default=0, help="Redis database index (default: 0)")
+    where.add_argument("--key-prefix", default="", metavar="PREFIX", help="the key_prefix the application gives RedisSession")
+    sub.add_argument("--user", default="", metavar="USER_ID", help="the sessions' user_id (default: none)")
+
+
+def _store_options(args: argparse.Namespace) -> StoreOptions:
+    url = args.redis_url
+    if url is None and (args.host is not None or args.port is not None):
+        url = f"redis://{args.host or 'localhost'}:{args.port or 6379}/{args.db}"
+    if args.dir is not None and url is not None:
+        raise UsageError("give either --dir or a Redis server, not both")
+    return StoreOptions(folder=args.dir, yaml=args.yaml, redis_url=url, key_prefix=args.key_prefix)
+
+
+def _with_store(args: argparse.Namespace, work: Callable[[SessionBase], Coroutine[Any, Any, int]]) -> int:
+    store = open_store(_store_options(args))
+
+    async def run() -> int:
+        try:
+            return await work(store)
+        finally:
+            await close_store(store)
+
+    return asyncio.run(run())
+
+
+# -- show ------------------------------------------------------------------------------
+
+
+def _add_show(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "show",
+        "Print a saved session (or any YAML/JSON state file) readably, as YAML.",
+        _run_show,
+        "examples:\n  statekit show sessions/chat-1.json\n  statekit show --dir sessions chat-1 --module agent\n"
+        "  statekit show --host localhost --port 6379 --user alice chat-1 --json",
+    )
+    sub.add_argument("target", metavar="FILE_OR_SESSION_ID", help="a .json/.yaml/.yml file, or a session id with --dir/Redis")
+    sub.add_argument("--module", metavar="NAME", help="print only this module of the session")
+    sub.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    _add_store_options(sub)
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    options = _store_options(args)
+    if options.folder is None and options.redis_url is None:
+        file_codec(args.target)
+        document = read_document(args.target)
+    else:
+        document = _with_document(args)
+    data = modules_of(document.data) if isinstance(document.data, dict) else document.data
+    if args.module is not None:
+        data = _pick_module(data, args.module, document.source)
+    _print_data(data, as_json=args.json, out=sys.stdout)
+    return OK
+
+
+def _with_document(args: argparse.Namespace) -> Document:
+    found: list[Document] = []
+
+    async def fetch(store: SessionBase) -> int:
+        found.append(await read_session(store, args.target, args.user))
+        return OK
+
+    _with_store(args, fetch)
+    return found[0]
+
+
+def _pick_module(data: Any, name: str, source: str | None) -> Any:
+    if not isinstance(data, dict) or name not in data:
+        names = ", ".join(data) if isinstance(data, dict) and data else "none"
+        raise SessionNotFoundError(f"{source}: no module {name!r} in this session (modules: {names})")
+    return data[name]
+
+
+def _print_data(data: Any, *, as_json: bool, out: TextIO) -> None:
+    codec = JSON if as_json else YAML
+    out.write(codec.dumps(data).decode("utf-8"))
+    out.flush()
+
+
+# -- validate --------------------------------------------------------------------------
+
+
+def _add_validate(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "validate",
+        "Check a config or session file against @stateful classes; problems go to stderr.",
+        _run_validate,
+        "examples:\n  statekit validate agent.yaml --class myapp.agents:Agent\n"
+        "  statekit validate sessions/chat-1.json --module agent=myapp.agents:Agent --module memory=myapp.memory:Memory",
+    )
+    sub.add_argument("file", metavar="FILE", help="a .json, .yaml or .yml file")
+    what = sub.add_mutually_exclusive_group(required=True)
+    what.add_argument("--class", dest="cls", metavar="MODULE:CLASS", help="the whole file is the state of this class")
+    what.add_argument(
+        "--module",
+        action="append",
+        metavar="NAME=MODULE:CLASS",
+        help="the file is a session; check module NAME against this class (repeatable)",
+    )
+    sub.add_argument("--lenient", action="store_true", help="allow unknown keys (a non-strict load)")
+
+
+def _run_validate(args: argparse.Namespace) -> int:
+    file_codec(args.file)
+    if args.cls is not None:
+        cls = load_class(args.cls)
+        check_config(read_document(args.file), cls, strict=not args.lenient)
+        print(f"{args.file}: valid {cls.__qualname__}")
+        return OK
+    classes = _named_classes(args.module)
+    check_session(read_document(args.file), classes, strict=not args.lenient)
+    print(f"{args.file}: valid session ({', '.join(classes)})")
+    return OK
+
+
+def _named_classes(specs: Sequence[str]) -> dict[str, type[Any]]:
+    classes: dict[str, type[Any]] = {}
+    for spec in specs:
+        name, sep, class_spec = spec.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{spec!r}: write NAME=package.module:Class")
+        classes[name] = load_class(class_spec)
+    return classes
+
+
+# -- convert ---------------------------------------------------------------------------
+
+
+def _add_convert(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "convert",
+        "Convert a session or config file between JSON and YAML (chosen by suffix).",
+        _run_convert,
+        "examples:\n  statekit convert sessions/chat-1.json chat-1.yaml\n  statekit convert agent.yaml agent.json --force",
+    )
+    sub.add_argument("source", metavar="IN", help="the .json/.yaml/.yml file to read")
+    sub.add_argument("target", metavar="OUT", help="the .json/.yaml/.yml file to write")
+    sub.add_argument("--force", action="store_true", help="replace OUT when it exists")
+
+
+def _run_convert(args: argparse.Namespace) -> int:
+    file_codec(args.source)
+    out_codec = file_codec(args.target)
+    target = Path(args.target)
+    if target.exists() and not args.force:
+        raise UsageError(f"{target} exists; add --force to replace it")
+    data = read_document(args.source).data
+    _write_bytes(target, out_codec.dumps(data))
+    print(f"wrote {target}")
+    return OK
+
+
+def _write_bytes(target: Path, payload: bytes) -> None:
+    """Write through a temporary file, so that a failed write leaves OUT as it was."""
+    temporary = target.with_name(f".{target.name}.statekit-tmp")
+    try:
+        temporary.write_bytes(payload)
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+# -- schema ----------------------------------------------------------------------------
+
+
+def _add_schema(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "schema",
+        "Print the JSON Schema (draft 2020-12) of a class's state, for editors.",
+        _run_schema,
+        "examples:\n  statekit schema myapp.agents:Agent > agent.schema.json\n"
+        "  statekit schema --module agent=myapp.agents:Agent -o session.schema.json\n\n"
+        "In a YAML file, point the YAML language server at the schema with a first line\n"
+        "  # yaml-language-server: $schema=agent.schema.json",
+    )
+    sub.add_argument("cls", nargs="?", metavar="MODULE:CLASS", help="the class (a config file's schema)")
+    sub.add_argument("--module", action="append", metavar="NAME=MODULE:CLASS", help="a session's module (repeatable)")
+    sub.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+
+def _run_schema(args: argparse.Namespace) -> int:
+    if (args.cls is None) == (args.module is None):
+        raise UsageError("give one class (MODULE:CLASS) or session modules (--module NAME=MODULE:CLASS)")
+    if args.cls is not None:
+        schema = json_schema(load_class(args.cls))
+    else:
+        schema = session_schema(**_named_classes(args.module))
+    payload = orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    if args.output is None:
+        sys.stdout.write(payload.decode("utf-8"))
+    else:
+        _write_bytes(Path(args.output), payload)
+    return OK
+
+
+# -- list and delete ---------------------------------------------------------------------
+
+
+def _add_list(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "list",
+        "List the session ids of a user, one per line.",
+        _run_list,
+        "examples:\n  statekit list --dir sessions\n  statekit list --redis-url redis://localhost:6379/0 --user alice",
+    )
+    _add_store_options(sub)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    async def work(store: SessionBase) -> int:
+        for session_id in await store.alist_sessions(args.user):
+            print(session_id)
+        return OK
+
+    return _with_store(args, work)
+
+
+def _add_delete(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "delete",
+        "Delete sessions of a user; exit status 1 if one of them did not exist.",
+        _run_delete,
+        "examples:\n  statekit delete --dir sessions chat-1 chat-2\n  statekit delete --host localhost --user alice chat-1",
+    )
+    sub.add_argument("session_ids", nargs="+", metavar="SESSION_ID", help="the sessions to delete")
+    _add_store_options(sub)
+
+
+def _run_delete(args: argparse.Namespace) -> int:
+    async def work(store: SessionBase) -> int:
+        status = OK
+        for session_id in args.session_ids:
+            if await store.adelete(session_id, args.user):
+                print(f"deleted {session_id}")
+            else:
+                status = _fail(f"statekit delete: no session {session_id!r} of user {args.user!r}", INVALID)
+        return status
+
+    return _with_store(args, work)
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m statekit.cli
+    sys.exit(main())

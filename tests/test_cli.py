@@ -1,0 +1,284 @@
+"""The ``statekit`` command: output, exit statuses and messages, no tracebacks."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import orjson
+import pytest
+import yaml
+
+from statekit.cli import main
+from statekit.session import JSONSession, YAMLSession
+from statekit.session.redis import RedisSession
+
+AGENTS = """\
+from __future__ import annotations
+
+import attrs
+
+from statekit import StateModule, state_field, stateful
+
+
+@stateful
+class Message:
+    role: str
+    content: str
+
+
+@stateful
+class Memory(StateModule):
+    content: list[Message] = state_field(factory=list)
+
+
+@stateful
+class Agent(StateModule):
+    '''A small agent.'''
+
+    name: str = state_field()
+    turns: int = state_field(default=0)
+    memory: Memory = state_field(factory=Memory)
+
+
+class NotStateful:
+    pass
+"""
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary current directory holding ``agents.py``; sys.path is restored."""
+    (tmp_path / "agents.py").write_text(AGENTS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return tmp_path
+
+
+def agent_class(workdir: Path) -> Any:
+    """The ``Agent`` class of ``agents.py``, imported the way the command does."""
+    from statekit._cli_support import load_class
+
+    return load_class("agents.py:Agent")
+
+
+def saved_session(workdir: Path, session_type: type[JSONSession] | type[YAMLSession] = JSONSession) -> Path:
+    agents = sys.modules[agent_class(workdir).__module__]
+    agent = agents.Agent(name="Friday", turns=2)
+    agent.memory.content += [agents.Message("user", "Hello!\nTwo lines."), agents.Message("assistant", "Hi.")]
+    with session_type(workdir / "sessions") as session:
+        session.save("chat-1", agent=agent)
+        return session.session_path("chat-1")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return status, out, err
+
+
+def test_help_lists_commands_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "--help")
+    assert status == 0
+    for command in ("show", "validate", "convert", "schema", "list", "delete"):
+        assert f"    {command}" in out
+    assert "examples:\n  statekit show sessions/chat-1.json" in out
+    assert "exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error." in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys)[0] == 2
+    status, _, err = run(capsys, "frobnicate")
+    assert status == 2
+    assert "invalid choice: 'frobnicate'" in err
+
+
+def test_show_prints_a_session_file_as_yaml_without_metadata(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "show", str(saved_session(workdir)))
+    assert status == 0
+    assert out.startswith("agent:\n  name: Friday\n  turns: 2\n")
+    assert "    - role: user\n      content: |-\n        Hello!\n        Two lines.\n" in out
+    assert "__statekit__" not in out
+
+
+def test_show_a_stored_session_one_module_as_json(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved_session(workdir, YAMLSession)
+    status, out, _ = run(capsys, "show", "--dir", "sessions", "--yaml", "chat-1", "--module", "agent", "--json")
+    assert status == 0
+    assert orjson.loads(out)["memory"]["content"][1] == {"role": "assistant", "content": "Hi."}
+
+
+def test_show_missing_things_exit_1(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = saved_session(workdir)
+    status, _, err = run(capsys, "show", str(path), "--module", "toolkit")
+    assert (status, err) == (1, f"{path}: no module 'toolkit' in this session (modules: agent)\n")
+    status, _, err = run(capsys, "show", "--dir", "sessions", "--user", "bob", "chat-1")
+    assert status == 1
+    assert "no session 'chat-1' of user 'bob'" in err
+    status, _, err = run(capsys, "show", "nowhere.yaml")
+    assert (status, err) == (1, "nowhere.yaml: cannot read the file: No such file or directory\n")
+
+
+def test_validate_a_good_config_and_session(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (workdir / "agent.yaml").write_text("# seed\nname: Friday\n", encoding="utf-8")
+    assert run(capsys, "validate", "agent.yaml", "--class", "agents:Agent") == (0, "agent.yaml: valid Agent\n", "")
+    path = str(saved_session(workdir))
+    status, out, _ = run(capsys, "validate", path, "--module", "agent=agents:Agent")
+    assert (status, out) == (0, f"{path}: valid session (agent)\n")
+
+
+def test_validate_reports_every_problem_with_its_position(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = "name: Friday\ntunrs: 3\nmemory:\n  content:\n    - role: user\n"
+    (workdir / "agent.yaml").write_text(text, encoding="utf-8")
+    status, out, err = run(capsys, "validate", "agent.yaml", "--class", "agents:Agent")
+    assert (status, out) == (1, "")
+    assert err.splitlines() == [
+        "cannot load state: 2 problems",
+        "  agent.yaml:2:1: tunrs: unknown key",
+        "  agent.yaml:5:7: memory.content[0].content: required key is missing",
+    ]
+    status, _, _ = run(capsys, "validate", "agent.yaml", "--class", "agents:Agent", "--lenient")
+    assert status == 1  # the missing required content is still a problem
+
+
+def test_validate_a_broken_session_names_the_module(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = saved_session(workdir)
+    path.write_text(path.read_text(encoding="utf-8").replace('"turns": 2', '"turns": "2"'), encoding="utf-8")
+    status, _, err = run(capsys, "validate", str(path), "--module", "agent=agents:Agent")
+    assert status == 1
+    assert f"{path}:" in err
+    assert ": agent.turns: expected int, got a string" in err
+
+
+def test_validate_a_session_with_class_gives_a_hint(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = saved_session(workdir)
+    status, _, err = run(capsys, "validate", str(path), "--class", "agents:Agent")
+    assert status == 2
+    assert "is a session file (it has '__statekit__'): check its modules with --module NAME=MODULE:CLASS" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("agents", "'agents' is not a class spec: write package.module:Class"),
+        ("agents:Missing", "agents has no attribute 'Missing'"),
+        ("agents:NotStateful", "is not a @stateful class"),
+        ("no_such_module:Agent", "cannot import 'no_such_module': ModuleNotFoundError"),
+        ("missing.py:Agent", "cannot import 'missing.py': no such file"),
+    ],
+)
+def test_bad_class_specs_are_usage_errors(workdir: Path, capsys: pytest.CaptureFixture[str], spec: str, message: str) -> None:
+    (workdir / "agent.yaml").write_text("name: Friday\n", encoding="utf-8")
+    status, _, err = run(capsys, "validate", "agent.yaml", "--class", spec)
+    assert status == 2
+    assert err.startswith("statekit validate: error: ")
+    assert message in err
+
+
+def test_convert_json_to_yaml_and_back(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = saved_session(workdir)
+    assert run(capsys, "convert", str(source), "chat.yaml") == (0, "wrote chat.yaml\n", "")
+    assert yaml.safe_load((workdir / "chat.yaml").read_text(encoding="utf-8")) == orjson.loads(source.read_bytes())
+    assert run(capsys, "convert", "chat.yaml", "chat.json")[0] == 0
+    assert (workdir / "chat.json").read_bytes() == source.read_bytes()
+
+
+def test_convert_refuses_to_overwrite_and_unknown_suffixes(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = str(saved_session(workdir))
+    (workdir / "chat.yaml").write_text("keep: me\n", encoding="utf-8")
+    status, _, err = run(capsys, "convert", source, "chat.yaml")
+    assert (status, err) == (2, "statekit convert: error: chat.yaml exists; add --force to replace it\n")
+    assert run(capsys, "convert", source, "chat.yaml", "--force")[0] == 0
+    status, _, err = run(capsys, "convert", source, "chat.toml")
+    assert status == 2
+    assert "cannot tell the format from '.toml': use one of .json, .yaml, .yml" in err
+
+
+def test_convert_a_broken_file_names_the_line(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (workdir / "bad.yaml").write_text("a: 1\nb: [2\n", encoding="utf-8")
+    status, _, err = run(capsys, "convert", "bad.yaml", "bad.json")
+    assert status == 1
+    assert err.startswith("bad.yaml:3:")
+    assert not (workdir / "bad.json").exists()
+
+
+def test_schema_of_a_class_validates_what_statekit_wrote(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "schema", "agents:Agent")
+    assert status == 0
+    schema = orjson.loads(out)
+    assert (schema["title"], schema["required"]) == ("Agent", ["name"])
+    state = orjson.loads(saved_session(workdir).read_bytes())["agent"]
+    jsonschema.Draft202012Validator(schema).validate(state)
+
+
+def test_schema_of_a_session_to_a_file(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "schema", "--module", "agent=agents:Agent", "-o", "session.schema.json") == (0, "", "")
+    schema = orjson.loads((workdir / "session.schema.json").read_bytes())
+    document = orjson.loads(saved_session(workdir).read_bytes())
+    jsonschema.Draft202012Validator(schema).validate(document)
+    status, _, err = run(capsys, "schema")
+    assert status == 2
+    assert "give one class (MODULE:CLASS) or session modules" in err
+
+
+def test_list_and_delete_in_a_folder(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved_session(workdir)
+    assert run(capsys, "list", "--dir", "sessions") == (0, "chat-1\n", "")
+    status, out, err = run(capsys, "delete", "--dir", "sessions", "chat-1", "chat-2")
+    assert (status, out) == (1, "deleted chat-1\n")
+    assert err == "statekit delete: no session 'chat-2' of user ''\n"
+    assert run(capsys, "list", "--dir", "sessions") == (0, "", "")
+
+
+def test_store_commands_need_a_store(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "list")
+    assert status == 2
+    assert "say where the sessions are: --dir DIR, or --redis-url URL / --host / --port" in err
+    status, _, err = run(capsys, "list", "--dir", "x", "--host", "localhost")
+    assert (status, err) == (2, "statekit list: error: give either --dir or a Redis server, not both\n")
+
+
+def test_redis_that_is_down_exits_1_quickly(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    status, _, err = run(capsys, "list", "--host", "127.0.0.1", "--port", str(port))
+    assert status == 1
+    assert "is unavailable" in err
+
+
+@pytest.mark.redis
+def test_show_list_delete_on_redis(
+    workdir: Path, redis_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = sys.modules[agent_class(workdir).__module__]
+    prefix = f"cli-{uuid.uuid4().hex}:"
+    with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        session.save("chat-1", "alice", agent=agents.Agent(name="Friday"))
+        session.save("chat-2", "alice", agent=agents.Agent(name="Saturday"))
+    url = f"redis://{redis_server.host}:{redis_server.port}/0"
+    where = ["--redis-url", url, "--key-prefix", prefix, "--user", "alice"]
+    assert run(capsys, "list", *where) == (0, "chat-1\nchat-2\n", "")
+    status, out, _ = run(capsys, "show", *where, "chat-2", "--module", "agent")
+    assert (status, out) == (0, "name: Saturday\nturns: 0\nmemory:\n  content: []\n")
+    by_host = ["--host", redis_server.host, "--port", str(redis_server.port), "--key-prefix", prefix]
+    assert run(capsys, "delete", *by_host, "--user", "alice", "chat-1") == (0, "deleted chat-1\n", "")
+    assert run(capsys, "list", *where) == (0, "chat-2\n", "")
+
+
+def test_console_script_entry_point_runs(workdir: Path) -> None:
+    (workdir / "agent.yaml").write_text("name: Friday\nturns: lots\n", encoding="utf-8")
+    command = [sys.executable, "-m", "statekit.cli", "validate", "agent.yaml", "--class", "agents:Agent"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=workdir, timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr == textwrap.dedent("""\
+        cannot load state: 1 problem
+          agent.yaml:2:1: turns: expected int, got a string
+        """)
