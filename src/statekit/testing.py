@@ -1,0 +1,451 @@
+"""The session backend contract: one suite that every backend must pass.
+
+statekit runs it against ``JSONSession``, ``YAMLSession`` and ``RedisSession``;
+run it against your own :class:`~statekit.session.SessionBase` subclass too.
+
+With pytest, subclass :class:`SessionContract` and say how to make a session
+(one test per check is collected)::
+
+    from statekit.testing import SessionContract
+
+    class TestMyBackend(SessionContract):
+        def make_session(self):
+            return MyBackend(dsn="...")
+
+Without pytest, ``asyncio.run(check_backend(make_session))`` runs every check
+and raises ``AssertionError`` at the first broken promise.
+
+``make_session`` is called inside the event loop of each check (clients that
+bind to a loop are safe) and every session it returns must see the same
+storage. Each check uses fresh random user ids, so a shared, non-empty storage
+is fine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from statekit._fields import state_field
+from statekit._module import StateModule, stateful
+from statekit.errors import (
+    InvalidSessionIdError,
+    SessionError,
+    SessionNotFoundError,
+    StateDumpError,
+    StateLoadError,
+)
+from statekit.session._base import META_KEY, SessionBase
+
+__all__ = ["CHECKS", "Chat", "Counter", "Message", "SessionContract", "SessionFactory", "check_backend"]
+
+SessionFactory = Callable[[], SessionBase]
+Check = Callable[[SessionFactory], Coroutine[Any, Any, None]]
+
+LARGE_SESSION_MESSAGES = 100_000
+
+HOSTILE_IDS: tuple[tuple[str, str], ...] = (
+    ("", "../../x"),
+    ("/etc", "passwd"),
+    ("..", ".."),
+    ("a_b", "c"),
+    ("a", "b_c"),
+    ("Alice", "x"),
+    ("alice", "x"),
+    ("a:session:b", "c"),
+    ("a", "b:session:c"),
+    ("", "@x"),
+    ("x", "con"),
+    ("x", "CON.json"),
+    ("x", "trailing."),
+    ("x", "%2E%2E"),
+    ("x", "*"),
+    ("x", "[ab]?"),
+    ("x", "back\\slash"),
+    ("x", "new\nline"),
+    ("x", "ümlaut 😀 空"),
+    ("x", "a" * 60),
+)
+"""Pairs of (user_id, session_id) that must neither escape nor collide."""
+
+TRICKY_TEXTS: tuple[str, ...] = (
+    "emoji 😀👩‍👩‍👧 and flags 🇫🇷",
+    "空海 한국어 العربية עברית",
+    "combining e\u0301 and zero\u200bwidth",
+    "line one\nline two\n",
+    "trailing spaces   \nand\ttabs\t",
+    "\u2028 line and paragraph \u2029 separators, \x85 next line",
+    "nul \x00 and bell \x07 and escape \x1b[0m",
+    'quotes " \' and backslash \\',
+    "yes",
+    "null",
+    "~",
+    "1e3",
+    "0x1F",
+    "2025-08-15",
+    "---",
+    "...",
+    " leading and trailing ",
+    "\ufeffbom",
+    "",
+)
+"""Text every backend must give back exactly."""
+
+
+@stateful
+class Message:
+    """One message of a :class:`Chat`."""
+
+    role: str
+    content: str | list[dict[str, Any]]
+
+
+@stateful
+class Chat(StateModule):
+    """A small agent-like module: a name and messages."""
+
+    name: str = state_field(default="chat")
+    messages: list[Message] = state_field(factory=list)
+
+
+@stateful
+class Counter(StateModule):
+    """A second, differently shaped module."""
+
+    count: int = state_field(default=0)
+
+
+def _chat(name: str, count: int = 3) -> Chat:
+    tool = [{"type": "tool_use", "id": f"call-{name}", "input": {"query": name, "top_k": 3}}]
+    messages = [Message("user" if i % 2 else "assistant", f"{name} #{i}" if i % 3 else tool) for i in range(count)]
+    return Chat(name=name, messages=messages)
+
+
+def _user() -> str:
+    return f"contract-{uuid.uuid4().hex}"
+
+
+async def check_round_trip(make_session: SessionFactory) -> None:
+    """What is saved loads back equal, for every module of the session."""
+    user = _user()
+    async with make_session() as session:
+        await session.asave("s", user, chat=_chat("saved"), counter=Counter(count=7))
+        chat, counter = Chat(), Counter()
+        results = await session.aload("s", user, chat=chat, counter=counter)
+    assert chat == _chat("saved"), chat
+    assert counter.count == 7, counter
+    assert set(results) == {"chat", "counter"}, results
+
+
+async def check_reference_names(make_session: SessionFactory) -> None:
+    """``save_session_state`` / ``load_session_state`` behave as ``asave`` / ``aload``."""
+    user = _user()
+    async with make_session() as session:
+        await session.save_session_state("s", user_id=user, chat=_chat("ref"))
+        chat = Chat()
+        await session.load_session_state("s", user_id=user, allow_not_exist=False, chat=chat)
+    assert chat == _chat("ref"), chat
+
+
+async def check_save_replaces(make_session: SessionFactory) -> None:
+    """A second save replaces the whole document (no module of the first is kept)."""
+    user = _user()
+    async with make_session() as session:
+        await session.asave("s", user, chat=_chat("first"), counter=Counter(count=1))
+        await session.asave("s", user, chat=_chat("second", 1))
+        chat = Chat()
+        await session.aload("s", user, chat=chat)
+        assert chat == _chat("second", 1), chat
+        try:
+            await session.aload("s", user, counter=Counter())
+        except StateLoadError as err:
+            assert err.paths == ["counter"], err.paths
+        else:
+            raise AssertionError("a module of the replaced document was still there")
+
+
+async def check_missing_session(make_session: SessionFactory) -> None:
+    """A missing session is a no-op when allowed and ``SessionNotFoundError`` when not."""
+    user = _user()
+    chat = _chat("untouched")
+    async with make_session() as session:
+        assert await session.aload("nope", user, chat=chat) == {}
+        assert not await session.aexists("nope", user)
+        try:
+            await session.aload("nope", user, allow_not_exist=False, chat=chat)
+        except SessionNotFoundError:
+            pass
+        else:
+            raise AssertionError("loading a missing session with allow_not_exist=False did not raise")
+    assert chat == _chat("untouched"), chat
+
+
+async def check_list_delete_exists(make_session: SessionFactory) -> None:
+    """Listing is per user and sorted (even when one user id starts another); delete says whether there was something."""
+    user = _user()
+    other = user + "_x"
+    async with make_session() as session:
+        for session_id in ("b", "a", "c"):
+            await session.asave(session_id, user, counter=Counter())
+        await session.asave("z", other, counter=Counter())
+        assert await session.alist_sessions(user) == ["a", "b", "c"]
+        assert await session.aexists("b", user)
+        assert await session.adelete("b", user) is True
+        assert await session.adelete("b", user) is False
+        assert not await session.aexists("b", user)
+        assert await session.alist_sessions(user) == ["a", "c"]
+        assert await session.alist_sessions(other) == ["z"]
+        assert await session.alist_sessions(_user()) == []
+
+
+async def check_hostile_ids(make_session: SessionFactory) -> None:
+    """Ids that look like paths, patterns or separators neither escape nor collide."""
+    prefix = _user()
+    pairs = [(prefix + user if user else user, session_id) for user, session_id in HOSTILE_IDS]
+    async with make_session() as session:
+        for index, (user, session_id) in enumerate(pairs):
+            await session.asave(session_id, user, counter=Counter(count=index))
+        for index, (user, session_id) in enumerate(pairs):
+            counter = Counter()
+            await session.aload(session_id, user, allow_not_exist=False, counter=counter)
+            assert counter.count == index, (user, session_id, counter.count)
+        for user in {user for user, _ in pairs if user}:
+            expected = sorted(session_id for owner, session_id in pairs if owner == user)
+            assert await session.alist_sessions(user) == expected, user
+        await _delete_all(session, pairs)
+
+
+async def _delete_all(session: SessionBase, pairs: list[tuple[str, str]]) -> None:
+    for user, session_id in pairs:
+        assert await session.adelete(session_id, user), (user, session_id)
+
+
+async def check_invalid_ids(make_session: SessionFactory) -> None:
+    """Empty, NUL, over-long and non-``str`` ids are ``InvalidSessionIdError``, for every method."""
+    bad: list[tuple[Any, Any]] = [("", "u"), ("a\x00b", "u"), ("x" * 10_000, "u"), ("s", "u\x00"), (3, "u"), ("s", None)]
+    async with make_session() as session:
+        for session_id, user in bad:
+            for call in _calls(session, session_id, user):
+                await _expect(InvalidSessionIdError, call, (session_id, user))
+        await _expect(InvalidSessionIdError, lambda: session.alist_sessions("u\x00"), "list")
+
+
+def _calls(session: SessionBase, session_id: Any, user: Any) -> list[Callable[[], Awaitable[Any]]]:
+    return [
+        lambda: session.asave(session_id, user, counter=Counter()),
+        lambda: session.aload(session_id, user, counter=Counter()),
+        lambda: session.aexists(session_id, user),
+        lambda: session.adelete(session_id, user),
+    ]
+
+
+async def _expect(kind: type[Exception], call: Callable[[], Awaitable[Any]], what: object) -> None:
+    try:
+        await call()
+    except kind:
+        return
+    raise AssertionError(f"{what!r}: expected {kind.__name__}")
+
+
+async def check_failed_save_keeps_old(make_session: SessionFactory) -> None:
+    """A save that fails (unencodable text, reserved name) leaves the stored bytes as they were."""
+    user = _user()
+    async with make_session() as session:
+        await session.asave("s", user, chat=_chat("old"))
+        before = await session._read(session.key("s", user))  # noqa: SLF001 - the contract reads raw bytes
+        broken = Chat(name="lone \ud800 surrogate")
+        await _expect(StateDumpError, lambda: session.asave("s", user, chat=broken), "lone surrogate")
+        await _expect(SessionError, lambda: session.asave("s", user, **{META_KEY: Counter()}), META_KEY)
+        assert await session._read(session.key("s", user)) == before  # noqa: SLF001
+        chat = Chat()
+        await session.aload("s", user, chat=chat)
+    assert chat == _chat("old"), chat
+
+
+async def check_all_or_nothing(make_session: SessionFactory) -> None:
+    """When one module of a load fails, no module changes; problems name their path."""
+    user = _user()
+    async with make_session() as session:
+        await session.asave("s", user, chat=_chat("saved"), other=Counter(count=1))
+        chat, wrong = _chat("mine"), Chat(name="wrong shape")
+        try:
+            await session.aload("s", user, chat=chat, other=wrong)
+        except StateLoadError as err:
+            assert all(problem.path[0] == "other" for problem in err.problems), err
+            assert all(problem.source for problem in err.problems), err
+        else:
+            raise AssertionError("loading a Counter's state into a Chat did not fail")
+    assert chat == _chat("mine"), chat
+    assert wrong == Chat(name="wrong shape"), wrong
+
+
+async def check_concurrent_saves(make_session: SessionFactory) -> None:
+    """Many tasks saving one session while others load it: every load sees one whole version."""
+    user = _user()
+    versions = [_chat(f"v{index}", 20) for index in range(24)]
+    async with make_session() as session:
+        await session.asave("s", user, chat=versions[0])
+        seen = await asyncio.gather(
+            *(session.asave("s", user, chat=version) for version in versions),
+            *(_load_chat(session, user) for _ in versions),
+        )
+        final = await _load_chat(session, user)
+    for chat in [*seen[len(versions) :], final]:
+        assert chat in versions, chat
+
+
+async def _load_chat(session: SessionBase, user: str) -> Chat:
+    chat = Chat()
+    await session.aload("s", user, allow_not_exist=False, chat=chat)
+    return chat
+
+
+async def check_unicode(make_session: SessionFactory) -> None:
+    """Any text (emoji, controls, separators, YAML look-alikes) comes back exactly."""
+    user = _user()
+    messages = [Message(text or "user", text) for text in TRICKY_TEXTS]
+    saved = Chat(name="ünïcødé 😀", messages=messages)
+    async with make_session() as session:
+        await session.asave("s 😀", user, chat=saved)
+        chat = Chat()
+        await session.aload("s 😀", user, chat=chat)
+        assert await session.alist_sessions(user) == ["s 😀"]
+    assert chat == saved, [m for m, n in zip(chat.messages, messages, strict=False) if m != n]
+
+
+async def check_large_session(make_session: SessionFactory) -> None:
+    """A session of :data:`LARGE_SESSION_MESSAGES` messages round-trips."""
+    user = _user()
+    saved = Chat(name="large", messages=[Message("user", f"message {i}") for i in range(LARGE_SESSION_MESSAGES)])
+    async with make_session() as session:
+        await session.asave("s", user, chat=saved)
+        chat = Chat()
+        await session.aload("s", user, chat=chat)
+        await session.adelete("s", user)
+    assert chat == saved
+
+
+async def check_error_positions(make_session: SessionFactory) -> None:
+    """A load error names the stored session and the line of the bad value."""
+    user = _user()
+    async with make_session() as session:
+        await session.asave("s", user, counter=Counter(count=3))
+        try:
+            await session.aload("s", user, counter=Chat())
+        except StateLoadError as err:
+            assert err.problems, err
+            assert all(p.source and p.line for p in err.problems), err
+        else:
+            raise AssertionError("loading a Counter's state into a Chat did not fail")
+
+
+CHECKS: dict[str, Check] = {
+    check.__name__.removeprefix("check_"): check
+    for check in (
+        check_round_trip,
+        check_reference_names,
+        check_save_replaces,
+        check_missing_session,
+        check_list_delete_exists,
+        check_hostile_ids,
+        check_invalid_ids,
+        check_failed_save_keeps_old,
+        check_all_or_nothing,
+        check_concurrent_saves,
+        check_unicode,
+        check_large_session,
+        check_error_positions,
+    )
+}
+"""Every async check of the contract, by name."""
+
+
+def check_blocking_twins(make_session: SessionFactory) -> None:
+    """The blocking twins work without an event loop, and refuse to run inside one."""
+    user = _user()
+    with make_session() as session:
+        session.save("s", user, counter=Counter(count=2))
+        counter = Counter()
+        session.load("s", user, allow_not_exist=False, counter=counter)
+        assert counter.count == 2
+        assert session.list_sessions(user) == ["s"]
+        assert session.exists("s", user)
+        assert session.delete("s", user)
+        asyncio.run(_expect(SessionError, _inside_loop(session), "save() inside a loop"))
+
+
+def _inside_loop(session: SessionBase) -> Callable[[], Awaitable[None]]:
+    async def call() -> None:
+        session.save("s", "u", counter=Counter())
+
+    return call
+
+
+async def check_backend(make_session: SessionFactory, *, skip: frozenset[str] = frozenset()) -> None:
+    """Run every async check of the contract (not the blocking twins: see :func:`check_blocking_twins`).
+
+    Args:
+        make_session: Makes a session on the storage under test.
+        skip: Names of checks to leave out (keys of :data:`CHECKS`).
+
+    Raises:
+        AssertionError: The first promise the backend breaks.
+    """
+    for name, check in CHECKS.items():
+        if name not in skip:
+            await check(make_session)
+
+
+class SessionContract:
+    """Subclass in a pytest module and define :meth:`make_session`; one test per check."""
+
+    def make_session(self) -> SessionBase:
+        """Make a session on the storage under test (called once or more per check)."""
+        raise NotImplementedError("define make_session() in your SessionContract subclass")
+
+    def _run(self, name: str) -> None:
+        asyncio.run(CHECKS[name](self.make_session))
+
+    def test_round_trip(self) -> None:  # noqa: D102 - see check_round_trip
+        self._run("round_trip")
+
+    def test_reference_names(self) -> None:  # noqa: D102
+        self._run("reference_names")
+
+    def test_save_replaces(self) -> None:  # noqa: D102
+        self._run("save_replaces")
+
+    def test_missing_session(self) -> None:  # noqa: D102
+        self._run("missing_session")
+
+    def test_list_delete_exists(self) -> None:  # noqa: D102
+        self._run("list_delete_exists")
+
+    def test_hostile_ids(self) -> None:  # noqa: D102
+        self._run("hostile_ids")
+
+    def test_invalid_ids(self) -> None:  # noqa: D102
+        self._run("invalid_ids")
+
+    def test_failed_save_keeps_old(self) -> None:  # noqa: D102
+        self._run("failed_save_keeps_old")
+
+    def test_all_or_nothing(self) -> None:  # noqa: D102
+        self._run("all_or_nothing")
+
+    def test_concurrent_saves(self) -> None:  # noqa: D102
+        self._run("concurrent_saves")
+
+    def test_unicode(self) -> None:  # noqa: D102
+        self._run("unicode")
+
+    def test_large_session(self) -> None:  # noqa: D102
+        self._run("large_session")
+
+    def test_error_positions(self) -> None:  # noqa: D102
+        self._run("error_positions")
+
+    def test_blocking_twins(self) -> None:  # noqa: D102
+        check_blocking_twins(self.make_session)

@@ -1,0 +1,334 @@
+"""Sessions: the shared contract on every backend, then what is particular to files."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import errno
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from statekit.errors import DocumentError, InvalidSessionIdError, SessionError, StateLoadError
+from statekit.session import META_KEY, JSONSession, SessionBase, SessionKey, YAMLSession
+from statekit.session._base import MAX_ID_LENGTH
+from statekit.session._files import USER_MARK, FileSession, decode_id, encode_id
+from statekit.testing import (
+    CHECKS,
+    HOSTILE_IDS,
+    Chat,
+    Counter,
+    Message,
+    SessionContract,
+    check_backend,
+    check_blocking_twins,
+)
+from tests.conftest import SessionFactory
+
+
+class TestContract(SessionContract):
+    """statekit.testing's contract, run on JSON, YAML and Redis."""
+
+    @pytest.fixture(autouse=True)
+    def _use_backend(self, backend: SessionFactory) -> None:
+        self._factory = backend
+
+    def make_session(self) -> SessionBase:
+        return self._factory()
+
+    @pytest.mark.slow
+    def test_large_session(self) -> None:
+        super().test_large_session()
+
+
+# -- the contract catches a broken backend ------------------------------------------
+
+
+class ReferenceLikeSession(SessionBase):
+    """Stores sessions the way the reference names files: f"{user_id}_{session_id}"."""
+
+    def __init__(self, store: dict[str, bytes]) -> None:
+        self.store = store
+
+    async def _read(self, key: SessionKey) -> bytes | None:
+        return self.store.get(f"{key.user_id}_{key.session_id}")
+
+    async def _write(self, key: SessionKey, data: bytes) -> None:
+        self.store[f"{key.user_id}_{key.session_id}"] = data
+
+    async def _delete(self, key: SessionKey) -> bool:
+        return self.store.pop(f"{key.user_id}_{key.session_id}", None) is not None
+
+    async def _list(self, user_id: str) -> list[str]:
+        return [name.split("_", 1)[1] for name in self.store if name.startswith(f"{user_id}_")]
+
+
+def test_contract_passes_a_correct_in_memory_backend() -> None:
+    """A dict keyed by (user, session) tuples keeps the contract: the checks are not too strict."""
+    store: dict[tuple[str, str], bytes] = {}
+
+    class TupleSession(ReferenceLikeSession):
+        async def _read(self, key: SessionKey) -> bytes | None:
+            return store.get((key.user_id, key.session_id))
+
+        async def _write(self, key: SessionKey, data: bytes) -> None:
+            store[key.user_id, key.session_id] = data
+
+        async def _delete(self, key: SessionKey) -> bool:
+            return store.pop((key.user_id, key.session_id), None) is not None
+
+        async def _list(self, user_id: str) -> list[str]:
+            return [session for user, session in store if user == user_id]
+
+    asyncio.run(check_backend(lambda: TupleSession({}), skip=frozenset({"large_session"})))
+    check_blocking_twins(lambda: TupleSession({}))
+
+
+@pytest.mark.parametrize("check", ["hostile_ids", "list_delete_exists"])
+def test_contract_catches_colliding_names(check: str) -> None:
+    store: dict[str, bytes] = {}
+    with pytest.raises(AssertionError):
+        asyncio.run(CHECKS[check](lambda: ReferenceLikeSession(store)))
+
+
+# -- files: where they go ---------------------------------------------------------------
+
+
+@pytest.fixture(params=[JSONSession, YAMLSession], ids=["json", "yaml"])
+def file_session(request: pytest.FixtureRequest, tmp_path: Path) -> FileSession:
+    session: FileSession = request.param(tmp_path / "a" / "sessions")
+    return session
+
+
+def test_layout_is_one_file_per_user_and_session(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    assert session.session_path("chat-1") == tmp_path / "chat-1.json"
+    assert session.session_path("chat-1", "alice") == tmp_path / "@alice" / "chat-1.json"
+    assert session.session_path("Chat 1", "Bob/x") == tmp_path / "@%42ob%2Fx" / "%43hat%201.json"
+    assert YAMLSession(tmp_path).session_path("c", "u") == tmp_path / "@u" / "c.yaml"
+
+
+def test_hostile_ids_stay_inside_save_dir(file_session: FileSession, tmp_path: Path) -> None:
+    ids = [*HOSTILE_IDS, ("/etc", "/etc/passwd"), ("../..", "../../../tmp/x"), ("C:\\", "..\\..\\x")]
+    for index, (user, session_id) in enumerate(ids):
+        file_session.save(session_id, user, counter=Counter(count=index))
+    written = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert len(written) == len(ids)
+    assert all(path.is_relative_to(file_session.save_dir) for path in written)
+    assert all(path.parent.parent in (file_session.save_dir, tmp_path / "a") for path in written)
+
+
+@given(st.text(min_size=1, max_size=MAX_ID_LENGTH).filter(lambda s: "\x00" not in s))
+@settings(max_examples=300)
+def test_encoded_ids_are_reversible_and_unique_ignoring_case(value: Any) -> None:
+    assume(_utf8(value))
+    name = encode_id(value)
+    assert decode_id(name) == value
+    assert unquote(name.lower()) == value  # so no two ids share a name on a case-insensitive disk
+    assert "/" not in name and "\\" not in name and name not in (".", "..") and name[0] != "."
+    assert name[0] != USER_MARK
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_windows_device_names_are_encoded() -> None:
+    assert encode_id("con") == "%63on"
+    assert encode_id("nul.txt") == "%6Eul.txt"
+    assert encode_id("console") == "console"
+    assert decode_id("%63on") == "con"
+
+
+def test_listing_ignores_files_statekit_did_not_write(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.save("kept", counter=Counter())
+    for stray in ("README.json", "notes.txt", ".statekit-abc.tmp", "%zz.json", "a%2fb.json"):
+        (tmp_path / stray).write_text("{}")
+    (tmp_path / "folder.json").mkdir()
+    assert session.list_sessions() == ["kept"]
+
+
+def test_ids_too_long_for_a_file_name_are_refused(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    with pytest.raises(InvalidSessionIdError, match="too long for a file name"):
+        session.save("😀" * 100, counter=Counter())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_session_files_are_private_to_their_owner(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s", counter=Counter())
+    assert stat.S_IMODE(session.session_path("s").stat().st_mode) == 0o600
+
+
+# -- files: what is inside --------------------------------------------------------------
+
+
+def test_json_file_is_pretty_utf8_with_the_format_version(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s", chat=Chat(name="Friday 😀"), counter=Counter(count=2))
+    text = session.session_path("s").read_text(encoding="utf-8")
+    assert text.startswith('{\n  "__statekit__": {\n    "format": 1\n  },\n  "chat": {\n    "name": "Friday 😀",')
+    assert text.endswith("}\n")
+
+
+def test_a_reference_written_file_loads(tmp_path: Path) -> None:
+    (tmp_path / "old.json").write_text(json.dumps({"counter": {"count": 4}}))
+    counter = Counter()
+    JSONSession(tmp_path).load("old", counter=counter)
+    assert counter.count == 4
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[1, 2]", "this one is list"),
+        ("", "invalid JSON"),
+        ('{"__statekit__": {"format": 99}}', "newer statekit"),
+        ('{"__statekit__": "x"}', "format should be an integer"),
+        ('{"counter": {"count": 1},\n "x": [1,,]}', r"s\.json:2:10: invalid JSON"),
+    ],
+)
+def test_a_broken_document_is_a_document_error_naming_the_file(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "s.json").write_text(content)
+    counter = Counter(count=5)
+    with pytest.raises(DocumentError, match=message):
+        JSONSession(tmp_path).load("s", counter=counter)
+    assert counter.count == 5
+
+
+def test_load_errors_name_file_line_and_column(tmp_path: Path) -> None:
+    session = YAMLSession(tmp_path)
+    session.save("s", chat=Chat(name="x", messages=[Message("user", "hi"), Message("assistant", "yo")]))
+    path = session.session_path("s")
+    path.write_text(path.read_text().replace("role: assistant", "role: [1, 2]"))
+    chat = Chat()
+    with pytest.raises(StateLoadError) as caught:
+        session.load("s", chat=chat)
+    (problem,) = caught.value.problems
+    assert (problem.source, problem.line, problem.column) == (str(path), 8, 5)
+    assert problem.path == ("chat", "messages", 1, "role")
+    assert chat == Chat()
+
+
+# -- files: a failed save keeps the old file ---------------------------------------------
+
+
+def test_a_failing_rename_keeps_the_old_file_and_no_temp(file_session: FileSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    file_session.save("s", counter=Counter(count=1))
+    before = file_session.session_path("s").read_bytes()
+
+    def refuse(*args: object) -> None:
+        raise OSError(errno.EIO, "simulated I/O error")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(SessionError, match="simulated I/O error"):
+        file_session.save("s", counter=Counter(count=2))
+    assert file_session.session_path("s").read_bytes() == before
+    assert sorted(p.name for p in file_session.save_dir.iterdir()) == [file_session.session_path("s").name]
+
+
+FULL_DISK_CHILD = """
+import resource, signal, sys
+from statekit.session import JSONSession
+from statekit.testing import Chat, Message
+from statekit.errors import SessionError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # writes past 4 KiB fail with EFBIG
+try:
+    JSONSession(sys.argv[1]).save("s", chat=Chat(messages=[Message("user", "x" * 100)] * 100))
+except SessionError as err:
+    print("refused:", err)
+"""
+
+
+def test_a_full_disk_keeps_the_old_file_and_no_temp(tmp_path: Path) -> None:
+    """A real failing write: the child process may not grow any file past 4 KiB."""
+    session = JSONSession(tmp_path)
+    session.save("s", counter=Counter(count=1))
+    before = session.session_path("s").read_bytes()
+    child = subprocess.run([sys.executable, "-c", FULL_DISK_CHILD, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert child.stdout.startswith("refused: cannot save"), child.stdout + child.stderr
+    assert session.session_path("s").read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+CONCURRENT_CHILD = """
+import sys
+from statekit.session import JSONSession
+from statekit.testing import Chat, Message
+session = JSONSession(sys.argv[1])
+me = sys.argv[2]
+for turn in range(30):
+    session.save("shared", chat=Chat(name=f"{me}-{turn}", messages=[Message("user", me * 2000)] * 20))
+session.close()
+"""
+
+
+def test_concurrent_saves_from_processes_leave_one_whole_document(tmp_path: Path) -> None:
+    children = [
+        subprocess.Popen([sys.executable, "-c", CONCURRENT_CHILD, str(tmp_path), name]) for name in "abcd"
+    ]
+    assert [child.wait(timeout=120) for child in children] == [0, 0, 0, 0]
+    chat = Chat()
+    JSONSession(tmp_path).load("shared", allow_not_exist=False, chat=chat)
+    writer = chat.name.split("-")[0]
+    assert chat.messages == [Message("user", writer * 2000)] * 20
+    assert [p.name for p in tmp_path.iterdir()] == ["shared.json"]
+
+
+async def test_big_saves_and_loads_let_other_tasks_run(tmp_path: Path) -> None:
+    """Encoding and file I/O run in a worker thread, not on the event loop."""
+    session = YAMLSession(tmp_path)
+    big = Chat(messages=[Message("user", f"message {i}\nwith two lines") for i in range(20_000)])
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await session.asave("big", chat=big)
+    saved_ticks = ticks
+    await session.aload("big", chat=Chat())
+    task.cancel()
+    assert saved_ticks > 10 and ticks - saved_ticks > 10, (saved_ticks, ticks)
+
+
+# -- the blocking twins --------------------------------------------------------------------
+
+
+def test_blocking_twins_work_from_several_threads(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: session.save(f"s{i}", counter=Counter(count=i)), range(16)))
+    assert session.list_sessions() == sorted(f"s{i}" for i in range(16))
+    session.close()
+
+
+async def test_blocking_twins_refuse_a_running_loop(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    with pytest.raises(SessionError, match=r"use `await session.aload\(...\)`"):
+        session.load("s", counter=Counter())
+
+
+def test_reserved_module_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="reserved"):
+        JSONSession(tmp_path).save("s", **{META_KEY: Counter()})
+    assert list(tmp_path.iterdir()) == []
