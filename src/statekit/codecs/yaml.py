@@ -29,7 +29,7 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.error import Mark
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-from yaml.representer import SafeRepresenter
+from yaml.representer import RepresenterError, SafeRepresenter
 
 from statekit.codecs._positions import Path, Position, first_bad_value, nearest
 from statekit.errors import DocumentError, StateDumpError
@@ -46,8 +46,11 @@ WITH_LIBYAML: bool = _BaseLoader is not yaml.SafeLoader
 """Whether the fast libyaml classes are in use."""
 
 _STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_STR_ONLY = {str}
 _NOT_JSON_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
 _MAX_WIDTH = 1 << 30
+_ALIAS_REFUSED = "anchors and aliases are not allowed (this anchored node is reused by an alias)"
 
 
 class _Dumper(_BaseDumper):
@@ -66,6 +69,12 @@ def _represent_str(dumper: SafeRepresenter, value: str) -> ScalarNode:
     if not value.isascii() and WITH_LIBYAML:
         value = _HIDE.sub(_hide, value)
     return dumper.represent_scalar(_STR_TAG, value, style=style)
+
+
+def _represent_dict(dumper: SafeRepresenter, value: dict[Any, Any]) -> MappingNode:
+    if value and set(map(type, value)) != _STR_ONLY:
+        raise RepresenterError("mapping keys must be strings", value)
+    return dumper.represent_mapping(_MAP_TAG, value)
 
 
 # libyaml takes characters beyond U+FFFF (emoji) for unprintable and would
@@ -97,7 +106,7 @@ _Dumper.add_representer(float, SafeRepresenter.represent_float)
 _Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(list, SafeRepresenter.represent_list)
 _Dumper.add_representer(tuple, SafeRepresenter.represent_list)
-_Dumper.add_representer(dict, SafeRepresenter.represent_dict)
+_Dumper.add_representer(dict, _represent_dict)
 
 
 class _Loader(_BaseLoader):
@@ -111,7 +120,7 @@ class _Loader(_BaseLoader):
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         """Construct a node, refusing any node met a second time (an alias)."""
         if node in self.constructed_objects:
-            raise ConstructorError(None, None, "aliases (*name) are not allowed", node.start_mark)
+            raise ConstructorError(None, None, _ALIAS_REFUSED, node.start_mark)
         return super().construct_object(node, deep)
 
 

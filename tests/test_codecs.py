@@ -1,0 +1,213 @@
+"""Codecs: plain data <-> bytes, errors with positions, and safety of the YAML loader."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statekit.codecs import JSON, JSON_COMPACT, YAML, Codec, with_document_positions
+from statekit.codecs import yaml as yaml_codec
+from statekit.errors import DocumentError, Problem, StateDumpError, StateLoadError
+
+CODECS = [pytest.param(JSON, id="json"), pytest.param(JSON_COMPACT, id="json-compact"), pytest.param(YAML, id="yaml")]
+
+texts = st.text(st.characters(blacklist_categories=["Cs"]))
+json_data = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False) | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@given(data=json_data)
+@settings(max_examples=200, deadline=None)
+def test_round_trip_is_exact_and_stable(codec: Codec, data: Any) -> None:
+    raw = codec.dumps(data)
+    assert codec.loads(raw, None) == data
+    assert codec.dumps(codec.loads(raw, None)) == raw
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize(
+    ("data", "path", "message"),
+    [
+        ({"a": [1, "lone \ud800"]}, ("a", 1), "lone surrogate"),
+        ({"a": {1: "x"}}, ("a",), "keys must be strings"),
+        ({"a": {"k\udfff": "x"}}, ("a",), "lone surrogate"),
+        ({"a": [{"b": object()}]}, ("a", 0, "b"), "object is not JSON data"),
+        ({"when": __import__("datetime").date(2025, 1, 1)}, ("when",), "date is not JSON data"),
+    ],
+)
+def test_non_json_data_is_a_dump_error_naming_the_path(codec: Codec, data: Any, path: tuple[Any, ...], message: str) -> None:
+    with pytest.raises(StateDumpError, match=message) as caught:
+        codec.dumps(data)
+    assert caught.value.problems[0].path == path
+
+
+def test_json_refuses_integers_beyond_64_bits() -> None:
+    with pytest.raises(StateDumpError, match="does not fit in 64 bits") as caught:
+        JSON.dumps({"n": [2**64]})
+    assert caught.value.problems[0].path == ("n", 0)
+
+
+def test_json_is_pretty_utf8_with_a_final_newline() -> None:
+    assert JSON.dumps({"b": 1, "a": ["é😀"]}) == '{\n  "b": 1,\n  "a": [\n    "é😀"\n  ]\n}\n'.encode()
+    assert JSON_COMPACT.dumps({"b": 1, "a": ["é"]}) == '{"b":1,"a":["é"]}'.encode()
+
+
+@pytest.mark.parametrize(
+    ("raw", "line", "column", "message"),
+    [
+        (b'{\n  "a": 1,\n  "b": [1, 2,]\n}', 3, 13, "trailing comma"),
+        (b'{\n  "a": "\xff"\n}', 2, 9, "not UTF-8"),
+        (b"", 1, 1, "empty"),
+        (b'{"a": NaN}', 1, 7, "expected a JSON value"),
+    ],
+)
+def test_json_syntax_errors_name_line_and_column(raw: bytes, line: int, column: int, message: str) -> None:
+    with pytest.raises(DocumentError, match=message) as caught:
+        JSON.loads(raw, "f.json")
+    assert (caught.value.source, caught.value.line, caught.value.column) == ("f.json", line, column)
+    assert str(caught.value).startswith(f"f.json:{line}:{column}: invalid JSON")
+
+
+def test_json_accepts_a_byte_order_mark() -> None:
+    assert JSON.loads(b'\xef\xbb\xbf{"a": 1}', None) == {"a": 1}
+
+
+# -- positions: JSON ------------------------------------------------------------------------
+
+SAMPLE = {
+    "agent": {
+        "memory": {"content": [{"role": "user", "x": [1, 2]}, {"ro\"le": "a\\b", "content": "{[,:]} \"quoted\""}]},
+        "name": "F",
+    },
+    "z": 1,
+}
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_locate_points_at_keys_items_and_nearest_ancestors(codec: Codec) -> None:
+    raw = codec.dumps(SAMPLE)
+    lines = raw.decode().splitlines() if codec is not JSON_COMPACT else [raw.decode()]
+    found = codec.locate(raw, [("agent", "memory", "content", 1, 'ro"le'), ("agent", "nope", "x"), ("z",), ()])
+    assert set(found) == {("agent", "memory", "content", 1, 'ro"le'), ("agent", "nope", "x"), ("z",), ()}
+    line, column = found["agent", "memory", "content", 1, 'ro"le']
+    assert lines[line - 1][column - 1 :].lstrip('"').startswith("ro")
+    line, column = found["agent", "nope", "x"]  # missing: at the "agent" key
+    assert lines[line - 1][column - 1 :].lstrip('"').startswith("agent")
+    assert found[()] == (1, 1)
+
+
+@given(data=json_data)
+@settings(max_examples=200, deadline=None)
+def test_json_locate_finds_every_path(data: Any) -> None:
+    raw = JSON.dumps(data)
+    text = raw.decode()
+    paths = list(_paths(data, ()))
+    found = JSON.locate(raw, paths)
+    lines = text.split("\n")
+    for path in paths:
+        line, column = found[path]
+        at = lines[line - 1][column - 1 :]
+        expected = json.dumps(path[-1], ensure_ascii=False) if path and isinstance(path[-1], str) else None
+        if expected is not None:
+            assert at.startswith(expected), (path, at)
+        else:
+            assert at[:1] not in ("", " ", ",", ":"), (path, at)
+
+
+def _paths(data: Any, path: tuple[Any, ...]) -> Any:
+    yield path
+    children = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in children:
+        yield from _paths(value, (*path, key))
+
+
+def test_locating_a_big_document_is_one_pass() -> None:
+    big = {"agent": {"memory": {"content": [{"role": "user", "content": "x " * 100} for _ in range(50_000)]}}}
+    raw = JSON.dumps(big)
+    started = time.perf_counter()
+    found = JSON.locate(raw, [("agent", "memory", "content", 49_999, "role"), ("agent", "memory", "content", 3, "x")])
+    assert found["agent", "memory", "content", 49_999, "role"][0] == raw.count(b"\n", 0, raw.rfind(b'"role"')) + 1
+    assert time.perf_counter() - started < 10  # a generous bound: it runs only after a failed load
+
+
+def test_with_document_positions_places_problems() -> None:
+    raw = YAML.dumps({"agent": {"turns": [1, 2]}})
+    error = StateLoadError([Problem(("agent", "turns"), "expected int"), Problem(("agent", "missing"), "required")])
+    placed = with_document_positions(error, raw, "a.yaml", YAML)
+    assert [(p.source, p.line, p.column) for p in placed.problems] == [("a.yaml", 2, 3), ("a.yaml", 1, 1)]
+    assert "a.yaml:2:3: agent.turns: expected int" in str(placed)
+
+
+# -- YAML safety ------------------------------------------------------------------------------
+
+
+def test_yaml_python_tags_are_refused_and_nothing_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    raw = f'!!python/object/apply:pathlib.Path.touch [!!python/object/apply:pathlib.Path ["{marker}"]]'.encode()
+    with pytest.raises(DocumentError, match="could not determine a constructor"):
+        YAML.loads(raw, "evil.yaml")
+    assert not marker.exists()
+
+
+def test_yaml_alias_bombs_are_refused_quickly() -> None:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    started = time.perf_counter()
+    with pytest.raises(DocumentError, match=r"bomb\.yaml:1:5: invalid YAML: anchors and aliases are not allowed"):
+        YAML.loads("\n".join(lines).encode(), "bomb.yaml")
+    assert time.perf_counter() - started < 1
+
+
+@pytest.mark.parametrize("tag", ["!!binary aGk=", "!!timestamp 2025-01-01", "!!set {a: null}", "!!omap [a: 1]", "!!pairs [a: 1]"])
+def test_yaml_tags_json_cannot_hold_are_refused(tag: str) -> None:
+    with pytest.raises(DocumentError, match=r"is not JSON data") as caught:
+        YAML.loads(f"a: 1\nb: {tag}\n".encode(), "t.yaml")
+    assert (caught.value.line, caught.value.column) == (2, 4)
+
+
+def test_yaml_plain_dates_stay_text() -> None:
+    assert YAML.loads(b"when: 2025-08-15 09:50:59.264\nday: 2025-08-15\n", None) == {
+        "when": "2025-08-15 09:50:59.264",
+        "day": "2025-08-15",
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "line", "column", "message"),
+    [
+        (b"a: [1, 2\nb: 3\n", 2, 2, "did not find expected ',' or ']'"),
+        (b"a: 1\n  b: 2\n", 2, 4, "mapping values are not allowed"),
+        (b"a: 1\n---\nb: 2\n", 2, 1, "expected a single document"),
+        (b"a: 'open\n", 2, 1, "found unexpected end of stream"),
+    ],
+)
+def test_yaml_syntax_errors_name_file_line_and_column(raw: bytes, line: int, column: int, message: str) -> None:
+    with pytest.raises(DocumentError, match=message) as caught:
+        YAML.loads(raw, "s.yaml")
+    assert (caught.value.source, caught.value.line, caught.value.column) == ("s.yaml", line, column)
+
+
+def test_yaml_invalid_utf8_is_a_document_error_with_a_line() -> None:
+    with pytest.raises(DocumentError, match="invalid YAML") as caught:
+        YAML.loads(b"a: 1\nb: \xff\n", "u.yaml")
+    assert caught.value.line == 2
+
+
+def test_yaml_special_floats_round_trip() -> None:
+    data = YAML.loads(YAML.dumps({"nan": math.nan, "inf": math.inf, "neg": -math.inf}), None)
+    assert math.isnan(data["nan"]) and data["inf"] == math.inf and data["neg"] == -math.inf
+
+
+def test_the_fast_libyaml_classes_are_used() -> None:
+    assert yaml_codec.WITH_LIBYAML, "PyYAML was built without libyaml: YAML sessions are 4-6x slower"

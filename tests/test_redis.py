@@ -1,0 +1,169 @@
+"""What only RedisSession has: keys, sliding TTL, clients, a server that is down.
+
+Against the real redis-server of conftest.py; fakeredis serves a few quick
+unit tests beside them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import fakeredis
+import orjson
+import pytest
+from redis.asyncio import ConnectionPool, Redis
+
+from statekit.errors import BackendUnavailableError, MissingExtraError, SessionError
+from statekit.session.redis import RedisSession
+from statekit.testing import Chat, Counter, Message
+from tests.conftest import RedisServer, free_port
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"test-{uuid.uuid4().hex}:"
+
+
+async def test_key_pattern_is_the_reference_one(redis_server: RedisServer, prefix: str) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.asave("s1", "bob", counter=Counter(count=3))
+        raw = await session.get_client().get(f"{prefix}user_id:bob:session:s1:state")
+        assert session.session_key("s1", "bob") == f"{prefix}user_id:bob:session:s1:state"
+    assert orjson.loads(raw) == {"__statekit__": {"format": 1}, "counter": {"count": 3}}
+
+
+async def test_colons_and_percents_in_ids_are_quoted(redis_server: RedisServer, prefix: str) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        assert session.session_key("b:session:c", "a") == f"{prefix}user_id:a:session:b%3Asession%3Ac:state"
+        assert session.session_key("100%", "") == f"{prefix}user_id::session:100%25:state"
+        await session.asave("b:session:c", "a", counter=Counter(count=1))
+        await session.asave("c", "a:session:b", counter=Counter(count=2))
+        assert await session.alist_sessions("a") == ["b:session:c"]
+
+
+async def test_data_written_by_the_reference_loads(redis_server: RedisServer, prefix: str) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.get_client().set(f"{prefix}user_id:u:session:old:state", b'{"counter": {"count": 9}}')
+        counter = Counter()
+        await session.aload("old", "u", allow_not_exist=False, counter=counter)
+    assert counter.count == 9
+
+
+async def test_ttl_slides_on_save_and_on_load(redis_server: RedisServer, prefix: str) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=300) as session:
+        client, key = session.get_client(), session.session_key("s", "u")
+        await session.asave("s", "u", counter=Counter())
+        assert 295 <= await client.ttl(key) <= 300
+        await client.expire(key, 5)
+        await session.aload("s", "u", counter=Counter())
+        assert 295 <= await client.ttl(key) <= 300
+        await client.expire(key, 5)
+        await session.asave("s", "u", counter=Counter())
+        assert 295 <= await client.ttl(key) <= 300
+
+
+async def test_without_ttl_keys_do_not_expire(redis_server: RedisServer, prefix: str) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.asave("s", "u", counter=Counter())
+        await session.aload("s", "u", counter=Counter())
+        assert await session.get_client().ttl(session.session_key("s", "u")) == -1
+
+
+@pytest.mark.parametrize("ttl", [0, -1, 1.5, True, "60"])
+def test_a_bad_ttl_is_refused(ttl: object) -> None:
+    with pytest.raises(SessionError, match="key_ttl must be a positive whole number"):
+        RedisSession(key_ttl=ttl)  # type: ignore[arg-type]
+
+
+async def test_a_passed_client_is_used_and_not_closed(redis_server: RedisServer, prefix: str) -> None:
+    client = Redis(host=redis_server.host, port=redis_server.port)
+    async with RedisSession(client=client, key_prefix=prefix) as session:
+        assert session.get_client() is client
+        await session.asave("s", counter=Counter(count=4))
+    assert await client.exists(f"{prefix}user_id::session:s:state") == 1  # still open
+    await client.aclose()
+
+
+async def test_a_passed_pool_is_used(redis_server: RedisServer, prefix: str) -> None:
+    pool = ConnectionPool(host=redis_server.host, port=redis_server.port, db=2)
+    async with RedisSession(connection_pool=pool, key_prefix=prefix) as session:
+        assert session.address == f"{redis_server.host}:{redis_server.port}/2"
+        await session.asave("s", counter=Counter(count=4))
+    async with Redis(host=redis_server.host, port=redis_server.port, db=2) as check:
+        assert await check.exists(f"{prefix}user_id::session:s:state") == 1
+    await pool.aclose()
+
+
+async def test_a_client_decoding_responses_still_works(redis_server: RedisServer, prefix: str) -> None:
+    client = Redis(host=redis_server.host, port=redis_server.port, decode_responses=True)
+    async with RedisSession(client=client, key_prefix=prefix) as session:
+        await session.asave("s 😀", "ü", chat=Chat(name="é", messages=[Message("user", "😀")]))
+        chat = Chat()
+        await session.aload("s 😀", "ü", chat=chat)
+        assert await session.alist_sessions("ü") == ["s 😀"]
+    assert chat == Chat(name="é", messages=[Message("user", "😀")])
+    await client.aclose()
+
+
+async def test_a_server_that_is_down_is_reported_quickly_by_host_and_port() -> None:
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    async with RedisSession("127.0.0.1", port) as session:
+        with pytest.raises(BackendUnavailableError, match=rf"Redis at 127\.0\.0\.1:{port}/0 is unavailable"):
+            await session.asave("s", counter=Counter())
+    assert time.monotonic() - started < 5
+
+
+def test_a_server_that_is_down_is_reported_by_the_blocking_twins_too() -> None:
+    port = free_port()
+    with RedisSession("127.0.0.1", port) as session, pytest.raises(BackendUnavailableError, match=str(port)):
+        session.load("s", counter=Counter())
+
+
+def test_without_the_extra_the_import_names_it() -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        "try:\n    import statekit.session.redis\n"
+        "except ImportError as err:\n    print(type(err).__name__, err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith(MissingExtraError.__name__)
+    assert "pip install 'statekit[redis]'" in out
+
+
+def test_statekit_session_imports_without_redis() -> None:
+    code = "import sys; sys.modules['redis'] = None\nimport statekit.session\nprint(statekit.session.JSONSession)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "JSONSession" in out
+
+
+# -- quick unit tests on fakeredis (beside the real server, never instead of it) ---------
+
+
+async def test_fakeredis_round_trip_and_ttl() -> None:
+    client = fakeredis.FakeAsyncRedis()
+    session = RedisSession(client=client, key_ttl=60)
+    await session.asave("s", "u", chat=Chat(name="fake"))
+    chat = Chat()
+    await session.aload("s", "u", chat=chat)
+    assert chat == Chat(name="fake")
+    assert 0 < await client.ttl("user_id:u:session:s:state") <= 60
+    assert await session.alist_sessions("u") == ["s"]
+    await session.aclose()
+    await client.aclose()
+
+
+async def test_fakeredis_glob_characters_in_user_ids_do_not_widen_listing() -> None:
+    client = fakeredis.FakeAsyncRedis()
+    session = RedisSession(client=client)
+    await session.asave("mine", "a*", counter=Counter())
+    await session.asave("theirs", "ab", counter=Counter())
+    await session.asave("other", "a?", counter=Counter())
+    assert await session.alist_sessions("a*") == ["mine"]
+    assert await session.alist_sessions("a?") == ["other"]
+    await client.aclose()
