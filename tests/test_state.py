@@ -10,7 +10,7 @@ import json
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -468,3 +468,45 @@ def test_validators_run_on_load_and_refusal_changes_nothing() -> None:
     with pytest.raises(StateLoadError, match="n: "):
         p.load_state_dict({"n": -1, "label": "b"})
     assert (p.n, p.label) == (1, "a")
+
+
+@dataclasses.dataclass
+class Node:
+    name: str
+    children: list[Node] = dataclasses.field(default_factory=list)
+
+
+def test_recursive_records_round_trip_at_any_depth() -> None:
+    @stateful
+    class Tree(StateModule):
+        root: Node = state_field(factory=lambda: Node("a", [Node("b", [Node("c", [Node("d")])])]))
+
+    state = Tree().state_dict()
+    assert state["root"]["children"][0]["children"][0]["children"][0] == {"name": "d", "children": []}
+    tree = Tree(root=Node("x"))
+    tree.load_state_dict(state)
+    assert tree.root == Tree().root
+    state["root"]["children"][0]["children"][0]["name"] = 5
+    with pytest.raises(StateLoadError) as info:
+        tree.load_state_dict(state)
+    assert info.value.paths == ["root.children[0].children[0].name"]
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+
+
+def test_literal_fields_check_type_and_value() -> None:
+    @stateful
+    class Switch(StateModule):
+        mode: Literal["a", "b", 1] = state_field(default="a")
+        speed: Literal[Mode.FAST] = state_field(default=Mode.FAST)
+
+    switch = Switch()
+    assert switch.state_dict() == {"mode": "a", "speed": "fast"}
+    switch.load_state_dict({"mode": 1, "speed": "fast"})
+    assert switch.mode == 1 and switch.speed is Mode.FAST
+    with pytest.raises(StateLoadError) as info:
+        switch.load_state_dict({"mode": True, "speed": "slow"})
+    assert info.value.paths == ["mode", "speed"]
+    assert "expected one of 'a', 'b', 1, got True" in str(info.value)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from statekit._config import from_config, seed
 from statekit._convert import make_converter
 from statekit._fields import state_field
 from statekit._module import LoadResult, StateModule, stateful
+from statekit._schema import json_schema, session_schema
 from statekit.errors import (
+    DocumentError,
     SessionNotFoundError,
+    StateDefinitionError,
     StatekitError,
     StateLoadError,
 )
@@ -18,16 +22,22 @@ if TYPE_CHECKING:
     from statekit.session.redis import RedisSession
 
 __all__ = [
+    "DocumentError",
     "JSONSession",
     "LoadResult",
     "RedisSession",
     "SessionBase",
     "SessionNotFoundError",
+    "StateDefinitionError",
     "StateLoadError",
     "StateModule",
     "StatekitError",
     "YAMLSession",
+    "from_config",
+    "json_schema",
     "make_converter",
+    "seed",
+    "session_schema",
     "state_field",
     "stateful",
 ]

@@ -102,9 +102,43 @@ def _register_scalars(conv: cattrs.Converter) -> None:
     conv.register_structure_hook_factory(
         lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _enum_structure
     )
+    conv.register_unstructure_hook_factory(_is_literal, _literal_unstructure)
+    conv.register_structure_hook_factory(_is_literal, _literal_structure)
     conv.register_unstructure_hook_factory(
         lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda t: _enum_value
     )
+
+
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Literal
+
+
+def _literal_unstructure(tp: Any) -> Hook:
+    if any(isinstance(v, enum.Enum) for v in typing.get_args(tp)):
+        return _json_value
+    return identity
+
+
+def _literal_structure(tp: Any) -> SHook:
+    """Match JSON data to a literal by type and value (``True`` is not ``1``)."""
+    by_key = {_literal_key(_json_value(v)): v for v in typing.get_args(tp)}
+    names = ", ".join(repr(_json_value(v)) for v in by_key.values())
+
+    def structure(value: Any, _: Any) -> Any:
+        try:
+            return by_key[_literal_key(value)]
+        except (KeyError, TypeError):
+            raise ValueError(f"expected one of {names}, got {value!r}") from None
+
+    return structure
+
+
+def _json_value(literal: Any) -> Any:
+    return literal.value if isinstance(literal, enum.Enum) else literal
+
+
+def _literal_key(value: Any) -> tuple[type, Any]:
+    return (type(value), value)
 
 
 def _enum_value(member: enum.Enum) -> Any:
@@ -263,7 +297,13 @@ def _register_records(conv: cattrs.Converter) -> None:
     """attrs classes and dataclasses: generated code, with per-field codecs."""
 
     def unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
-        return make_dict_unstructure_fn(tp, conv, **_overrides(tp, dump=True))
+        if tp in _generating:
+            return _late_unstructure(conv, tp)
+        _generating.add(tp)
+        try:
+            return make_dict_unstructure_fn(tp, conv, **_overrides(tp, dump=True))
+        finally:
+            _generating.discard(tp)
 
     def structure(tp: Any, conv: cattrs.Converter) -> SHook:
         hook = make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False))
@@ -271,6 +311,18 @@ def _register_records(conv: cattrs.Converter) -> None:
 
     conv.register_unstructure_hook_factory(_is_record, unstructure)
     conv.register_structure_hook_factory(_is_record, structure)
+
+
+_generating: set[Any] = set()
+
+
+def _late_unstructure(conv: cattrs.Converter, tp: Any) -> Hook:
+    """A recursive record (``Rec`` holding ``list[Rec]``): look its hook up when called.
+
+    cattrs would fall back to dispatching on the runtime class, which sees a bare
+    ``list`` and loses the element type.
+    """
+    return lambda value: conv.get_unstructure_hook(tp)(value)
 
 
 def _overrides(tp: type, *, dump: bool) -> dict[str, Any]:
@@ -355,6 +407,8 @@ def type_hints(cls: type) -> dict[str, Any]:
 def iter_types(tp: Any) -> Iterable[Any]:
     """``tp`` and every type nested in its arguments (for definition checks)."""
     yield tp
+    if _is_literal(tp):
+        return
     for arg in typing.get_args(tp):
         if arg is not Ellipsis:
             yield from iter_types(arg)

@@ -40,7 +40,7 @@ def fast_structure(tp: Any, conv: cattrs.Converter) -> Fast:
     if origin is dict and args and args[0] is str:
         return dict_copier(fast_structure(args[1], conv))
     if isinstance(tp, type) and attrs.has(tp) and not _is_module(tp):
-        return _record(tp, conv)
+        return _cached_record(tp, conv)
     return _via_cattrs(tp, conv)
 
 
@@ -51,6 +51,24 @@ def _is_module(tp: type) -> bool:
 def _via_cattrs(tp: Any, conv: cattrs.Converter) -> Fast:
     hook = conv.get_structure_hook(tp)
     return lambda value: hook(value, tp)
+
+
+_records: dict[tuple[type, cattrs.Converter], Fast | None] = {}
+
+
+def _cached_record(cls: type, conv: cattrs.Converter) -> Fast:
+    """One generated function per (class, converter); recursion is late-bound."""
+    key = (cls, conv)
+    if key in _records:
+        built = _records[key]
+        return built if built is not None else (lambda value: _records[key](value))  # type: ignore[misc]
+    _records[key] = None  # being generated: a recursive field looks it up when called
+    try:
+        _records[key] = _record(cls, conv)
+    except BaseException:
+        del _records[key]
+        raise
+    return _records[key]  # type: ignore[return-value]
 
 
 def _record(cls: type, conv: cattrs.Converter) -> Fast:
