@@ -252,7 +252,7 @@ def test_from_json_exception_becomes_load_error_with_path() -> None:
     class Counter(StateModule):
         n: int = state_field(default=0, from_json=parse)
 
-    with pytest.raises(StateLoadError, match=r"n: RuntimeError: boom"):
+    with pytest.raises(StateLoadError, match=r"n: from_json raised RuntimeError: boom"):
         Counter().load_state_dict({"n": 1})
 
 

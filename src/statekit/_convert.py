@@ -162,7 +162,7 @@ def _register_json(conv: cattrs.Converter) -> None:
 
     def structure(tp: Any) -> SHook:
         copier = make_copier(tp)
-        return lambda value, _: copier(value)
+        return mark(lambda value, _: copier(value))
 
     def unstructure(tp: Any) -> Hook:
         return make_copier(tp)
@@ -223,8 +223,7 @@ def _items_structure(conv: cattrs.Converter, tp: Any, build: Callable[[list[Any]
             try:
                 out.append(item(element, item_type))
             except Exception as exc:  # noqa: BLE001 - collected with its index
-                exc.__notes__ = [*getattr(exc, "__notes__", []), IterableValidationNote(f"@ index {index}", index, item_type)]
-                errors.append(exc)
+                errors.append(_noted(exc, index, item_type))
         if errors:
             raise IterableValidationError(f"While structuring {type_name(tp)}", errors, tp)
         return build(out)
@@ -238,9 +237,22 @@ def _fixed_tuple_structure(conv: cattrs.Converter, tp: Any, args: tuple[Any, ...
     def structure(value: Any, _: Any) -> Any:
         if len(value) != len(args):
             raise ValueError(f"expected a list of {len(args)} items, got {len(value)}")
-        return tuple(h(v, a) for h, v, a in zip(hooks, value, args, strict=True))
+        out, errors = [], []
+        for index, (hook, item, item_type) in enumerate(zip(hooks, value, args, strict=True)):
+            try:
+                out.append(hook(item, item_type))
+            except Exception as exc:  # noqa: BLE001 - collected with its index
+                errors.append(_noted(exc, index, item_type))
+        if errors:
+            raise IterableValidationError(f"While structuring {type_name(tp)}", errors, tp)
+        return tuple(out)
 
     return structure
+
+
+def _noted(exc: Exception, index: int, item_type: Any) -> Exception:
+    exc.__notes__ = [*getattr(exc, "__notes__", []), IterableValidationNote(f"@ index {index}", index, item_type)]
+    return exc
 
 
 def _guarded(inner: SHook, expected: type, what: str) -> SHook:
@@ -249,7 +261,18 @@ def _guarded(inner: SHook, expected: type, what: str) -> SHook:
             raise TypeError(f"expected {what}, got {describe(value)}")
         return inner(value, tp)
 
-    return structure
+    return mark(structure)
+
+
+def mark(hook: SHook) -> SHook:
+    """Tag a structure hook as statekit's own: the fast path may stand in for it."""
+    hook.__statekit__ = True  # type: ignore[attr-defined]
+    return hook
+
+
+def is_ours(hook: Any) -> bool:
+    """Whether a hook is statekit's (not one a user registered on the converter)."""
+    return getattr(hook, "__statekit__", False) is True
 
 
 def _is_mapping(tp: Any) -> bool:
@@ -334,18 +357,39 @@ def _overrides(tp: type, *, dump: bool) -> dict[str, Any]:
         if codec is None:
             continue
         if dump and codec.to_json is not None:
-            out[field.name] = override(unstruct_hook=_dump_with(codec.to_json))
+            out[field.name] = override(unstruct_hook=dump_with(codec.to_json))
         elif not dump and codec.from_json is not None:
-            out[field.name] = override(struct_hook=_load_with(codec.from_json))
+            out[field.name] = override(struct_hook=_two_argument(load_with(codec.from_json)))
     return out
 
 
-def _dump_with(to_json: Hook) -> Hook:
-    return lambda value: copy_any(to_json(value))
+class CodecError(ValueError):
+    """A user's ``to_json`` / ``from_json`` raised; the message says what."""
 
 
-def _load_with(from_json: Hook) -> SHook:
-    return lambda value, _: from_json(copy_any(value))
+def dump_with(to_json: Hook) -> Hook:
+    """Wrap a ``to_json`` codec: copy its result, name its failures."""
+
+    def dump(value: Any) -> Any:
+        try:
+            data = to_json(value)
+        except Exception as exc:
+            raise CodecError(f"to_json raised {type(exc).__name__}: {exc}") from exc
+        return copy_any(data)
+
+    return dump
+
+
+def load_with(from_json: Hook) -> Hook:
+    """Wrap a ``from_json`` codec: give it a private copy, name its failures."""
+
+    def load(data: Any) -> Any:
+        try:
+            return from_json(copy_any(data))
+        except Exception as exc:
+            raise CodecError(f"from_json raised {type(exc).__name__}: {exc}") from exc
+
+    return load
 
 
 @functools.cache
@@ -373,10 +417,65 @@ def _walk(exc: BaseException, path: tuple[PathSegment, ...], out: Problems) -> N
         out.extend(((*path, key), "unknown key") for key in sorted(exc.extra_fields))
     elif isinstance(exc, JSONValueError):
         out.extend(((*path, *rel), message) for rel, message in exc.problems)
-    elif isinstance(exc, KeyError):
+    elif isinstance(exc, KeyError) and _from_cattrs(exc):
         out.append((path, "required key is missing"))
     else:
         out.append((path, message_of(exc)))
+
+
+def dump_problems(conv: cattrs.Converter, tp: Any, value: Any, path: tuple[PathSegment, ...]) -> Problems:
+    """Find where dumping ``value`` as ``tp`` fails (run once, after a failure).
+
+    The generated dump functions do not track paths; this walks records and
+    collections one level at a time, retrying each part, down to the culprit.
+    """
+    try:
+        conv.get_unstructure_hook(tp)(value)
+    except Exception as exc:  # noqa: BLE001 - located below
+        return _located(conv, tp, value, path) or problems_of(exc, path)
+    return []
+
+
+def _located(conv: cattrs.Converter, tp: Any, value: Any, path: tuple[PathSegment, ...]) -> Problems:
+    if _is_record(type(value)) and not is_json_type(tp):
+        return _record_problems(conv, value, path)
+    args = typing.get_args(tp)
+    if _is_mapping(tp) and len(args) == 2 and isinstance(value, dict):
+        return [p for k, v in value.items() for p in dump_problems(conv, args[1], v, (*path, k))]
+    if _is_collection(tp) and args and not _is_tuple(tp) and isinstance(value, Iterable):
+        return [p for i, v in enumerate(value) for p in dump_problems(conv, args[0], v, (*path, i))]
+    return []
+
+
+def _record_problems(conv: cattrs.Converter, record: Any, path: tuple[PathSegment, ...]) -> Problems:
+    types_by_name = dict(zip((f.name for f in fields_of(type(record))), _field_types(type(record)), strict=False))
+    out: Problems = []
+    for field in fields_of(type(record)):
+        codec = field_codec(field) if attrs.has(type(record)) else None
+        value = getattr(record, field.name)
+        if codec is not None and codec.to_json is not None:
+            out.extend(_codec_problems(codec.to_json, value, (*path, field.name)))
+        else:
+            out.extend(dump_problems(conv, types_by_name.get(field.name, Any), value, (*path, field.name)))
+    return out
+
+
+def _codec_problems(to_json: Hook, value: Any, path: tuple[PathSegment, ...]) -> Problems:
+    try:
+        dump_with(to_json)(value)
+    except Exception as exc:  # noqa: BLE001 - reported with its path
+        return problems_of(exc, path)
+    return []
+
+
+def _two_argument(load: Hook) -> SHook:
+    return lambda value, _: load(value)
+
+
+def _from_cattrs(exc: KeyError) -> bool:
+    """cattrs' generated code reads ``o['name']``; its KeyError names the attribute."""
+    notes = getattr(exc, "__notes__", [])
+    return any(getattr(note, "name", None) == (exc.args[0] if exc.args else None) for note in notes)
 
 
 def message_of(exc: BaseException) -> str:
@@ -402,6 +501,67 @@ def type_hints(cls: type) -> dict[str, Any]:
     """
     localns = getattr(cls, "__statekit_localns__", None)
     return typing.get_type_hints(cls, localns=localns)
+
+
+_NOT_JSON = (bytes, bytearray, memoryview, complex)
+
+
+def prepare(conv: cattrs.Converter, tp: Any, seen: set[Any] | None = None) -> None:
+    """Check ``tp`` (and the records it holds) before hooks are made for it.
+
+    Refuses what has no JSON form (``bytes``, non-string mapping keys), and gives
+    enums that subclass ``str``/``int`` exact hooks: cattrs dispatches classes by
+    MRO, so they would otherwise take the ``str``/``int`` hooks.
+
+    Raises:
+        StructureHandlerNotFoundError: ``tp`` cannot be JSON data.
+    """
+    seen = set() if seen is None else seen
+    for inner in iter_types(tp):
+        if inner in seen or not _hashable(inner):
+            continue
+        seen.add(inner)
+        _refuse_non_json(inner)
+        if isinstance(inner, type) and issubclass(inner, enum.Enum) and issubclass(inner, (str, int, float)):
+            conv.register_structure_hook(inner, _enum_structure(inner))
+            conv.register_unstructure_hook(inner, _enum_value)
+        elif _is_record(inner):
+            for field_type in _field_types(inner):
+                prepare(conv, field_type, seen)
+
+
+def _hashable(tp: Any) -> bool:
+    try:
+        hash(tp)
+    except TypeError:
+        return False
+    return True
+
+
+def _refuse_non_json(tp: Any) -> None:
+    if isinstance(tp, type) and issubclass(tp, _NOT_JSON):
+        raise StructureHandlerNotFoundError(f"{tp.__name__} has no JSON form; give the field a codec", tp)
+    if _is_mapping(tp) and typing.get_args(tp) and not _is_str_key(typing.get_args(tp)[0]):
+        raise StructureHandlerNotFoundError(f"JSON object keys are strings, not {type_name(typing.get_args(tp)[0])}", tp)
+
+
+def _is_str_key(tp: Any) -> bool:
+    if _is_literal(tp):
+        return all(isinstance(v, str) for v in typing.get_args(tp))
+    return tp is str or (isinstance(tp, type) and issubclass(tp, str))
+
+
+def _field_types(record: type) -> list[Any]:
+    try:
+        hints = type_hints(record)
+    except NameError:
+        return []
+    return [hints.get(f.name, Any) for f in fields_of(record)]
+
+
+def fields_of(record: type) -> tuple[Any, ...]:
+    """The fields of an attrs class or a dataclass."""
+    return tuple(attrs.fields(record)) if attrs.has(record) else dataclasses.fields(record)
 
 
 def iter_types(tp: Any) -> Iterable[Any]:

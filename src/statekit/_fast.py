@@ -18,7 +18,7 @@ import attrs
 import cattrs
 
 from statekit._fields import field_codec
-from statekit._convert import type_hints
+from statekit._convert import is_ours, type_hints
 from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier
 
 Fast = Callable[[Any], Any]
@@ -31,7 +31,13 @@ class Bail(Exception):
 
 
 def fast_structure(tp: Any, conv: cattrs.Converter) -> Fast:
-    """Return a fast one-argument structuring function for ``tp``."""
+    """Return a fast one-argument structuring function for ``tp``.
+
+    Where the converter's hook for ``tp`` is not statekit's own (the user
+    registered one), that hook is used as it is.
+    """
+    if not is_ours(conv.get_structure_hook(tp)):
+        return _via_cattrs(tp, conv)
     if is_json_type(tp):
         return fast_copier(tp)
     origin, args = typing.get_origin(tp), typing.get_args(tp)

@@ -16,7 +16,7 @@ import attr
 import attrs
 import cattrs
 
-from statekit._convert import lenient, only_extra_keys, problems_of
+from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of
 from statekit._fields import FieldCodec, state_field
 from statekit._plan import (
     DEFAULT_CONVERTER,
@@ -142,6 +142,9 @@ def _extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[
             out[name] = registry[name]
         elif isinstance(value, StateModule):
             out[name] = None
+    for name in registry:
+        if name not in out:
+            out[name] = registry[name]  # a registered slot (a declared attrs field)
     return out
 
 
@@ -152,7 +155,7 @@ def _dump(obj: StateModule, path: Path) -> dict[str, Any]:
         if isinstance(value, StateModule):
             out[plan.name] = _dump(value, (*path, plan.name))
         elif plan.dump is not None:
-            out[plan.name] = _dump_value(plan.dump, value, (*path, plan.name))
+            out[plan.name] = _dump_value(obj, plan.dump, value, (*path, plan.name), plan.tp)
         elif plan.is_state or plan.module_type is not None:
             out[plan.name] = None  # an optional nested module that is not set
     for name, hooks in _extras(obj).items():
@@ -160,16 +163,21 @@ def _dump(obj: StateModule, path: Path) -> dict[str, Any]:
         if isinstance(value, StateModule):
             out[name] = _dump(value, (*path, name))
         elif hooks is not None:
-            out[name] = _dump_value(hooks[0], value, (*path, name))
+            out[name] = _dump_value(obj, hooks[0], value, (*path, name), Any)
     return out
 
 
-def _dump_value(dump: Callable[[Any], Any], value: Any, path: Path) -> Any:
+def _dump_value(owner: object, dump: Callable[[Any], Any], value: Any, path: Path, tp: Any) -> Any:
     try:
         return dump(value)
     except Exception as exc:
-        problems = [Problem(p, m) for p, m in problems_of(exc, path)]
+        found = [] if tp is Any else dump_problems(_converter_of(owner), tp, value, path)
+        problems = [Problem(p, m) for p, m in found or problems_of(exc, path)]
         raise StateDumpError(problems) from exc
+
+
+def _converter_of(obj: object) -> cattrs.Converter:
+    return getattr(type(obj), "__statekit_converter__", None) or DEFAULT_CONVERTER
 
 
 class _Loader:
@@ -257,7 +265,7 @@ class _Loader:
             return
         assert plan.module_type is not None
         before = len(self.problems)
-        new = _build_module(plan.module_type, data, self, path)
+        new = _build_module(plan.module_type, data, self, path, fill_defaults=False)
         if len(self.problems) == before:
             self.assignments.append((module, plan.name, new))
 
@@ -336,7 +344,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True) -> T:
     """
     loader = _Loader(strict)
     if issubclass(cls, StateModule):
-        obj: T = _build_module(cls, data, loader, ())
+        obj: T = _build_module(cls, data, loader, (), fill_defaults=True)
     else:
         obj = _build_record(cls, data, loader)
     loader.commit()
@@ -352,14 +360,16 @@ def _build_record(cls: type, data: Any, loader: _Loader) -> Any:
         return None
 
 
-def _build_module(cls: type, data: Any, loader: _Loader, path: Path) -> Any:
+def _build_module(cls: type, data: Any, loader: _Loader, path: Path, *, fill_defaults: bool) -> Any:
+    """A new module from ``data``; ``fill_defaults`` lets missing keys take defaults
+    even when strict (configs); a load into ``None`` follows the load rules."""
     if not isinstance(data, Mapping):
         loader.problem(path, f"expected an object of state, got {type(data).__name__}")
         return None
     plan = _plan_of_class(cls)
     kwargs: dict[str, Any] = {}
     for field_plan in plan.fields:
-        _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs)
+        _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs, fill_defaults)
     for name in data:
         if name not in plan.by_name or not _is_state_plan(plan.by_name[name]):
             loader._unknown((*path, name))  # noqa: SLF001 - same module
@@ -381,14 +391,17 @@ def _is_state_plan(plan: FieldPlan) -> bool:
     return plan.is_state or plan.module_type is not None
 
 
-def _build_field(plan: FieldPlan, data: Mapping[str, Any], loader: _Loader, path: Path, kwargs: dict[str, Any]) -> None:
+def _build_field(
+    plan: FieldPlan, data: Mapping[str, Any], loader: _Loader, path: Path, kwargs: dict[str, Any], fill_defaults: bool
+) -> None:
     name = plan.name
     if not _is_state_plan(plan) or name not in data:
-        if plan.field.default is attrs.NOTHING and plan.field.init:
-            loader.problem(path, "required key is missing")
+        _missing_field(plan, loader, path, fill_defaults)
         return
     if plan.module_type is not None:
-        value = None if data[name] is None else _build_module(plan.module_type, data[name], loader, path)
+        value = None
+        if data[name] is not None:
+            value = _build_module(plan.module_type, data[name], loader, path, fill_defaults=fill_defaults)
     else:
         load = plan.load_strict if loader.strict else plan.load_lenient
         assert load is not None
@@ -398,6 +411,17 @@ def _build_field(plan: FieldPlan, data: Mapping[str, Any], loader: _Loader, path
             loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
             return
     kwargs[plan.field.alias or name] = value
+
+
+def _missing_field(plan: FieldPlan, loader: _Loader, path: Path, fill_defaults: bool) -> None:
+    required = plan.field.default is attrs.NOTHING and plan.field.init
+    if not _is_state_plan(plan) or fill_defaults:
+        if required:
+            loader.problem(path, "required key is missing")
+    elif loader.strict or required:
+        loader.problem(path, "required key is missing")
+    else:
+        loader.missing.append(format_path(path))
 
 
 def _resolve(cls: type, localns: Mapping[str, Any]) -> None:

@@ -16,10 +16,10 @@ import attrs
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
-from statekit._convert import iter_types, lenient, make_converter, type_hints
+from statekit._convert import dump_with, iter_types, lenient, load_with, make_converter, prepare, type_hints
 from statekit._fast import fast_structure, with_fallback
 from statekit._fields import FieldCodec, field_codec
-from statekit._json import copy_any
+from statekit._json import copy_any, type_name
 from statekit.errors import StateDefinitionError
 
 Dump = Callable[[Any], Any]
@@ -36,6 +36,8 @@ class FieldPlan:
         field: The attrs field.
         is_state: Declared with ``state_field()`` (else only a held module is state).
         module_type: The ``StateModule`` subclass the annotation names, if any.
+        nullable: The annotation admits ``None``.
+        tp: The annotation (to locate a failed dump).
         dump: Value to JSON data (``None`` when not a value field).
         load_strict: JSON data to a new value, unknown record keys rejected.
         load_lenient: The same, unknown record keys ignored.
@@ -45,6 +47,7 @@ class FieldPlan:
     is_state: bool
     module_type: type | None
     nullable: bool = False
+    tp: Any = Any
     dump: Dump | None = None
     load_strict: Load | None = None
     load_lenient: Load | None = None
@@ -86,7 +89,7 @@ def _field_plan(
         nullable = type(None) in typing.get_args(tp)
         return FieldPlan(field=field, is_state=codec is not None, module_type=module_type, nullable=nullable)
     dump, strict, loose = value_hooks(cls, field.name, tp, codec, conv)
-    return FieldPlan(field, True, None, False, dump, strict, loose)
+    return FieldPlan(field, True, None, False, tp, dump, strict, loose)
 
 
 def check_record(cls: type, converter: cattrs.Converter | None) -> None:
@@ -116,13 +119,16 @@ def value_hooks(
 ) -> tuple[Dump, Load, Load]:
     """Make the dump and the two load hooks of a value field, failing early."""
     try:
+        if codec.to_json is None or codec.from_json is None:
+            prepare(conv, tp)
+            prepare(lenient(conv), tp)
         dump = _dump_hook(tp, codec, conv)
         strict = _load_hook(tp, codec, conv)
         loose = _load_hook(tp, codec, lenient(conv))
     except (StructureHandlerNotFoundError, TypeError, ValueError) as exc:
         where = f"{cls.__qualname__}.{name}"
         raise StateDefinitionError(
-            f"{where}: statekit cannot save or load values of type {tp!r} ({exc}); "
+            f"{where}: statekit cannot save or load values of type {type_name(tp)} ({exc}); "
             "give the field to_json= and from_json=, or register cattrs hooks on a "
             "converter passed as @stateful(converter=...)"
         ) from exc
@@ -131,8 +137,7 @@ def value_hooks(
 
 def _dump_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Dump:
     if codec.to_json is not None:
-        to_json = codec.to_json
-        return lambda value: copy_any(to_json(value))
+        return dump_with(codec.to_json)
     for inner in iter_types(tp):
         conv.get_unstructure_hook(inner)
     return conv.get_unstructure_hook(tp)
@@ -140,14 +145,12 @@ def _dump_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Dump:
 
 def _load_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Load:
     if codec.from_json is not None:
-        from_json = codec.from_json
-        return lambda data: from_json(copy_any(data))
+        return load_with(codec.from_json)
     return with_fallback(fast_structure(tp, conv), conv.get_structure_hook(tp), tp)
 
 
 def any_hooks(codec: FieldCodec) -> tuple[Dump, Load]:
     """Hooks of an attribute registered imperatively (no type: JSON data)."""
-    to_json, from_json = codec.to_json, codec.from_json
-    dump: Dump = copy_any if to_json is None else (lambda value: copy_any(to_json(value)))
-    load: Load = copy_any if from_json is None else (lambda data: from_json(copy_any(data)))
+    dump: Dump = copy_any if codec.to_json is None else dump_with(codec.to_json)
+    load: Load = copy_any if codec.from_json is None else load_with(codec.from_json)
     return dump, load
