@@ -290,18 +290,22 @@ class SessionBase(abc.ABC):
         self._check_key(key)
         return key
 
-    async def _run_codec(self, work: Callable[[Any], T], arg: Any) -> T:
+    async def _run_codec(self, work: Callable[..., T], *args: Any) -> T:
         if self.offload_codec:
-            return await asyncio.to_thread(work, arg)
-        return work(arg)
+            return await asyncio.to_thread(work, *args)
+        return work(*args)
 
     async def _decode(self, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
-        source = self._source(key)
-        document = await self._run_codec(lambda data: self.codec.loads(data, source), raw)
+        try:
+            document = await self._run_codec(self.codec.loads, raw, None)
+        except DocumentError as err:  # named here, so that a good load never builds the name
+            raise DocumentError(err.reason, source=self._source(key), line=err.line, column=err.column) from None
         if not isinstance(document, dict):
             kind = "empty" if document is None else type(document).__name__
-            raise DocumentError(f"a session document maps module names to states; this one is {kind}", source=source)
-        _check_meta(document.get(META_KEY), source)
+            message = f"a session document maps module names to states; this one is {kind}"
+            raise DocumentError(message, source=self._source(key))
+        if META_KEY in document:
+            _check_meta(document[META_KEY], self._source(key))
         return document
 
     def _block(self, name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -313,8 +317,6 @@ class SessionBase(abc.ABC):
 
 
 def _check_meta(meta: object, source: str) -> None:
-    if meta is None:
-        return  # written by the reference implementation, or by hand
     version = meta.get("format") if isinstance(meta, dict) else None
     if not isinstance(version, int) or isinstance(version, bool):
         raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
