@@ -18,14 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +35,7 @@ from bench_state import median_seconds  # noqa: E402
 
 from statekit.session import JSONSession, SessionBase, YAMLSession  # noqa: E402
 from statekit.session.redis import RedisSession  # noqa: E402
+from statekit.testing import local_redis_server  # noqa: E402
 
 TARGETS = {"json save": 1.3, "json load": 1.5, "yaml save": 1.2, "yaml load": 1.2, "redis save+load": 1 / 0.7}
 LOOP = asyncio.new_event_loop()
@@ -151,34 +148,6 @@ async def _redis_ratio(port: int, tasks: int, rounds: int) -> float:
     return ratio
 
 
-@contextmanager
-def redis_server() -> Iterator[int]:
-    """A throw-away redis-server on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    executable = shutil.which("redis-server") or sys.exit("redis-server is not installed")
-    args = [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-    try:
-        _wait_for(port)
-        yield port
-    finally:
-        process.terminate()
-        process.wait()
-
-
-def _wait_for(port: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"redis-server did not start on port {port}")
-
-
 def main() -> int:
     """Run every comparison and report the targets."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -191,8 +160,8 @@ def main() -> int:
             print(f"{messages:,} messages")
             ratios = bench_files(messages, repeat, Path(folder))
     print("64 tasks, 20-message sessions")
-    with redis_server() as port:
-        ratios["redis save+load"] = LOOP.run_until_complete(_redis_ratio(port, 64, 10 if args.quick else 40))
+    with local_redis_server() as server:
+        ratios["redis save+load"] = LOOP.run_until_complete(_redis_ratio(server.port, 64, 10 if args.quick else 40))
     print("targets (10,000 messages for files):")
     for op, target in TARGETS.items():
         print(f"  {op:<16} {ratios[op]:5.2f}x (target <= {target:.2f}x): {'ok' if ratios[op] <= target else 'MISSED'}")

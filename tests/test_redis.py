@@ -18,8 +18,7 @@ from redis.asyncio import ConnectionPool, Redis
 
 from statekit.errors import BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session.redis import RedisSession
-from statekit.testing import Chat, Counter, Message
-from tests.conftest import RedisServer, free_port
+from statekit.testing import Chat, Counter, Message, RedisServer, free_port
 
 pytestmark = pytest.mark.redis
 
@@ -34,6 +33,7 @@ async def test_key_pattern_is_the_reference_one(redis_server: RedisServer, prefi
         await session.asave("s1", "bob", counter=Counter(count=3))
         raw = await session.get_client().get(f"{prefix}user_id:bob:session:s1:state")
         assert session.session_key("s1", "bob") == f"{prefix}user_id:bob:session:s1:state"
+    assert raw is not None
     assert orjson.loads(raw) == {"__statekit__": {"format": 1}, "counter": {"count": 3}}
 
 

@@ -29,10 +29,10 @@ from statekit.testing import (
     Counter,
     Message,
     SessionContract,
+    SessionFactory,
     check_backend,
     check_blocking_twins,
 )
-from tests.conftest import SessionFactory
 
 
 class TestContract(SessionContract):
@@ -329,6 +329,7 @@ async def test_blocking_twins_refuse_a_running_loop(tmp_path: Path) -> None:
 
 
 def test_reserved_module_name_is_refused(tmp_path: Path) -> None:
+    modules: dict[str, Any] = {META_KEY: Counter()}
     with pytest.raises(SessionError, match="reserved"):
-        JSONSession(tmp_path).save("s", **{META_KEY: Counter()})
+        JSONSession(tmp_path).save("s", **modules)
     assert list(tmp_path.iterdir()) == []
