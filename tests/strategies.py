@@ -226,7 +226,6 @@ class Node:
         closed: An object whose keys are fixed (a module or a value record).
         required: Keys whose absence fails a load (every key of a module when
             strict; the fields without default of a record, in both modes).
-        in_fixed_tuple: An item of a fixed-length tuple such as ``tuple[int, int]``.
     """
 
     path: StatePath
@@ -234,7 +233,6 @@ class Node:
     module: bool = False
     closed: bool = False
     required: tuple[str, ...] = ()
-    in_fixed_tuple: bool = False
 
 
 def typed_nodes(module: StateModule, data: dict[str, Any] | None = None) -> list[Node]:
@@ -275,29 +273,29 @@ def _arm(tp: Any, data: Any) -> Any:
     return next(a for a in members if a is str)
 
 
-def _walk_value(tp: Any, data: Any, path: StatePath, out: list[Node], *, in_tuple: bool = False) -> None:
+def _walk_value(tp: Any, data: Any, path: StatePath, out: list[Node]) -> None:
     arm = _arm(tp, data)
     if arm is Any:
         return
     if arm is None:
-        out.append(Node(path, tp, in_fixed_tuple=in_tuple))
+        out.append(Node(path, tp))
         return
     if attrs.has(arm):
         fields = attrs.fields(arm)
         required = tuple(f.name for f in fields if f.default is attrs.NOTHING)
-        out.append(Node(path, tp, closed=True, required=required, in_fixed_tuple=in_tuple))
+        out.append(Node(path, tp, closed=True, required=required))
         hints = typing.get_type_hints(arm)
         for key, sub in data.items():
             _walk_value(hints[key], sub, (*path, key), out)
         return
-    out.append(Node(path, tp, in_fixed_tuple=in_tuple))
+    out.append(Node(path, tp))
     origin, args = typing.get_origin(arm), typing.get_args(arm)
     if origin is dict:
         for key, sub in data.items():
             _walk_value(args[1], sub, (*path, key), out)
     elif origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
         for index, (item_tp, sub) in enumerate(zip(args, data, strict=True)):
-            _walk_value(item_tp, sub, (*path, index), out, in_tuple=True)
+            _walk_value(item_tp, sub, (*path, index), out)
     elif origin in (list, set, frozenset, tuple):
         for index, sub in enumerate(data):
             _walk_value(args[0], sub, (*path, index), out)
@@ -380,20 +378,15 @@ def corruptions(
     kinds: tuple[str, ...] = ("wrong", "unknown", "missing", "missing-field"),
     min_count: int = 1,
     max_count: int = 1,
-    skip_fixed_tuple_items: bool = True,
     keep: Callable[[str, StatePath], bool] | None = None,
 ) -> Corruption:
     """Damage ``module.state_dict()`` at ``min_count..max_count`` unrelated places.
 
-    ``skip_fixed_tuple_items`` leaves out the items of ``tuple[int, int]``
-    fields (see the BUG test on fixed tuples in test_properties.py); ``keep``,
-    when given, picks which ``(kind, path)`` changes may be made.
+    ``keep``, when given, picks which ``(kind, path)`` changes may be made.
     """
     state = module.state_dict()
     candidates: list[tuple[str, StatePath, Node]] = []
     for node in typed_nodes(module, state):
-        if skip_fixed_tuple_items and node.in_fixed_tuple:
-            continue
         if "wrong" in kinds and node.path and wrong_values(node.tp):
             candidates.append(("wrong", node.path, node))
         if "unknown" in kinds and node.closed:

@@ -1,8 +1,8 @@
 """Property tests of the state layer (issue 2): round trips, snapshots, all or nothing.
 
 The module trees come from :mod:`strategies` (classes in :mod:`agent_models`).
-Tests marked ``# BUG:`` fail on purpose: each shows a place where the code does
-not do what the issue asks; they stay red until the code is fixed.
+The tests under "Faults found" each pin a place where the core once departed
+from the issue (all fixed in 1bf0a00); they stay as regression tests.
 """
 
 from __future__ import annotations
@@ -195,18 +195,11 @@ def _fresh_target(data: st.DataObject, **options: Any) -> tuple[StateModule, Cor
     """A module with default values, and a damaged state of another of its class.
 
     Loading into a tree whose values differ from the state is what shows a
-    half-done load. Removed keys stay in modules the target already has (a
-    module built from ``None`` is the subject of a BUG test below).
+    half-done load; nested modules the target lacks (``plan=None``) are built
+    by the load, and must be just as strict.
     """
     source = data.draw(state_modules)
-    target = type(source)()
-    modules = {n.path for n in typed_nodes(target) if n.module}
-    built_later = {n.path for n in typed_nodes(source) if n.module} - modules
-
-    def keep(kind: str, path: tuple[str | int, ...]) -> bool:
-        return kind != "missing" or not any(path[: len(b)] == b for b in built_later)
-
-    return target, data.draw(corruptions(source, keep=keep, **options))
+    return type(source)(), data.draw(corruptions(source, **options))
 
 
 @pytest.mark.parametrize(("fewest", "most"), [(1, 1), (2, 6)], ids=["one-problem", "every-problem-in-one-error"])
@@ -354,7 +347,7 @@ def test_unsupported_types_fail_at_definition_naming_the_field(annotation: str) 
         stateful(namespace["Bad"])
 
 
-# -------------------------------------------------------------------------- bugs
+# ------------------------------------------------------------------ faults found
 
 
 class Mood(str, enum.Enum):
@@ -374,18 +367,16 @@ class Moody(StateModule):
 
 
 def test_str_and_int_enums_dump_as_plain_json() -> None:
-    # BUG: _convert.py registers the str/int copiers with singledispatch, so a
-    # `class Mood(str, Enum)` / IntEnum field uses them instead of the enum hooks:
-    # state_dict() holds the enum members themselves (not plain JSON; the JSON
-    # codec's OPT_PASSTHROUGH_SUBCLASS then refuses them).
+    # Was a fault (fixed in 1bf0a00): cattrs dispatches by MRO, so a str/int enum
+    # took the str/int hooks and state_dict() held the enum members, which the
+    # JSON codec (OPT_PASSTHROUGH_SUBCLASS) refuses.
     state = Moody().state_dict()
     assert is_plain_json(state), state
 
 
 def test_str_and_int_enums_round_trip() -> None:
-    # BUG: same cause: loading a module's own state_dict() fails
-    # ("expected str, got a Mood"), and loading {"mood": "angry"} gives the str
-    # "angry", not Mood.ANGRY (likewise a plain int for an IntEnum).
+    # Was a fault (fixed in 1bf0a00), same cause: a module's own state_dict() did
+    # not load back, and {"mood": "angry"} loaded as the str, not Mood.ANGRY.
     moody = Moody(mood=Mood.ANGRY, level=Level.HIGH)
     fresh = Moody()
     fresh.load_state_dict(orjson.loads(orjson.dumps(moody.state_dict())))
@@ -396,9 +387,9 @@ def test_str_and_int_enums_round_trip() -> None:
 
 @pytest.mark.parametrize(("annotation", "value"), [("dict[int, str]", {1: "a"}), ("bytes", b"raw")])
 def test_non_json_types_fail_at_definition_or_dump_as_json(annotation: str, value: Any) -> None:
-    # BUG: _plan.py value_hooks accepts `dict[int, str]` and `bytes` at class
-    # definition, and state_dict() then returns {1: "a"} / b"raw": not plain JSON
-    # (int keys, bytes). The issue wants plain JSON only, or a definition error.
+    # Was a fault (fixed in 1bf0a00): `dict[int, str]` and `bytes` passed the
+    # definition check and state_dict() returned {1: "a"} / b"raw". The issue
+    # wants plain JSON only, or a definition error.
     namespace: dict[str, Any] = {}
     source = f"class Odd(StateModule):\n    payload: {annotation} = state_field(default=None)\n"
     exec(source, {"StateModule": StateModule, "state_field": state_field}, namespace)  # noqa: S102
@@ -430,10 +421,9 @@ class Megaphone(StateModule):
 
 
 def test_user_converter_structure_hooks_are_used() -> None:
-    # BUG: _plan.py _load_hook runs _fast.fast_structure first, which builds attrs
-    # records itself (_fast._record) and only falls back to the converter on
-    # failure: a structure hook the user registered for a record is ignored
-    # whenever the data is well formed.
+    # Was a fault (fixed in 1bf0a00): the fast path built records itself and
+    # fell back to the converter only on failure, so a user's structure hook
+    # for a record was ignored whenever the data was well formed.
     megaphone = Megaphone()
     megaphone.load_state_dict({"last": {"text": "hi"}, "all": [{"text": "yo"}]})
     assert megaphone.last == Shout("HI")
@@ -450,9 +440,9 @@ class Ticker(StateModule):
 
 
 def test_register_state_on_a_declared_attribute() -> None:
-    # BUG: _module.py _extras() only looks in the instance __dict__, but @stateful
-    # classes are slotted, so register_state() of a plain attrs.field() is
-    # silently ignored: the attribute never appears in state_dict().
+    # Was a fault (fixed in 1bf0a00): registered state was looked up in the
+    # instance __dict__ only, and @stateful classes are slotted, so
+    # register_state() of a plain attrs.field() was silently ignored.
     ticker = Ticker()
     ticker.count = 5
     assert ticker.state_dict() == {"label": "", "count": 5}
@@ -464,19 +454,18 @@ class Span(StateModule):
 
 
 def test_fixed_tuple_items_are_reported_with_their_index() -> None:
-    # BUG: _convert.py _fixed_tuple_structure stops at the first bad item and does
-    # not add its index: the error says `span` once, not `span[0]` and `span[1]`.
+    # Was a fault (fixed in 1bf0a00): fixed-length tuples stopped at the first
+    # bad item and named `span`, not `span[0]` and `span[1]`.
     with pytest.raises(StateLoadError) as info:
         Span().load_state_dict({"span": ["one", 2]})
     assert info.value.paths == ["span[0]", "span[1]"]
 
 
 def test_strict_load_requires_every_key_of_a_module_it_builds() -> None:
-    # BUG: _module.py _build_module/_build_field (used when an optional module
-    # field is None) fills missing keys with defaults even when strict, and a
-    # non-strict load does not report them; loading the same data into an agent
-    # whose plan exists reports `plan.steps` etc. Strictness must not depend on
-    # whether the nested module existed before the load.
+    # Was a fault (fixed in 1bf0a00): a module built by the load (the field held
+    # None) took defaults for missing keys even when strict, and a non-strict
+    # load did not report them. Strictness must not depend on whether the
+    # nested module existed before the load.
     state = Agent().state_dict()
     state["plan"] = {"goal": "ship"}
     with pytest.raises(StateLoadError) as info:
@@ -500,9 +489,8 @@ class Lookup(StateModule):
 
 
 def test_codec_key_error_is_not_reported_as_a_missing_key() -> None:
-    # BUG: _convert.py _walk() turns every KeyError into "required key is
-    # missing", so a from_json codec that raises KeyError('zz') reads as if the
-    # state lacked `code`; the message should say what the codec raised.
+    # Was a fault (fixed in 1bf0a00): every KeyError read as "required key is
+    # missing", so a codec's KeyError('zz') looked like a missing `code`.
     with pytest.raises(StateLoadError) as info:
         Lookup().load_state_dict({"code": "zz"})
     assert info.value.paths == ["code"]
@@ -521,8 +509,8 @@ class Notebook(StateModule):
 
 
 def test_dump_errors_in_records_name_the_field() -> None:
-    # BUG (minor): a value that is not JSON data inside a record field is reported
-    # at the record (`note`), not at the field (`note.meta.k`).
+    # Was a fault (fixed in 1bf0a00): a dump error inside a record field was
+    # reported at the record (`note`), not at the value (`note.meta.k`).
     with pytest.raises(StateDumpError) as info:
         Notebook(note=Note(meta={"k": {1, 2}})).state_dict()
     assert [p.dotted for p in info.value.problems] == ["note.meta.k"]
