@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -211,3 +213,25 @@ def test_yaml_special_floats_round_trip() -> None:
 
 def test_the_fast_libyaml_classes_are_used() -> None:
     assert yaml_codec.WITH_LIBYAML, "PyYAML was built without libyaml: YAML sessions are 4-6x slower"
+
+
+PURE_YAML_CHILD = """
+import yaml
+del yaml.CSafeDumper, yaml.CSafeLoader  # as on a PyYAML built without libyaml
+from statekit.codecs import yaml as codec
+from statekit.testing import TRICKY_TEXTS
+assert not codec.WITH_LIBYAML
+for text in TRICKY_TEXTS + ("a\\nb", "é😀\\n空"):
+    data = {"k": text, text: [text]}
+    raw = codec.dumps(data)
+    assert codec.loads(raw) == data and codec.dumps(codec.loads(raw)) == raw, (text, raw)
+try:
+    codec.loads(b"a: &x [1]\\nb: *x")
+except Exception as err:
+    print(type(err).__name__)
+"""
+
+
+def test_the_pure_python_yaml_fallback_keeps_every_promise() -> None:
+    out = subprocess.run([sys.executable, "-c", PURE_YAML_CHILD], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "DocumentError", out.stderr

@@ -203,7 +203,7 @@ async def check_missing_session(make_session: SessionFactory) -> None:
 
 
 async def check_list_delete_exists(make_session: SessionFactory) -> None:
-    """Listing is per user and sorted (even when one user id starts another); delete says whether there was something."""
+    """Listing is per user (even when one user id starts another) and sorted; delete tells if it deleted."""
     user = _user()
     other = user + "_x"
     async with make_session() as session:

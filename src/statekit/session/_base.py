@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
@@ -39,6 +40,8 @@ FORMAT_VERSION = 1
 
 MAX_ID_LENGTH = 200
 """The longest ``session_id`` or ``user_id``, in characters."""
+
+_PORTAL_LOCK = threading.Lock()
 
 
 @attrs.frozen
@@ -310,10 +313,12 @@ class SessionBase(abc.ABC):
 
     def _block(self, name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         refuse_inside_loop(name)
-        if self._portal is None:
-            self._portal = Portal()
-            weakref.finalize(self, self._portal.stop)
-        return self._portal.call(make)
+        with _PORTAL_LOCK:
+            if self._portal is None:
+                self._portal = Portal()
+                weakref.finalize(self, self._portal.stop)
+            portal = self._portal
+        return portal.call(make)
 
 
 def _check_meta(meta: object, source: str) -> None:
