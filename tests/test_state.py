@@ -18,20 +18,7 @@ import pytest
 from statekit import LoadResult, StateModule, StatekitError, StateLoadError, state_field, stateful
 from statekit.errors import StateDefinitionError, StateDumpError
 
-
-class ClassA(StateModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.cnt = 123
-        self.register_state("cnt")
-
-
-class ClassB(StateModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = ClassA()
-        self.c = "Hello, world!"
-        self.register_state("c")
+from agent_models import ClassA, ClassB
 
 
 @stateful
@@ -510,3 +497,21 @@ def test_literal_fields_check_type_and_value() -> None:
         switch.load_state_dict({"mode": True, "speed": "slow"})
     assert info.value.paths == ["mode", "speed"]
     assert "expected one of 'a', 'b', 1, got True" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_floats_are_refused_both_ways(bad: float) -> None:
+    @stateful
+    class Gauge(StateModule):
+        level: float = state_field(default=0.0)
+        extra: dict[str, Any] = state_field(factory=dict)
+
+    with pytest.raises(StateDumpError, match="level: expected float"):
+        Gauge(level=bad).state_dict()
+    with pytest.raises(StateDumpError, match=r"extra\.x: .*not a finite number"):
+        Gauge(extra={"x": bad}).state_dict()
+    gauge = Gauge()
+    with pytest.raises(StateLoadError) as info:
+        gauge.load_state_dict({"level": bad, "extra": {"y": [1.0, bad]}})
+    assert info.value.paths == ["level", "extra.y[1]"]
+    assert gauge.level == 0.0

@@ -93,9 +93,10 @@ def _register_scalars(conv: cattrs.Converter) -> None:
         (Path, str, _checked(str, Path, "a path string")),
         (PurePath, str, _checked(str, PurePath, "a path string")),
     ]
-    for scalar in (str, int, float, bool, type(None)):
+    for scalar in (str, int, bool, type(None)):
         # cattrs' own identity, so generated code inlines these fields.
         conv.register_unstructure_hook(scalar, identity)
+    conv.register_unstructure_hook(float, make_copier(float))  # refuses NaN and infinities
     for tp, dump, load in simple:
         conv.register_unstructure_hook(tp, dump)
         conv.register_structure_hook(tp, load)

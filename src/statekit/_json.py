@@ -46,6 +46,8 @@ class JSONValueError(ValueError):
 
 def describe(value: Any) -> str:
     """Name the JSON kind (or Python type) of ``value`` for an error message."""
+    if type(value) is float and value - value != 0.0:
+        return f"{value} (not a finite number)"
     return _KIND_NAMES.get(type(value), f"a {type(value).__name__}")
 
 
@@ -59,7 +61,9 @@ def _copy_any(value: Any) -> Any:
         return {k if type(k) is str else _bad(): _copy_any(v) for k, v in value.items()}
     if kind is list:
         return [_copy_any(v) for v in value]
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and value - value == 0.0:  # NaN and infinities have no JSON form
         return value
     raise _Bad
 
@@ -167,7 +171,7 @@ def _kind_checked(kind: type, then: Copier | None) -> Copier:
 
 def _copy_float(value: Any) -> Any:
     kind = type(value)
-    if kind is float:
+    if kind is float and value - value == 0.0:
         return value
     if kind is int:
         return float(value)
@@ -228,7 +232,7 @@ def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
 def _scalar_fits(tp: Any, value: Any) -> bool:
     kind = type(value)
     if tp is float:
-        return kind is float or kind is int
+        return (kind is float and value - value == 0.0) or kind is int
     return kind is (_NONE if tp is None else tp)
 
 
@@ -239,7 +243,7 @@ def _any_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
         _dict_problems(dict, Any, value, path, out)
     elif type(value) is list:
         _list_problems(list, Any, value, path, out)
-    elif type(value) not in _SCALARS:
+    elif type(value) not in _SCALARS or (type(value) is float and value - value != 0.0):
         out.append((path, f"{describe(value)} is not JSON data"))
 
 
