@@ -142,7 +142,9 @@ async def _redis_ratio(port: int, tasks: int, rounds: int) -> float:
             # it (dump, encode, SET; GET, decode, build) could reach at best.
             key = f"bench:hand:{index}"
             await client.set(key, orjson.dumps({"agent": floor_state_dict(agents[index])}))
-            floor_load(agents[index], orjson.loads(await client.get(key))["agent"])
+            raw_bytes = await client.get(key)
+            assert raw_bytes is not None
+            floor_load(agents[index], orjson.loads(raw_bytes)["agent"])
 
         for work in (mine, raw, by_hand):
             await _throughput(work, tasks, 5)  # warm up: connections, generated hooks

@@ -219,15 +219,7 @@ def _items_structure(conv: cattrs.Converter, tp: Any, build: Callable[[list[Any]
     item_type = args[0] if args else Any
 
     def structure(value: Any, _: Any) -> Any:
-        out, errors = [], []
-        for index, element in enumerate(value):
-            try:
-                out.append(item(element, item_type))
-            except Exception as exc:  # noqa: BLE001 - collected with its index
-                errors.append(_noted(exc, index, item_type))
-        if errors:
-            raise IterableValidationError(f"While structuring {type_name(tp)}", errors, tp)
-        return build(out)
+        return build(_each(tp, ((item, element, item_type) for element in value)))
 
     return structure
 
@@ -238,17 +230,22 @@ def _fixed_tuple_structure(conv: cattrs.Converter, tp: Any, args: tuple[Any, ...
     def structure(value: Any, _: Any) -> Any:
         if len(value) != len(args):
             raise ValueError(f"expected a list of {len(args)} items, got {len(value)}")
-        out, errors = [], []
-        for index, (hook, item, item_type) in enumerate(zip(hooks, value, args, strict=True)):
-            try:
-                out.append(hook(item, item_type))
-            except Exception as exc:  # noqa: BLE001 - collected with its index
-                errors.append(_noted(exc, index, item_type))
-        if errors:
-            raise IterableValidationError(f"While structuring {type_name(tp)}", errors, tp)
-        return tuple(out)
+        return tuple(_each(tp, zip(hooks, value, args, strict=True)))
 
     return structure
+
+
+def _each(tp: Any, jobs: Iterable[tuple[SHook, Any, Any]]) -> list[Any]:
+    """Structure every ``(hook, item, item type)``; raise one error naming every bad index."""
+    out, errors = [], []
+    for index, (hook, item, item_type) in enumerate(jobs):
+        try:
+            out.append(hook(item, item_type))
+        except Exception as exc:  # noqa: BLE001 - collected with its index
+            errors.append(_noted(exc, index, item_type))
+    if errors:
+        raise IterableValidationError(f"While structuring {type_name(tp)}", errors, tp)
+    return out
 
 
 def _noted(exc: Exception, index: int, item_type: Any) -> Exception:
