@@ -73,11 +73,11 @@ def _unsupported(tp: Any) -> Any:
     )
 
 
-def _checked(kind: type | tuple[type, ...], build: Callable[[Any], Any], what: str) -> SHook:
+def _from_string(build: Callable[[str], Any], what: str) -> SHook:
+    """A structure hook for values written as JSON strings (dates, UUIDs, paths)."""
+
     def structure(value: Any, _: Any) -> Any:
-        if type(value) is bool and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise TypeError(f"expected {what}, got a boolean")
-        if not isinstance(value, kind):
+        if type(value) is not str:
             raise TypeError(f"expected {what}, got {describe(value)}")
         return build(value)
 
@@ -86,12 +86,12 @@ def _checked(kind: type | tuple[type, ...], build: Callable[[Any], Any], what: s
 
 def _register_scalars(conv: cattrs.Converter) -> None:
     simple: list[tuple[type, Hook, SHook]] = [
-        (dt.datetime, dt.datetime.isoformat, _checked(str, dt.datetime.fromisoformat, "an ISO 8601 date-time string")),
-        (dt.date, dt.date.isoformat, _checked(str, dt.date.fromisoformat, "an ISO 8601 date string")),
-        (dt.time, dt.time.isoformat, _checked(str, dt.time.fromisoformat, "an ISO 8601 time string")),
-        (uuid.UUID, str, _checked(str, uuid.UUID, "a UUID string")),
-        (Path, str, _checked(str, Path, "a path string")),
-        (PurePath, str, _checked(str, PurePath, "a path string")),
+        (dt.datetime, dt.datetime.isoformat, _from_string(dt.datetime.fromisoformat, "an ISO 8601 date-time string")),
+        (dt.date, dt.date.isoformat, _from_string(dt.date.fromisoformat, "an ISO 8601 date string")),
+        (dt.time, dt.time.isoformat, _from_string(dt.time.fromisoformat, "an ISO 8601 time string")),
+        (uuid.UUID, str, _from_string(uuid.UUID, "a UUID string")),
+        (Path, str, _from_string(Path, "a path string")),
+        (PurePath, str, _from_string(PurePath, "a path string")),
     ]
     for scalar in (str, int, bool, type(None)):
         # cattrs' own identity, so generated code inlines these fields.

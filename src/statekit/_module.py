@@ -171,13 +171,13 @@ def _dump_value(owner: object, dump: Callable[[Any], Any], value: Any, path: Pat
     try:
         return dump(value)
     except Exception as exc:
-        found = [] if tp is Any else dump_problems(_converter_of(owner), tp, value, path)
+        found = [] if tp is Any else dump_problems(_converter_of(type(owner)), tp, value, path)
         problems = [Problem(p, m) for p, m in found or problems_of(exc, path)]
         raise StateDumpError(problems) from exc
 
 
-def _converter_of(obj: object) -> cattrs.Converter:
-    return getattr(type(obj), "__statekit_converter__", None) or DEFAULT_CONVERTER
+def _converter_of(cls: type) -> cattrs.Converter:
+    return getattr(cls, "__statekit_converter__", None) or DEFAULT_CONVERTER
 
 
 class _Loader:
@@ -352,7 +352,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True) -> T:
 
 
 def _build_record(cls: type, data: Any, loader: _Loader) -> Any:
-    conv = getattr(cls, "__statekit_converter__", None) or DEFAULT_CONVERTER
+    conv = _converter_of(cls)
     try:
         return (conv if loader.strict else lenient(conv)).structure(data, cls)
     except Exception as exc:  # noqa: BLE001 - reported with paths
