@@ -54,6 +54,17 @@ async def test_data_written_by_the_reference_loads(redis_server: RedisServer, pr
     assert counter.count == 9
 
 
+async def test_the_default_user_is_the_reference_one(redis_server: RedisServer, prefix: str) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.get_client().set(f"{prefix}user_id:default_user:session:old:state", b'{"counter": {"count": 4}}')
+        counter = Counter()
+        await session.aload("old", allow_not_exist=False, counter=counter)
+        assert session.session_key("old") == f"{prefix}user_id:default_user:session:old:state"
+        assert await session.alist_sessions() == ["old"]
+        assert await session.aexists("old") and not await session.aexists("old", "")
+    assert counter.count == 4
+
+
 async def test_ttl_slides_on_save_and_on_load(redis_server: RedisServer, prefix: str) -> None:
     async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=300) as session:
         client, key = session.get_client(), session.session_key("s", "u")
@@ -85,7 +96,7 @@ async def test_a_passed_client_is_used_and_not_closed(redis_server: RedisServer,
     async with RedisSession(client=client, key_prefix=prefix) as session:
         assert session.get_client() is client
         await session.asave("s", counter=Counter(count=4))
-    assert await client.exists(f"{prefix}user_id::session:s:state") == 1  # still open
+    assert await client.exists(f"{prefix}user_id:default_user:session:s:state") == 1  # still open
     await client.aclose()
 
 
@@ -95,7 +106,7 @@ async def test_a_passed_pool_is_used(redis_server: RedisServer, prefix: str) -> 
         assert session.address == f"{redis_server.host}:{redis_server.port}/2"
         await session.asave("s", counter=Counter(count=4))
     async with Redis(host=redis_server.host, port=redis_server.port, db=2) as check:
-        assert await check.exists(f"{prefix}user_id::session:s:state") == 1
+        assert await check.exists(f"{prefix}user_id:default_user:session:s:state") == 1
     await pool.aclose()
 
 

@@ -194,7 +194,7 @@ async def close_store(store: SessionBase) -> None:
         await client().aclose()
 
 
-async def read_session(store: SessionBase, session_id: str, user_id: str) -> Document:
+async def read_session(store: SessionBase, session_id: str, user_id: str | None) -> Document:
     """Read a stored session's document, whatever modules it holds.
 
     Raises:
@@ -202,6 +202,7 @@ async def read_session(store: SessionBase, session_id: str, user_id: str) -> Doc
         DocumentError: The stored bytes are not YAML/JSON.
         BackendUnavailableError: Redis cannot be reached.
     """
+    user_id = store.key(session_id, user_id).user_id
     if isinstance(store, (JSONSession, YAMLSession)):
         path = store.session_path(session_id, user_id)
         raw, source = await asyncio.to_thread(_read_file, path), str(path)

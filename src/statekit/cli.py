@@ -125,7 +125,9 @@ def _add_store_options(sub: argparse.ArgumentParser, *, required_user: bool = Fa
     where.add_argument("--port", type=int, help="Redis port (default: 6379 when --host is given)")
     where.add_argument("--db", type=int, default=0, help="Redis database index (default: 0)")
     where.add_argument("--key-prefix", default="", metavar="PREFIX", help="the key_prefix the application gives RedisSession")
-    sub.add_argument("--user", default="", metavar="USER_ID", help="the sessions' user_id (default: none)")
+    sub.add_argument(
+        "--user", metavar="USER_ID", help="the sessions' user_id (default: none for files, default_user for Redis)"
+    )
 
 
 def _store_options(args: argparse.Namespace) -> StoreOptions:
@@ -366,7 +368,8 @@ def _run_delete(args: argparse.Namespace) -> int:
             if await store.adelete(session_id, args.user):
                 print(f"deleted {session_id}")
             else:
-                status = _fail(f"statekit delete: no session {session_id!r} of user {args.user!r}", INVALID)
+                user = store.key(session_id, args.user).user_id
+                status = _fail(f"statekit delete: no session {session_id!r} of user {user!r}", INVALID)
         return status
 
     return _with_store(args, work)

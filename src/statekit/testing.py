@@ -169,6 +169,19 @@ async def check_reference_names(make_session: SessionFactory) -> None:
     assert chat == _chat("ref"), chat
 
 
+async def check_default_user(make_session: SessionFactory) -> None:
+    """``user_id=None`` (the default) means the backend's ``default_user_id``, in every method."""
+    async with make_session() as session:
+        default = session.default_user_id
+        await session.asave("s", counter=Counter(count=5))
+        assert await session.aexists("s", default), "a save without user_id did not use default_user_id"
+        assert "s" in await session.alist_sessions(), "list_sessions() did not list the default user's sessions"
+        counter = Counter()
+        await session.aload("s", default, allow_not_exist=False, counter=counter)
+        assert counter.count == 5, counter
+        assert await session.adelete("s"), "delete() did not delete the default user's session"
+
+
 async def check_save_replaces(make_session: SessionFactory) -> None:
     """A second save replaces the whole document (no module of the first is kept)."""
     user = _user()
@@ -244,7 +257,7 @@ async def _delete_all(session: SessionBase, pairs: list[tuple[str, str]]) -> Non
 
 async def check_invalid_ids(make_session: SessionFactory) -> None:
     """Empty, NUL, over-long and non-``str`` ids are ``InvalidSessionIdError``, for every method."""
-    bad: list[tuple[Any, Any]] = [("", "u"), ("a\x00b", "u"), ("x" * 10_000, "u"), ("s", "u\x00"), (3, "u"), ("s", None)]
+    bad: list[tuple[Any, Any]] = [("", "u"), ("a\x00b", "u"), ("x" * 10_000, "u"), ("s", "u\x00"), (3, "u"), ("s", 4)]
     async with make_session() as session:
         for session_id, user in bad:
             for call in _calls(session, session_id, user):
@@ -366,6 +379,7 @@ CHECKS: dict[str, Check] = {
     for check in (
         check_round_trip,
         check_reference_names,
+        check_default_user,
         check_save_replaces,
         check_missing_session,
         check_list_delete_exists,
@@ -433,6 +447,9 @@ class SessionContract:
 
     def test_reference_names(self) -> None:  # noqa: D102
         self._run("reference_names")
+
+    def test_default_user(self) -> None:  # noqa: D102
+        self._run("default_user")
 
     def test_save_replaces(self) -> None:  # noqa: D102
         self._run("save_replaces")

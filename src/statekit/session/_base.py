@@ -112,10 +112,14 @@ class SessionBase(abc.ABC):
         codec: How documents become bytes (pretty JSON unless a backend says otherwise).
         offload_codec: Encode and decode in a worker thread, so that big
             sessions do not block the event loop (file backends).
+        default_user_id: The ``user_id`` of every method called with
+            ``user_id=None`` (``""`` here and for files, ``"default_user"``
+            for Redis, as in the reference).
     """
 
     codec: ClassVar[Codec] = JSON
     offload_codec: ClassVar[bool] = False
+    default_user_id: ClassVar[str] = ""
     _portal: Portal | None = None
 
     # -- the storage primitives a backend implements -------------------------------
@@ -152,12 +156,12 @@ class SessionBase(abc.ABC):
 
     # -- async API -------------------------------------------------------------------
 
-    async def asave(self, session_id: str, user_id: str = "", **modules: StateModule) -> None:
+    async def asave(self, session_id: str, user_id: str | None = None, **modules: StateModule) -> None:
         """Save modules as one session document, replacing what was stored.
 
         Args:
             session_id: The session.
-            user_id: Its owner (``""``: no particular user).
+            user_id: Its owner; ``None`` means :attr:`default_user_id`.
             **modules: The modules, by the names they are saved (and loaded) under.
 
         Raises:
@@ -172,7 +176,7 @@ class SessionBase(abc.ABC):
     async def aload(
         self,
         session_id: str,
-        user_id: str = "",
+        user_id: str | None = None,
         allow_not_exist: bool = True,
         strict: bool = True,
         **modules: StateModule,
@@ -181,7 +185,7 @@ class SessionBase(abc.ABC):
 
         Args:
             session_id: The session.
-            user_id: Its owner.
+            user_id: Its owner; ``None`` means :attr:`default_user_id`.
             allow_not_exist: When the session does not exist, do nothing (else raise).
             strict: Require every state key and reject unknown ones.
             **modules: The modules to load, by the names they were saved under.
@@ -214,15 +218,15 @@ class SessionBase(abc.ABC):
     load_session_state = aload
     """The reference name of :meth:`aload`."""
 
-    async def alist_sessions(self, user_id: str = "") -> list[str]:
+    async def alist_sessions(self, user_id: str | None = None) -> list[str]:
         """The ids of ``user_id``'s sessions, sorted."""
-        return sorted(await self._list(check_id(user_id, "user_id", allow_empty=True)))
+        return sorted(await self._list(check_id(self._user(user_id), "user_id", allow_empty=True)))
 
-    async def aexists(self, session_id: str, user_id: str = "") -> bool:
+    async def aexists(self, session_id: str, user_id: str | None = None) -> bool:
         """Whether the session exists."""
         return await self._exists(self.key(session_id, user_id))
 
-    async def adelete(self, session_id: str, user_id: str = "") -> bool:
+    async def adelete(self, session_id: str, user_id: str | None = None) -> bool:
         """Delete the session; ``True`` when there was one to delete."""
         return await self._delete(self.key(session_id, user_id))
 
@@ -240,14 +244,14 @@ class SessionBase(abc.ABC):
 
     # -- blocking twins ----------------------------------------------------------------
 
-    def save(self, session_id: str, user_id: str = "", **modules: StateModule) -> None:
+    def save(self, session_id: str, user_id: str | None = None, **modules: StateModule) -> None:
         """Blocking :meth:`asave`, for code that runs no event loop."""
         self._block("save", lambda: self.asave(session_id, user_id, **modules))
 
     def load(
         self,
         session_id: str,
-        user_id: str = "",
+        user_id: str | None = None,
         allow_not_exist: bool = True,
         strict: bool = True,
         **modules: StateModule,
@@ -255,15 +259,15 @@ class SessionBase(abc.ABC):
         """Blocking :meth:`aload`, for code that runs no event loop."""
         return self._block("load", lambda: self.aload(session_id, user_id, allow_not_exist, strict, **modules))
 
-    def list_sessions(self, user_id: str = "") -> list[str]:
+    def list_sessions(self, user_id: str | None = None) -> list[str]:
         """Blocking :meth:`alist_sessions`."""
         return self._block("list_sessions", lambda: self.alist_sessions(user_id))
 
-    def exists(self, session_id: str, user_id: str = "") -> bool:
+    def exists(self, session_id: str, user_id: str | None = None) -> bool:
         """Blocking :meth:`aexists`."""
         return self._block("exists", lambda: self.aexists(session_id, user_id))
 
-    def delete(self, session_id: str, user_id: str = "") -> bool:
+    def delete(self, session_id: str, user_id: str | None = None) -> bool:
         """Blocking :meth:`adelete`."""
         return self._block("delete", lambda: self.adelete(session_id, user_id))
 
@@ -283,15 +287,19 @@ class SessionBase(abc.ABC):
 
     # -- helpers ---------------------------------------------------------------------
 
-    def key(self, session_id: str, user_id: str = "") -> SessionKey:
+    def key(self, session_id: str, user_id: str | None = None) -> SessionKey:
         """Check both ids and return the key a backend stores the session under.
 
         Raises:
             InvalidSessionIdError: An id this backend cannot hold.
         """
-        key = SessionKey(check_id(user_id, "user_id", allow_empty=True), check_id(session_id, "session_id"))
+        user = check_id(self._user(user_id), "user_id", allow_empty=True)
+        key = SessionKey(user, check_id(session_id, "session_id"))
         self._check_key(key)
         return key
+
+    def _user(self, user_id: str | None) -> str:
+        return self.default_user_id if user_id is None else user_id
 
     async def _run_codec(self, work: Callable[..., T], *args: Any) -> T:
         if self.offload_codec:

@@ -155,7 +155,7 @@ class FileSession(SessionBase):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(save_dir={str(self.save_dir)!r})"
 
-    def session_path(self, session_id: str, user_id: str = "") -> Path:
+    def session_path(self, session_id: str, user_id: str | None = None) -> Path:
         """The file a session is stored in (whether or not it exists yet).
 
         Raises:

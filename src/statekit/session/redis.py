@@ -85,6 +85,8 @@ class RedisSession(SessionBase):
     """The key pattern (after ``key_prefix``), as in the reference."""
 
     codec: ClassVar[Codec] = JSON_COMPACT
+    default_user_id: ClassVar[str] = "default_user"
+    """The ``user_id`` of calls that give none, as in the reference."""
 
     def __init__(
         self,
@@ -118,7 +120,7 @@ class RedisSession(SessionBase):
         """The underlying ``redis.asyncio.Redis`` client."""
         return self._client
 
-    def session_key(self, session_id: str, user_id: str = "") -> str:
+    def session_key(self, session_id: str, user_id: str | None = None) -> str:
         """The Redis key a session is stored under.
 
         Raises:
