@@ -341,10 +341,10 @@ def test_forward_references_resolve_on_first_use() -> None:
 @pytest.mark.parametrize("annotation", ["object", "complex", "list[object]", "dict[str, type]"])
 def test_unsupported_types_fail_at_definition_naming_the_field(annotation: str) -> None:
     namespace: dict[str, Any] = {}
-    source = f"class Bad(StateModule):\n    payload: {annotation} = state_field(default=None)\n"
-    exec(source, {"StateModule": StateModule, "state_field": state_field}, namespace)  # noqa: S102
+    source = f"@stateful\nclass Bad(StateModule):\n    payload: {annotation} = state_field(default=None)\n"
+    scope = {"StateModule": StateModule, "state_field": state_field, "stateful": stateful}
     with pytest.raises(StateDefinitionError, match=r"Bad\.payload"):
-        stateful(namespace["Bad"])
+        exec(source, scope, namespace)  # noqa: S102
 
 
 # ------------------------------------------------------------------ faults found
@@ -391,12 +391,13 @@ def test_non_json_types_fail_at_definition_or_dump_as_json(annotation: str, valu
     # definition check and state_dict() returned {1: "a"} / b"raw". The issue
     # wants plain JSON only, or a definition error.
     namespace: dict[str, Any] = {}
-    source = f"class Odd(StateModule):\n    payload: {annotation} = state_field(default=None)\n"
-    exec(source, {"StateModule": StateModule, "state_field": state_field}, namespace)  # noqa: S102
+    source = f"@stateful\nclass Odd(StateModule):\n    payload: {annotation} = state_field(default=None)\n"
+    scope = {"StateModule": StateModule, "state_field": state_field, "stateful": stateful}
     try:
-        cls = stateful(namespace["Odd"])
+        exec(source, scope, namespace)  # noqa: S102
     except StateDefinitionError:
         return
+    cls = namespace["Odd"]
     state = cls(payload=value).state_dict()
     assert is_plain_json(state), state
 

@@ -48,7 +48,12 @@ def describe(value: Any) -> str:
     """Name the JSON kind (or Python type) of ``value`` for an error message."""
     if type(value) is float and value - value != 0.0:
         return f"{value} (not a finite number)"
-    return _KIND_NAMES.get(type(value), f"a {type(value).__name__}")
+    return _KIND_NAMES.get(type(value)) or with_article(type(value).__qualname__)
+
+
+def with_article(noun: str) -> str:
+    """``"an Agent"``, ``"a dict"``: a noun with its indefinite article."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 class _Bad(Exception):

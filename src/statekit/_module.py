@@ -8,16 +8,18 @@ leaves every object exactly as it was.
 
 from __future__ import annotations
 
+import dis
 import sys
+import threading
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar, dataclass_transform, overload
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, overload
 
 import attr
 import attrs
 import cattrs
 
 from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of
-from statekit._fields import FieldCodec, state_field
+from statekit._fields import METADATA_KEY, FieldCodec, state_field
 from statekit._plan import (
     DEFAULT_CONVERTER,
     ClassPlan,
@@ -27,9 +29,11 @@ from statekit._plan import (
     make_plan,
     module_class,
 )
+from statekit._json import describe, with_article
 from statekit.errors import (
     PathSegment,
     Problem,
+    StateDefinitionError,
     StatekitError,
     StateDumpError,
     StateLoadError,
@@ -68,6 +72,21 @@ class StateModule:
     """
 
     __statekit_plan__: ClassVar[ClassPlan | None] = _EMPTY_PLAN
+    __statekit_undecorated__: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse ``state_field()`` in a subclass that ``@stateful`` will not process."""
+        super().__init_subclass__(**kwargs)
+        if _STATEFUL.active or not _declares_state_fields(cls):
+            return
+        cls.__statekit_undecorated__ = True  # checked again by __new__, for @dataclass
+        if "__attrs_attrs__" in cls.__dict__ or _no_decorator_follows():
+            raise StateDefinitionError(_undecorated_message(cls))
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        if cls.__statekit_undecorated__:
+            raise StateDefinitionError(_undecorated_message(cls))
+        return super().__new__(cls)
 
     def register_state(
         self,
@@ -116,6 +135,39 @@ class StateModule:
         loader = _Loader(strict)
         loader.plan(self, state, ())
         return loader.commit()
+
+
+class _StatefulFlag(threading.local):
+    active = False
+
+
+_STATEFUL = _StatefulFlag()
+"""Set while ``@stateful`` builds a class, so that ``__init_subclass__`` lets it be."""
+
+
+def _declares_state_fields(cls: type) -> bool:
+    """Whether the class body (or the attrs class made from it) holds ``state_field()``s."""
+    values = list(cls.__dict__.values()) + list(cls.__dict__.get("__attrs_attrs__", ()))
+    return any(METADATA_KEY in (getattr(v, "metadata", None) or {}) for v in values)
+
+
+def _no_decorator_follows() -> bool:
+    """Whether the ``class`` statement that is creating the class applies no decorator.
+
+    ``__init_subclass__`` runs inside the statement (its frame is two up); with no
+    decorator, the next instruction stores the class under its name.
+    """
+    frame = sys._getframe(2)  # noqa: SLF001 - the frame of the class statement
+    following = (i for i in dis.get_instructions(frame.f_code) if i.offset > frame.f_lasti and i.opname != "CACHE")
+    step = next(following, None)
+    return step is not None and step.opname.startswith("STORE_")
+
+
+def _undecorated_message(cls: type) -> str:
+    return (
+        f"{cls.__qualname__} declares state_field() attributes but is not @stateful: "
+        "add @stateful above the class (not @attrs.define or @dataclass), or nothing is saved"
+    )
 
 
 def _plan_of(obj: object) -> ClassPlan:
@@ -298,8 +350,34 @@ def _state_keys(module: StateModule) -> dict[str, Any]:
 
 
 def dump_many(modules: Mapping[str, StateModule]) -> dict[str, Any]:
-    """``{name: module.state_dict()}``, with error paths that start at the name."""
+    """``{name: module.state_dict()}``, with error paths that start at the name.
+
+    Raises:
+        StatekitError: A value is not a state module.
+        StateDumpError: A module's state is not JSON data.
+    """
+    check_modules(modules)
     return {name: _dump(module, (name,)) for name, module in modules.items()}
+
+
+def check_modules(modules: Mapping[str, object]) -> None:
+    """Refuse anything but ``StateModule`` instances, naming the keyword argument.
+
+    Raises:
+        StatekitError: ``name=`` is a class, a value record or any other value.
+    """
+    for name, value in modules.items():
+        if not isinstance(value, StateModule):
+            raise StatekitError(f"{name}= must be a StateModule instance, got {_what(value)}")
+
+
+def _what(value: object) -> str:
+    if isinstance(value, type):
+        hint = "; pass an instance" if issubclass(value, StateModule) else ""
+        return f"the class {value.__qualname__}{hint}"
+    if attrs.has(type(value)):
+        return f"{type(value).__qualname__}, a value record (its class does not subclass StateModule)"
+    return with_article(type(value).__name__) if type(value) in (dict, list) else describe(value)
 
 
 def load_many(
@@ -319,6 +397,7 @@ def load_many(
     Raises:
         StateLoadError: Every problem in every module; nothing was changed.
     """
+    check_modules(modules)
     loaders = {name: _Loader(strict) for name in modules}
     for name, module in modules.items():
         if name in document:
@@ -486,7 +565,13 @@ def stateful(
     def wrap(cls: type[T]) -> type[T]:
         if frozen and issubclass(cls, StateModule):
             raise StatekitError(f"{cls.__qualname__}: a StateModule cannot be frozen; it is loaded in place")
-        new = attrs.define(cls, kw_only=kw_only, eq=eq, repr=repr, frozen=frozen, slots=True)
+        _STATEFUL.active = True
+        try:
+            new = attrs.define(cls, kw_only=kw_only, eq=eq, repr=repr, frozen=frozen, slots=True)
+        finally:
+            _STATEFUL.active = False
+        if issubclass(new, StateModule):
+            new.__statekit_undecorated__ = False
         new.__statekit_converter__ = converter  # type: ignore[attr-defined]
         new.__statekit_localns__ = dict(localns)  # type: ignore[attr-defined]
         _resolve(new, localns)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import attrs
 
-from statekit._module import LoadResult, StateModule, dump_many, load_many
+from statekit._module import LoadResult, StateModule, check_modules, dump_many, load_many
 from statekit.codecs import JSON, Codec, with_document_positions
 from statekit.errors import (
     DocumentError,
@@ -28,7 +28,7 @@ from statekit.errors import (
     SessionNotFoundError,
     StateLoadError,
 )
-from statekit.session._sync import Portal, refuse_inside_loop
+from statekit.session._sync import Portal, loop_running, refuse_inside_loop
 
 T = TypeVar("T")
 
@@ -93,6 +93,7 @@ def _check_utf8(value: str, what: str) -> None:
 
 
 def _check_names(modules: Mapping[str, object]) -> None:
+    check_modules(modules)
     if META_KEY in modules:
         raise SessionError(f"{META_KEY!r} is reserved for statekit's own metadata; give the module another name")
 
@@ -283,6 +284,8 @@ class SessionBase(abc.ABC):
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
+        if error is not None and loop_running():
+            return  # close() cannot block here either: let the first misuse be the error reported
         self.close()
 
     # -- helpers ---------------------------------------------------------------------

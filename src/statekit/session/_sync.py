@@ -17,6 +17,15 @@ from statekit.errors import SessionError
 T = TypeVar("T")
 
 
+def loop_running() -> bool:
+    """Whether this thread is running an event loop (where blocking is a mistake)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def refuse_inside_loop(name: str) -> None:
     """Raise when called from a thread whose event loop is running.
 
@@ -29,9 +38,7 @@ def refuse_inside_loop(name: str) -> None:
     Raises:
         SessionError: An event loop is running in this thread.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not loop_running():
         return
     raise SessionError(
         f"session.{name}() blocks, so it cannot be called inside a running event loop; "

@@ -1,0 +1,131 @@
+"""Careless use of the API gets a clear StatekitError at the first mistake (issue 9, items 8, 9, 11)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from statekit import JSONSession, StateModule, StatekitError, state_field, stateful
+from statekit.errors import SessionError, StateDefinitionError
+
+ADD_STATEFUL = "declares state_field\\(\\) attributes but is not @stateful: add @stateful"
+
+
+@stateful
+class Counter(StateModule):
+    count: int = state_field(default=0)
+
+
+@stateful
+class Note:
+    text: str = ""
+
+
+# --- item 8: state_field() without @stateful -----------------------------------------
+
+
+def test_state_field_without_stateful_is_refused_when_the_class_is_created() -> None:
+    with pytest.raises(StateDefinitionError, match=f"Forgetful {ADD_STATEFUL}"):
+
+        class Forgetful(StateModule):
+            count: int = state_field(default=0)
+
+
+def test_attrs_define_instead_of_stateful_is_refused_when_the_class_is_created() -> None:
+    with pytest.raises(StateDefinitionError, match=f"Attrsy {ADD_STATEFUL}"):
+
+        @attrs.define
+        class Attrsy(StateModule):
+            count: int = state_field(default=0)
+
+
+def test_dataclass_instead_of_stateful_is_refused_before_an_instance_exists() -> None:
+    @dataclasses.dataclass
+    class Dataclassy(StateModule):
+        count: int = state_field(default=0)
+
+    with pytest.raises(StateDefinitionError, match=f"Dataclassy {ADD_STATEFUL}"):
+        Dataclassy()
+
+
+def test_attrs_define_without_slots_is_refused_before_an_instance_exists() -> None:
+    @attrs.define(slots=False)
+    class Unslotted(StateModule):
+        count: int = state_field(default=0)
+
+    with pytest.raises(StateDefinitionError, match=f"Unslotted {ADD_STATEFUL}"):
+        Unslotted()
+
+
+def test_stateful_classes_and_their_plain_subclasses_still_work() -> None:
+    @stateful
+    class More(Counter):
+        extra: str = state_field(default="x")
+
+    class Plain(More):
+        """No state_field of its own: inherits the plan."""
+
+    assert Plain(count=2).state_dict() == {"count": 2, "extra": "x"}
+
+
+def test_a_module_without_state_fields_needs_no_decorator() -> None:
+    class Holder(StateModule):
+        def __init__(self) -> None:
+            self.counter = Counter(3)
+
+    assert Holder().state_dict() == {"counter": {"count": 3}}
+
+
+# --- item 9: something that is not a module given to save/load -----------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [
+        ({"count": 1}, "got a dict"),
+        (Counter, "got the class Counter; pass an instance"),
+        (Note("x"), "got Note, a value record"),
+        ("agent", "got a string"),
+        (None, "got null"),
+    ],
+)
+def test_save_and_load_of_a_non_module_name_the_argument(tmp_path: Path, value: Any, what: str) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s1", agent=Counter(1))
+    before = session.session_path("s1").read_bytes()
+    expected = f"agent= must be a StateModule instance, {what}"
+    with pytest.raises(StatekitError, match=expected):
+        session.save("s1", counter=Counter(), agent=value)
+    with pytest.raises(StatekitError, match=expected):
+        session.load("s1", agent=value)
+    with pytest.raises(StatekitError, match=expected):
+        session.load("never-saved", agent=value)
+    assert session.session_path("s1").read_bytes() == before
+    session.close()
+
+
+# --- item 11: a blocking call inside a running loop, within `with` ------------------
+
+
+def test_blocking_call_in_a_running_loop_reports_that_call_not_close(tmp_path: Path) -> None:
+    async def careless() -> None:
+        with JSONSession(tmp_path) as session:
+            session.save("s1", agent=Counter())
+
+    with pytest.raises(SessionError, match=r"session\.save\(\) blocks") as caught:
+        asyncio.run(careless())
+    assert "close()" not in str(caught.value)
+
+
+def test_with_block_in_a_running_loop_without_error_still_reports_close(tmp_path: Path) -> None:
+    async def careless() -> None:
+        with JSONSession(tmp_path) as session:
+            await session.asave("s1", agent=Counter())
+
+    with pytest.raises(SessionError, match=r"session\.close\(\) blocks"):
+        asyncio.run(careless())
