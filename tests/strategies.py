@@ -495,3 +495,17 @@ def is_plain_json(value: Any) -> bool:
     if kind is list:
         return all(is_plain_json(v) for v in value)
     return kind in (str, int, float, bool, type(None))
+
+# --------------------------------------------------------------------------- versions (issue 7)
+
+from version_models import AgentV1, MemoryV1, NoteV1  # noqa: E402 - grouped with their strategies
+
+agents_v1 = st.builds(
+    AgentV1,
+    name=texts,
+    turns=json_ints,
+    user=texts,
+    tool_group=texts,
+    memory=st.builds(MemoryV1, notes=st.lists(st.builds(NoteV1, text=texts), max_size=4)),
+)
+"""Agents of version 1 of :mod:`version_models` (saved before versions existed)."""

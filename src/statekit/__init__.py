@@ -8,6 +8,7 @@ from statekit._config import from_config, seed
 from statekit._convert import make_converter
 from statekit._fields import state_field
 from statekit._module import LoadResult, StateModule, stateful
+from statekit._versions import Migration
 from statekit._schema import json_schema, session_schema
 from statekit.errors import (
     DocumentError,
@@ -15,6 +16,7 @@ from statekit.errors import (
     StateDefinitionError,
     StatekitError,
     StateLoadError,
+    StateVersionError,
 )
 from statekit.session import JSONSession, SessionBase, YAMLSession
 
@@ -25,12 +27,14 @@ __all__ = [
     "DocumentError",
     "JSONSession",
     "LoadResult",
+    "Migration",
     "RedisSession",
     "SessionBase",
     "SessionNotFoundError",
     "StateDefinitionError",
     "StateLoadError",
     "StateModule",
+    "StateVersionError",
     "StatekitError",
     "YAMLSession",
     "from_config",

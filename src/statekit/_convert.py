@@ -34,7 +34,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from statekit._fields import field_codec
 from statekit._json import JSONValueError, copy_any, describe, is_json_type, make_copier, type_name
-from statekit.errors import PathSegment
+from statekit._versions import versioned_structure, versioned_unstructure
+from statekit.errors import PathSegment, StateVersionError
 
 Hook = Callable[[Any], Any]
 SHook = Callable[[Any, Any], Any]
@@ -322,12 +323,12 @@ def _register_records(conv: cattrs.Converter) -> None:
             return _late_unstructure(conv, tp)
         _generating.add(tp)
         try:
-            return make_dict_unstructure_fn(tp, conv, **_overrides(tp, dump=True))
+            return versioned_unstructure(tp, make_dict_unstructure_fn(tp, conv, **_overrides(tp, dump=True)))
         finally:
             _generating.discard(tp)
 
     def structure(tp: Any, conv: cattrs.Converter) -> SHook:
-        hook = make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False))
+        hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False)))
         return _guarded(hook, dict, f"an object ({tp.__name__})")
 
     conv.register_unstructure_hook_factory(_is_record, unstructure)
@@ -397,7 +398,13 @@ def lenient(conv: cattrs.Converter) -> cattrs.Converter:
 
 
 def problems_of(exc: BaseException, path: tuple[PathSegment, ...] = ()) -> Problems:
-    """Flatten a cattrs error tree (or any exception) into ``(path, message)`` pairs."""
+    """Flatten a cattrs error tree (or any exception) into ``(path, message)`` pairs.
+
+    Raises:
+        StateVersionError: One is in the tree (a record's data cannot be
+            migrated), now with its full path: it is not one problem among
+            others but the reason nothing loads.
+    """
     out: Problems = []
     _walk(exc, path, out)
     return out
@@ -411,6 +418,8 @@ def _walk(exc: BaseException, path: tuple[PathSegment, ...], out: Problems) -> N
             _walk(inner, (*path, step), out)
         for inner in without:
             _walk(inner, path, out)
+    elif isinstance(exc, StateVersionError):
+        raise exc.under(path) from exc.__cause__
     elif isinstance(exc, ForbiddenExtraKeysError):
         out.extend(((*path, key), "unknown key") for key in sorted(exc.extra_fields))
     elif isinstance(exc, JSONValueError):

@@ -19,6 +19,7 @@ import cattrs
 
 from statekit._fields import field_codec
 from statekit._convert import is_ours, type_hints
+from statekit._versions import VERSION_KEY, tag
 from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier
 
 Fast = Callable[[Any], Any]
@@ -82,7 +83,8 @@ def _record(cls: type, conv: cattrs.Converter) -> Fast:
     hints = type_hints(cls)
     fields = attrs.fields(cls)
     names: dict[str, Any] = {"__cl": cls, "__Bail": Bail, "__copy": copy_any}
-    body = [f"    if type(o) is not dict or len(o) != {len(fields)}:", "        raise __Bail"]
+    names["__version"] = tag(cls)
+    body = _shape_check(len(fields), tag(cls))
     positional: list[str] = []
     keyword: list[str] = []
     for index, field in enumerate(fields):
@@ -94,6 +96,16 @@ def _record(cls: type, conv: cattrs.Converter) -> Fast:
         target.append(var if not field.kw_only else f"{field.alias}={var}")
     body.append(f"    return __cl({', '.join(positional + keyword)})")
     return _compile(cls, body, names)
+
+
+def _shape_check(count: int, version: int | None) -> list[str]:
+    """Bail on anything but a dict of exactly the fields (and the current version)."""
+    if version is None:
+        return [f"    if type(o) is not dict or len(o) != {count}:", "        raise __Bail"]
+    # ``is``: exactly the int (2.0 and True are not version 2); a big int that is
+    # not the cached object only takes the slow path, which accepts it.
+    test = f"len(o) != {count + 1} or o[{VERSION_KEY!r}] is not __version"
+    return [f"    if type(o) is not dict or {test}:", "        raise __Bail"]
 
 
 def _field_lines(field: attrs.Attribute[Any], tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter) -> list[str]:

@@ -30,6 +30,7 @@ from statekit._plan import (
     module_class,
 )
 from statekit._json import describe, with_article
+from statekit._versions import VERSION_KEY, Migration, define_versions, tag, upgrade
 from statekit.errors import (
     PathSegment,
     Problem,
@@ -201,7 +202,8 @@ def _extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[
 
 
 def _dump(obj: StateModule, path: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    version = tag(type(obj))
+    out: dict[str, Any] = {} if version is None else {VERSION_KEY: version}
     for plan in _plan_of(obj).fields:
         value = getattr(obj, plan.name)
         if isinstance(value, StateModule):
@@ -250,6 +252,7 @@ class _Loader:
         if not isinstance(state, Mapping):
             self.problem(path, f"expected an object of state, got {type(state).__name__}")
             return
+        state = upgrade(type(module), state, path)
         keys = _state_keys(module)
         for name, spec in keys.items():
             if name in state:
@@ -445,6 +448,7 @@ def _build_module(cls: type, data: Any, loader: _Loader, path: Path, *, fill_def
     if not isinstance(data, Mapping):
         loader.problem(path, f"expected an object of state, got {type(data).__name__}")
         return None
+    data = upgrade(cls, data, path)
     plan = _plan_of_class(cls)
     kwargs: dict[str, Any] = {}
     for field_plan in plan.fields:
@@ -528,6 +532,8 @@ def stateful(
     repr: bool = True,
     frozen: bool = False,
     converter: cattrs.Converter | None = None,
+    version: int = 1,
+    migrations: Mapping[int, Migration] | None = None,
 ) -> Callable[[type[T]], type[T]]: ...
 @dataclass_transform(field_specifiers=(state_field, attrs.field, attr.attrib, attr.ib))
 def stateful(
@@ -539,6 +545,8 @@ def stateful(
     repr: bool = True,
     frozen: bool = False,
     converter: cattrs.Converter | None = None,
+    version: int = 1,
+    migrations: Mapping[int, Migration] | None = None,
 ) -> type[T] | Callable[[type[T]], type[T]]:
     """Make a class an attrs class whose ``state_field()`` attributes are state.
 
@@ -554,10 +562,16 @@ def stateful(
         frozen: Make instances immutable (value records only: modules load in place).
         converter: A cattrs converter for this class's value fields (see
             :func:`statekit.make_converter`).
+        version: The version of the class's state (an int >= 1). From 2 on,
+            the state carries ``"__version__": version``; data without it is
+            version 1.
+        migrations: For every older version N, a function turning plain
+            state of version N into state of version N + 1 (docs/versions.md).
 
     Raises:
         StateDefinitionError: A state field's type cannot be saved or loaded,
-            named with the field.
+            named with the field; or the version or migrations are wrong (a
+            step missing, a migration for a version >= ``version``).
     """
 
     localns = sys._getframe(1).f_locals  # noqa: SLF001 - for classes defined in functions
@@ -572,6 +586,7 @@ def stateful(
             _STATEFUL.active = False
         if issubclass(new, StateModule):
             new.__statekit_undecorated__ = False
+        define_versions(new, version, migrations)
         new.__statekit_converter__ = converter  # type: ignore[attr-defined]
         new.__statekit_localns__ = dict(localns)  # type: ignore[attr-defined]
         _resolve(new, localns)

@@ -27,6 +27,7 @@ import attrs
 
 from statekit._fields import field_codec
 from statekit._module import StateModule, module_class
+from statekit._versions import VERSION_KEY, tag
 from statekit.errors import StateDefinitionError
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -196,8 +197,7 @@ class _Builder:
     def object_schema(self, cls: type[Any]) -> Schema:
         """The object schema of a record, dataclass or module class."""
         docs = _attribute_docs(cls)
-        properties = {}
-        required = []
+        properties, required = _version_property(cls)
         for field in _fields(cls):
             properties[field.name] = self._property(field, docs.get(field.name))
             if field.required:
@@ -259,6 +259,15 @@ class _Builder:
         if args and _is_string_choice(args[0]):
             schema["propertyNames"] = self.type_schema(args[0])
         return schema
+
+
+def _version_property(cls: type[Any]) -> tuple[dict[str, Schema], list[str]]:
+    """A versioned class's data must say its version: without it, it is version 1."""
+    version = tag(cls)
+    if version is None:
+        return {}, []
+    description = f"the version of {cls.__name__}'s state; older data is migrated when loaded"
+    return {VERSION_KEY: {"const": version, "description": description}}, [VERSION_KEY]
 
 
 def _fields(cls: type[Any]) -> list[_Field]:

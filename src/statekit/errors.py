@@ -140,6 +140,39 @@ def _render(title: str, problems: Sequence[Problem]) -> str:
     return "\n".join(lines)
 
 
+class StateVersionError(StatekitError, ValueError):
+    """Versioned data cannot be brought to its class's version; nothing was changed.
+
+    Raised for data newer than the class (saved by newer code), a
+    ``__version__`` that is not an int, and a migration that raised or returned
+    something other than a dict.
+
+    Attributes:
+        path: Segments from the root of the load to the state that failed.
+        found: The data's version (``1`` when it carries none).
+        expected: The class's version.
+        reason: What is wrong, without the path.
+    """
+
+    def __init__(self, reason: str, *, path: Sequence[PathSegment] = (), found: object, expected: int) -> None:
+        self.reason = reason
+        self.path: tuple[PathSegment, ...] = tuple(path)
+        self.found = found
+        self.expected = expected
+        super().__init__(f"{format_path(self.path)}: {reason}")
+
+    def under(self, prefix: Sequence[PathSegment]) -> StateVersionError:
+        """The same error, its path starting at ``prefix`` (where the load began)."""
+        return StateVersionError(self.reason, path=(*prefix, *self.path), found=self.found, expected=self.expected)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_version_error, (self.reason, self.path, self.found, self.expected))
+
+
+def _rebuild_version_error(reason: str, path: tuple[PathSegment, ...], found: object, expected: int) -> StateVersionError:
+    return StateVersionError(reason, path=path, found=found, expected=expected)
+
+
 class DocumentError(StatekitError, ValueError):
     """A file or byte string could not be parsed (syntax, encoding, unsafe tag).
 
