@@ -274,7 +274,7 @@ from statekit.testing import Chat, Message
 session = JSONSession(sys.argv[1])
 me = sys.argv[2]
 for turn in range(30):
-    session.save("shared", chat=Chat(name=f"{me}-{turn}", messages=[Message("user", me * 2000)] * 20))
+    session.save("shared", overwrite=True, chat=Chat(name=f"{me}-{turn}", messages=[Message("user", me * 2000)] * 20))
 session.close()
 """
 

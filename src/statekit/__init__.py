@@ -11,6 +11,9 @@ from statekit._module import LoadResult, StateModule, stateful
 from statekit._versions import Migration
 from statekit._schema import json_schema, session_schema
 from statekit.errors import (
+    BackendAuthError,
+    BackendUnavailableError,
+    ConflictError,
     DocumentError,
     SessionNotFoundError,
     StateDefinitionError,
@@ -18,12 +21,16 @@ from statekit.errors import (
     StateLoadError,
     StateVersionError,
 )
-from statekit.session import JSONSession, SessionBase, YAMLSession
+from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
 
 if TYPE_CHECKING:
     from statekit.session.redis import RedisSession
 
 __all__ = [
+    "MISSING_REVISION",
+    "BackendAuthError",
+    "BackendUnavailableError",
+    "ConflictError",
     "DocumentError",
     "JSONSession",
     "LoadResult",
@@ -35,6 +42,7 @@ __all__ = [
     "StateLoadError",
     "StateModule",
     "StateVersionError",
+    "StoredDocument",
     "StatekitError",
     "YAMLSession",
     "from_config",

@@ -7,7 +7,6 @@ through their public API only.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import importlib.util
 import os
@@ -24,7 +23,6 @@ from statekit._module import build
 from statekit._schema import require_stateful_class
 from statekit.codecs import Codec
 from statekit.errors import (
-    BackendUnavailableError,
     DocumentError,
     PathSegment,
     Problem,
@@ -199,35 +197,12 @@ async def read_session(store: SessionBase, session_id: str, user_id: str | None)
 
     Raises:
         SessionNotFoundError: There is no such session.
-        DocumentError: The stored bytes are not YAML/JSON.
+        DocumentError: The stored bytes are not a session document.
         BackendUnavailableError: Redis cannot be reached.
     """
-    user_id = store.key(session_id, user_id).user_id
-    if isinstance(store, (JSONSession, YAMLSession)):
-        path = store.session_path(session_id, user_id)
-        raw, source = await asyncio.to_thread(_read_file, path), str(path)
-    else:
-        raw, source = await _read_redis(store, session_id, user_id)
-    if raw is None:
-        raise SessionNotFoundError(f"no session {session_id!r} of user {user_id!r} in {source}")
-    data = store.codec.loads(raw, source)
-    return Document({} if data is None else data, source, raw, store.codec)
-
-
-def _read_file(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-
-
-async def _read_redis(store: Any, session_id: str, user_id: str) -> tuple[bytes | None, str]:
-    from redis.exceptions import RedisError
-
-    key = store.session_key(session_id, user_id)
-    try:
-        value = await store.get_client().get(key)
-    except (RedisError, OSError) as exc:
-        raise BackendUnavailableError(f"Redis at {store.address} is unavailable: {exc}") from None
-    raw = value.encode("utf-8") if isinstance(value, str) else value
-    return raw, f"redis://{store.address} {key}"
+    stored = await store.aread_document(session_id, user_id)
+    if stored is None:
+        user = store.key(session_id, user_id).user_id
+        where = store.location(session_id, user_id)
+        raise SessionNotFoundError(f"no session {session_id!r} of user {user!r} in {where}")
+    return Document(stored.data, stored.source, stored.raw, store.codec)

@@ -217,5 +217,34 @@ class BackendUnavailableError(SessionError, ConnectionError):
     """The storage could not be reached (a Redis server that is down or refuses)."""
 
 
+class BackendAuthError(SessionError, PermissionError):
+    """The storage refused our credentials (a wrong Redis password or ACL user).
+
+    Not a :class:`BackendUnavailableError`: retrying will not help.
+    """
+
+
+class ConflictError(SessionError):
+    """A save lost a race: the session changed since this object last loaded or saved it.
+
+    The save was refused and nothing was written. Load again and redo the change (``update()`` does this for you), or save
+    with ``overwrite=True`` to replace whatever is stored.
+
+    Attributes:
+        source: Where the session is stored (a file path or a Redis key).
+    """
+
+    def __init__(self, message: str, *, source: str) -> None:
+        super().__init__(message)
+        self.source = source
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_conflict, (str(self), self.source))
+
+
+def _rebuild_conflict(message: str, source: str) -> ConflictError:
+    return ConflictError(message, source=source)
+
+
 class MissingExtraError(StatekitError, ImportError):
     """An optional dependency is not installed; the message names the extra."""

@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from statekit._contract_revisions import REVISION_CHECKS
 from statekit._fields import state_field
 from statekit._module import StateModule, stateful
 from statekit.errors import (
@@ -287,11 +288,12 @@ async def check_failed_save_keeps_old(make_session: SessionFactory) -> None:
     user = _user()
     async with make_session() as session:
         await session.asave("s", user, chat=_chat("old"))
-        before = await session._read(session.key("s", user))  # noqa: SLF001 - the contract reads raw bytes
+        before = await session.aread_document("s", user)
         broken = Chat(name="lone \ud800 surrogate")
         await _expect(StateDumpError, lambda: session.asave("s", user, chat=broken), "lone surrogate")
-        await _expect(SessionError, lambda: session.asave("s", user, **{META_KEY: Counter()}), META_KEY)
-        assert await session._read(session.key("s", user)) == before  # noqa: SLF001
+        reserved: dict[str, Any] = {META_KEY: Counter()}
+        await _expect(SessionError, lambda: session.asave("s", user, **reserved), META_KEY)
+        assert await session.aread_document("s", user) == before
         chat = Chat()
         await session.aload("s", user, chat=chat)
     assert chat == _chat("old"), chat
@@ -315,13 +317,13 @@ async def check_all_or_nothing(make_session: SessionFactory) -> None:
 
 
 async def check_concurrent_saves(make_session: SessionFactory) -> None:
-    """Many tasks saving one session while others load it: every load sees one whole version."""
+    """Many tasks overwriting one session while others load it: every load sees one whole version."""
     user = _user()
     versions = [_chat(f"v{index}", 20) for index in range(24)]
     async with make_session() as session:
         await session.asave("s", user, chat=versions[0])
         seen = await asyncio.gather(
-            *(session.asave("s", user, chat=version) for version in versions),
+            *(session.asave("s", user, overwrite=True, chat=version) for version in versions),
             *(_load_chat(session, user) for _ in versions),
         )
         final = await _load_chat(session, user)
@@ -392,7 +394,7 @@ CHECKS: dict[str, Check] = {
         check_large_session,
         check_error_positions,
     )
-}
+} | REVISION_CHECKS
 """Every async check of the contract, by name."""
 
 
@@ -486,6 +488,27 @@ class SessionContract:
 
     def test_blocking_twins(self) -> None:  # noqa: D102
         check_blocking_twins(self.make_session)
+
+    def test_revisions(self) -> None:  # noqa: D102 - see statekit._contract_revisions
+        self._run("revisions")
+
+    def test_stale_save_conflicts(self) -> None:  # noqa: D102
+        self._run("stale_save_conflicts")
+
+    def test_blind_save_and_delete(self) -> None:  # noqa: D102
+        self._run("blind_save_and_delete")
+
+    def test_create_race(self) -> None:  # noqa: D102
+        self._run("create_race")
+
+    def test_write_document(self) -> None:  # noqa: D102
+        self._run("write_document")
+
+    def test_update_races(self) -> None:  # noqa: D102
+        self._run("update_races")
+
+    def test_update_async_mutate(self) -> None:  # noqa: D102
+        self._run("update_async_mutate")
 
 
 # -- a throw-away redis-server, for tests and benchmarks ----------------------------------

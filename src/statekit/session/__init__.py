@@ -11,13 +11,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from statekit.session._base import FORMAT_VERSION, META_KEY, SessionBase, SessionKey
+from statekit.session._revisions import MISSING_REVISION, StoredDocument, revision_of
 from statekit.session.json import JSONSession
 from statekit.session.yaml import YAMLSession
 
 if TYPE_CHECKING:
     from statekit.session.redis import RedisSession
 
-__all__ = ["FORMAT_VERSION", "META_KEY", "JSONSession", "RedisSession", "SessionBase", "SessionKey", "YAMLSession"]
+__all__ = [
+    "FORMAT_VERSION",
+    "META_KEY",
+    "MISSING_REVISION",
+    "JSONSession",
+    "RedisSession",
+    "SessionBase",
+    "SessionKey",
+    "StoredDocument",
+    "YAMLSession",
+    "revision_of",
+]
 
 
 def __getattr__(name: str) -> Any:

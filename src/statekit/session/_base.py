@@ -1,19 +1,20 @@
 """``SessionBase``: the semantics every backend shares, on a few storage primitives.
 
-A backend stores opaque bytes under a :class:`SessionKey` and implements five
+A backend stores opaque bytes under a :class:`SessionKey` and implements a few
 async primitives (``_read``, ``_write``, ``_delete``, ``_list`` and, optionally,
-``_exists``). Everything else lives here, once: id checks, the document format,
-dumping and loading the modules all or nothing, error positions, the
-synchronous twins and closing.
+``_exists`` and the compare-and-set ``_write_if``). Everything else lives here,
+once: id checks, the document format, revisions and conflicts, dumping and
+loading the modules all or nothing, error positions, the synchronous twins and
+closing.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
-import threading
-import weakref
-from collections.abc import Callable, Coroutine, Mapping
+import inspect
+import itertools
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -22,13 +23,23 @@ import attrs
 from statekit._module import LoadResult, StateModule, check_modules, dump_many, load_many
 from statekit.codecs import JSON, Codec, with_document_positions
 from statekit.errors import (
+    ConflictError,
     DocumentError,
     InvalidSessionIdError,
     SessionError,
     SessionNotFoundError,
     StateLoadError,
 )
-from statekit.session._sync import Portal, loop_running, refuse_inside_loop
+from statekit.session._revisions import (
+    MISSING_REVISION,
+    RevisionMemory,
+    StoredDocument,
+    backoff,
+    conflict_message,
+    restart_missing,
+    revision_of,
+)
+from statekit.session._sync import BlockingTwins
 
 T = TypeVar("T")
 
@@ -40,9 +51,6 @@ FORMAT_VERSION = 1
 
 MAX_ID_LENGTH = 200
 """The longest ``session_id`` or ``user_id``, in characters."""
-
-_PORTAL_LOCK = threading.Lock()
-
 
 @attrs.frozen
 class SessionKey:
@@ -98,7 +106,7 @@ def _check_names(modules: Mapping[str, object]) -> None:
         raise SessionError(f"{META_KEY!r} is reserved for statekit's own metadata; give the module another name")
 
 
-class SessionBase(abc.ABC):
+class SessionBase(BlockingTwins, abc.ABC):
     """A place where sessions (named sets of state modules) are saved and loaded.
 
     Every method has an async form (``asave``...) and a blocking twin
@@ -106,8 +114,13 @@ class SessionBase(abc.ABC):
     ``load_session_state`` are the async forms under their reference names.
 
     Backend authors implement ``_read``, ``_write``, ``_delete`` and ``_list``
-    (and may override ``_exists``, ``_close``, ``_source`` and ``_check_key``);
-    ``statekit.testing`` checks that a backend keeps the contract.
+    (and may override ``_write_if``, ``_exists``, ``_close``, ``_source`` and
+    ``_check_key``); ``statekit.testing`` checks that a backend keeps the contract.
+
+    Every stored session has a revision (a hash of its bytes). The object
+    remembers, per session, the revision it last loaded or saved; a save through
+    it then succeeds only if the stored revision is still that one, else it
+    raises :class:`~statekit.errors.ConflictError` and writes nothing.
 
     Attributes:
         codec: How documents become bytes (pretty JSON unless a backend says otherwise).
@@ -121,7 +134,6 @@ class SessionBase(abc.ABC):
     codec: ClassVar[Codec] = JSON
     offload_codec: ClassVar[bool] = False
     default_user_id: ClassVar[str] = ""
-    _portal: Portal | None = None
 
     # -- the storage primitives a backend implements -------------------------------
 
@@ -141,6 +153,30 @@ class SessionBase(abc.ABC):
     async def _list(self, user_id: str) -> list[str]:
         """The session ids stored for ``user_id``, in any order."""
 
+    async def _write_if(self, key: SessionKey, data: bytes, expected: str) -> bool:
+        """Replace the stored bytes only if their revision is still ``expected``.
+
+        The compare-and-set every conditional save goes through. This default
+        reads, compares and writes, which is atomic only when nothing else writes
+        the storage in between (one process, a storage without awaits inside);
+        a backend overrides it with its storage's own compare-and-set.
+
+        Args:
+            key: The session.
+            data: The whole new document.
+            expected: The revision the stored bytes must have, or
+                :data:`MISSING_REVISION` for "only if nothing is stored".
+
+        Returns:
+            ``True`` when written; ``False`` when the stored revision differs
+            (then nothing was written).
+        """
+        raw = await self._read(key)
+        if (MISSING_REVISION if raw is None else revision_of(raw)) != expected:
+            return False
+        await self._write(key, data)
+        return True
+
     async def _exists(self, key: SessionKey) -> bool:
         """Whether the session exists (override when a cheaper test exists)."""
         return await self._read(key) is not None
@@ -157,22 +193,31 @@ class SessionBase(abc.ABC):
 
     # -- async API -------------------------------------------------------------------
 
-    async def asave(self, session_id: str, user_id: str | None = None, **modules: StateModule) -> None:
+    async def asave(
+        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule
+    ) -> None:
         """Save modules as one session document, replacing what was stored.
+
+        When this object has loaded or saved the session before, the save
+        succeeds only if nobody changed it since; otherwise (a blind save) it
+        replaces whatever is stored.
 
         Args:
             session_id: The session.
-            user_id: Its owner; ``None`` means :attr:`default_user_id`.
+            user_id: Its owner (``None``: the backend's default user).
+            overwrite: Replace whatever is stored, without the revision check.
             **modules: The modules, by the names they are saved (and loaded) under.
 
         Raises:
             InvalidSessionIdError: An id is empty, too long or holds NUL.
             StateDumpError: A module's state is not JSON data; nothing was written.
+            ConflictError: The session changed since this object last loaded or
+                saved it; nothing was written.
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
         document = {META_KEY: {"format": FORMAT_VERSION}, **dump_many(modules)}
-        await self._write(key, await self._run_codec(self.codec.dumps, document))
+        await self._store(key, await self._run_codec(self.codec.dumps, document), None, overwrite=overwrite)
 
     async def aload(
         self,
@@ -186,7 +231,7 @@ class SessionBase(abc.ABC):
 
         Args:
             session_id: The session.
-            user_id: Its owner; ``None`` means :attr:`default_user_id`.
+            user_id: Its owner (``None``: the backend's default user).
             allow_not_exist: When the session does not exist, do nothing (else raise).
             strict: Require every state key and reject unknown ones.
             **modules: The modules to load, by the names they were saved under.
@@ -202,22 +247,130 @@ class SessionBase(abc.ABC):
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
-        raw = await self._read(key)
-        if raw is None:
-            if allow_not_exist:
-                return {}
+        results = await self._load(key, modules, strict)
+        if results is None and not allow_not_exist:
             raise SessionNotFoundError(f"no {self._source(key)}")
-        document = await self._decode(raw, key)
-        try:
-            return load_many(modules, document, strict=strict)
-        except StateLoadError as err:
-            raise with_document_positions(err, raw, self._source(key), self.codec) from None
+        return results or {}
 
     save_session_state = asave
     """The reference name of :meth:`asave`."""
 
     load_session_state = aload
     """The reference name of :meth:`aload`."""
+
+    async def aupdate(
+        self,
+        session_id: str,
+        mutate: Callable[[], object],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule,
+    ) -> str:
+        """Load, change and save modules, retrying when another writer got there first.
+
+        Loads the modules (a missing session starts from the modules as they
+        are), calls ``mutate()`` (sync or async; it closes over the modules) and
+        saves. When the save raises ``ConflictError``, waits a short random
+        backoff, reloads and calls ``mutate()`` again, up to ``retries`` times.
+
+        Args:
+            session_id: The session.
+            mutate: Changes the modules; called once per attempt, without arguments.
+            user_id: Its owner (``None``: the backend's default user).
+            retries: How many times to retry after a conflict.
+            **modules: The modules, by the names they are saved under.
+
+        Returns:
+            The revision saved.
+
+        Raises:
+            ConflictError: Still conflicting after ``retries`` retries (the last one).
+            SessionError: ``retries`` is not a whole number >= 0.
+        """
+        key = self.key(session_id, user_id)
+        _check_names(modules)
+        if type(retries) is not int or retries < 0:
+            raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
+        fresh: dict[str, Any] | None = None
+        for attempt in itertools.count():
+            if await self._load(key, modules, True) is None:
+                fresh = restart_missing(modules, fresh)
+            if inspect.isawaitable(outcome := mutate()):
+                await outcome
+            try:
+                return await self._save_modules(key, modules)
+            except ConflictError:
+                if attempt >= retries:
+                    raise
+            await asyncio.sleep(backoff(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
+        """The stored session's revision, or ``None`` when it does not exist."""
+        raw = await self._read(self.key(session_id, user_id))
+        return None if raw is None else revision_of(raw)
+
+    async def aread_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None:
+        """Read a stored session's document as plain data, whatever modules it holds.
+
+        The object remembers the revision read, as a load does.
+
+        Returns:
+            The document, its bytes, where it is and its revision; ``None`` when
+            the session does not exist.
+
+        Raises:
+            DocumentError: The stored bytes are not a session document.
+        """
+        key = self.key(session_id, user_id)
+        raw = await self._read(key)
+        if raw is None:
+            self._revisions.remember(key, MISSING_REVISION)
+            return None
+        stored = StoredDocument(dict(await self._decode(raw, key)), raw, self._source(key), revision_of(raw))
+        self._revisions.remember(key, stored.revision)
+        return stored
+
+    async def awrite_document(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        user_id: str | None = None,
+        *,
+        expected_revision: str | None = None,
+        overwrite: bool = False,
+    ) -> str:
+        """Store a plain session document, as a save would.
+
+        Args:
+            session_id: The session.
+            data: Module names to plain states; statekit's metadata key is
+                added when missing.
+            user_id: Its owner (``None``: the backend's default user).
+            expected_revision: Write only if the stored revision is this one
+                (:data:`~statekit.session.MISSING_REVISION`: only if nothing is
+                stored); ``None``: the revision this object remembers, as ``save``.
+            overwrite: Replace whatever is stored, without any check.
+
+        Returns:
+            The revision written.
+
+        Raises:
+            ConflictError: The stored revision is not the expected one; nothing was written.
+            DocumentError: ``data`` is not a session document.
+            StateDumpError: ``data`` is not plain JSON data.
+        """
+        key = self.key(session_id, user_id)
+        if expected_revision is not None and overwrite:
+            raise SessionError("give expected_revision or overwrite=True, not both")
+        document = _with_meta(data, self._source(key))
+        raw = await self._run_codec(self.codec.dumps, document)
+        return await self._store(key, raw, expected_revision, overwrite=overwrite)
+
+    def location(self, session_id: str, user_id: str | None = None) -> str:
+        """Where the session is (or would be) stored: a file path, a Redis key."""
+        return self._source(self.key(session_id, user_id))
 
     async def alist_sessions(self, user_id: str | None = None) -> list[str]:
         """The ids of ``user_id``'s sessions, sorted."""
@@ -228,8 +381,10 @@ class SessionBase(abc.ABC):
         return await self._exists(self.key(session_id, user_id))
 
     async def adelete(self, session_id: str, user_id: str | None = None) -> bool:
-        """Delete the session; ``True`` when there was one to delete."""
-        return await self._delete(self.key(session_id, user_id))
+        """Delete the session; ``True`` when there was one. The object forgets its revision."""
+        key = self.key(session_id, user_id)
+        self._revisions.forget(key)
+        return await self._delete(key)
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""
@@ -242,51 +397,6 @@ class SessionBase(abc.ABC):
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         await self.aclose()
-
-    # -- blocking twins ----------------------------------------------------------------
-
-    def save(self, session_id: str, user_id: str | None = None, **modules: StateModule) -> None:
-        """Blocking :meth:`asave`, for code that runs no event loop."""
-        self._block("save", lambda: self.asave(session_id, user_id, **modules))
-
-    def load(
-        self,
-        session_id: str,
-        user_id: str | None = None,
-        allow_not_exist: bool = True,
-        strict: bool = True,
-        **modules: StateModule,
-    ) -> dict[str, LoadResult]:
-        """Blocking :meth:`aload`, for code that runs no event loop."""
-        return self._block("load", lambda: self.aload(session_id, user_id, allow_not_exist, strict, **modules))
-
-    def list_sessions(self, user_id: str | None = None) -> list[str]:
-        """Blocking :meth:`alist_sessions`."""
-        return self._block("list_sessions", lambda: self.alist_sessions(user_id))
-
-    def exists(self, session_id: str, user_id: str | None = None) -> bool:
-        """Blocking :meth:`aexists`."""
-        return self._block("exists", lambda: self.aexists(session_id, user_id))
-
-    def delete(self, session_id: str, user_id: str | None = None) -> bool:
-        """Blocking :meth:`adelete`."""
-        return self._block("delete", lambda: self.adelete(session_id, user_id))
-
-    def close(self) -> None:
-        """Blocking :meth:`aclose`; also stops the helper thread of the blocking twins."""
-        self._block("close", self.aclose)
-        if self._portal is not None:
-            self._portal.stop()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        if error is not None and loop_running():
-            return  # close() cannot block here either: let the first misuse be the error reported
-        self.close()
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -303,6 +413,45 @@ class SessionBase(abc.ABC):
 
     def _user(self, user_id: str | None) -> str:
         return self.default_user_id if user_id is None else user_id
+
+    @property
+    def _revisions(self) -> RevisionMemory:
+        memory: RevisionMemory | None = self.__dict__.get("_revision_memory")
+        if memory is None:  # made on first use: backends need not call an __init__ of ours
+            memory = self.__dict__.setdefault("_revision_memory", RevisionMemory())
+        return memory
+
+    async def _load(
+        self, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    ) -> dict[str, LoadResult] | None:
+        """Load the modules and remember the revision; ``None`` when the session is missing."""
+        raw = await self._read(key)
+        if raw is None:
+            self._revisions.remember(key, MISSING_REVISION)
+            return None
+        document = await self._decode(raw, key)
+        try:
+            results = load_many(modules, document, strict=strict)
+        except StateLoadError as err:
+            raise with_document_positions(err, raw, self._source(key), self.codec) from None
+        self._revisions.remember(key, revision_of(raw))
+        return results
+
+    async def _save_modules(self, key: SessionKey, modules: Mapping[str, StateModule]) -> str:
+        document = {META_KEY: {"format": FORMAT_VERSION}, **dump_many(modules)}
+        return await self._store(key, await self._run_codec(self.codec.dumps, document), None, overwrite=False)
+
+    async def _store(self, key: SessionKey, raw: bytes, expected: str | None, *, overwrite: bool) -> str:
+        """Write ``raw``: unconditionally, or only over the expected (else remembered) revision."""
+        if expected is None and not overwrite:
+            expected = self._revisions.get(key)
+        if expected is None or overwrite:
+            await self._write(key, raw)
+        elif not await self._write_if(key, raw, expected):
+            raise ConflictError(conflict_message(self._source(key), expected), source=self._source(key))
+        revision = revision_of(raw)
+        self._revisions.remember(key, revision)
+        return revision
 
     async def _run_codec(self, work: Callable[..., T], *args: Any) -> T:
         if self.offload_codec:
@@ -322,14 +471,14 @@ class SessionBase(abc.ABC):
             _check_meta(document[META_KEY], self._source(key))
         return document
 
-    def _block(self, name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        refuse_inside_loop(name)
-        with _PORTAL_LOCK:
-            if self._portal is None:
-                self._portal = Portal()
-                weakref.finalize(self, self._portal.stop)
-            portal = self._portal
-        return portal.call(make)
+def _with_meta(data: object, source: str) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        kind = type(data).__name__
+        raise DocumentError(f"a session document maps module names to states, not a {kind}", source=source)
+    if META_KEY in data:
+        _check_meta(data[META_KEY], source)
+        return dict(data)
+    return {META_KEY: {"format": FORMAT_VERSION}, **data}
 
 
 def _check_meta(meta: object, source: str) -> None:

@@ -14,6 +14,12 @@ file systems, and listing gives the ids back exactly.
 A save writes a temporary file in the same folder, fsyncs it, renames it over
 the old file and fsyncs the folder: a reader sees the old document or the new
 one, whole, and a save that fails at any point leaves the old file as it was.
+
+Writers (saves and deletes) of one session take turns through an exclusive
+``flock`` on a hidden lock file beside it (``.<name>.json.lock``, there only
+while a writer holds it), so that a
+conditional save compares and replaces as one step, between threads and
+processes alike; the kernel releases the lock when its holder dies.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from urllib.parse import unquote
 
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._base import SessionBase, SessionKey
+from statekit.session._filelock import LOCK_TIMEOUT, session_lock
+from statekit.session._revisions import MISSING_REVISION, revision_of
 
 R = TypeVar("R")
 
@@ -131,6 +139,24 @@ def _delete_file(path: Path) -> bool:
     return True
 
 
+def _replace_if(path: Path, data: bytes, expected: str | None, timeout: float) -> bool:
+    """Under the session's lock: write ``data`` if the stored revision is ``expected`` (``None``: always)."""
+    with session_lock(path, timeout):
+        if expected is not None:
+            current = _read_file(path)
+            if (MISSING_REVISION if current is None else revision_of(current)) != expected:
+                return False
+        atomic_write(path, data)
+        return True
+
+
+def _delete_locked(path: Path, timeout: float) -> bool:
+    if not path.is_file():
+        return False
+    with session_lock(path, timeout):
+        return _delete_file(path)
+
+
 def _list_folder(folder: Path, suffix: str) -> list[str]:
     try:
         entries = list(os.scandir(folder))
@@ -148,6 +174,8 @@ class FileSession(SessionBase):
     """
 
     offload_codec: ClassVar[bool] = True
+    lock_timeout: ClassVar[float] = LOCK_TIMEOUT
+    """Seconds a save waits for another writer of the same session before giving up."""
 
     def __init__(self, save_dir: str | os.PathLike[str] = "./") -> None:
         self.save_dir = Path(save_dir)
@@ -185,14 +213,20 @@ class FileSession(SessionBase):
         return await self._io(key, _read_file)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
+        await self._write_if_locked(key, data, None)
+
+    async def _write_if(self, key: SessionKey, data: bytes, expected: str) -> bool:
+        return await self._write_if_locked(key, data, expected)
+
+    async def _write_if_locked(self, key: SessionKey, data: bytes, expected: str | None) -> bool:
         path = self._path(key)
         try:
-            await asyncio.to_thread(atomic_write, path, data)
+            return await asyncio.to_thread(_replace_if, path, data, expected, self.lock_timeout)
         except OSError as err:
             raise SessionError(f"cannot save {path}: {err.strerror or err}") from err
 
     async def _delete(self, key: SessionKey) -> bool:
-        return await self._io(key, _delete_file)
+        return await self._io(key, lambda path: _delete_locked(path, self.lock_timeout))
 
     async def _exists(self, key: SessionKey) -> bool:
         return await self._io(key, Path.is_file)

@@ -1,5 +1,8 @@
 """The blocking side of a session: one private event loop in a helper thread.
 
+:class:`BlockingTwins` gives :class:`~statekit.session.SessionBase` a blocking
+twin of every async method (``save`` for ``asave``...).
+
 Synchronous twins (``save``, ``load``...) hand their coroutine to this loop and
 wait. One loop for the session's whole life matters for clients that bind
 their connections to the loop that opened them (``redis.asyncio``).
@@ -9,12 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+import weakref
+from collections.abc import Callable, Coroutine, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from statekit.errors import SessionError
 
+if TYPE_CHECKING:
+    from statekit._module import LoadResult, StateModule
+    from statekit.session._base import SessionBase
+    from statekit.session._revisions import StoredDocument
+
 T = TypeVar("T")
+
+_PORTAL_LOCK = threading.Lock()
 
 
 def loop_running() -> bool:
@@ -86,3 +98,104 @@ class Portal:
                 )
                 self._thread.start()
             return self._loop
+
+
+class BlockingTwins:
+    """The blocking twins of :class:`~statekit.session.SessionBase`'s async methods."""
+
+    _portal: Portal | None = None
+
+    @property
+    def _async(self) -> SessionBase:
+        return cast("SessionBase", self)
+
+    def save(
+        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule
+    ) -> None:
+        """Blocking :meth:`asave`, for code that runs no event loop."""
+        self._block("save", lambda: self._async.asave(session_id, user_id, overwrite=overwrite, **modules))
+
+    def load(
+        self,
+        session_id: str,
+        user_id: str | None = None,
+        allow_not_exist: bool = True,
+        strict: bool = True,
+        **modules: StateModule,
+    ) -> dict[str, LoadResult]:
+        """Blocking :meth:`aload`, for code that runs no event loop."""
+        return self._block("load", lambda: self._async.aload(session_id, user_id, allow_not_exist, strict, **modules))
+
+    def update(
+        self,
+        session_id: str,
+        mutate: Callable[[], object],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule,
+    ) -> str:
+        """Blocking :meth:`aupdate` (``mutate`` runs in the helper thread)."""
+        return self._block("update", lambda: self._async.aupdate(session_id, mutate, user_id=user_id, retries=retries, **modules))
+
+    def revision(self, session_id: str, user_id: str | None = None) -> str | None:
+        """Blocking :meth:`arevision`."""
+        return self._block("revision", lambda: self._async.arevision(session_id, user_id))
+
+    def read_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None:
+        """Blocking :meth:`aread_document`."""
+        return self._block("read_document", lambda: self._async.aread_document(session_id, user_id))
+
+    def write_document(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        user_id: str | None = None,
+        *,
+        expected_revision: str | None = None,
+        overwrite: bool = False,
+    ) -> str:
+        """Blocking :meth:`awrite_document`."""
+        return self._block(
+            "write_document",
+            lambda: self._async.awrite_document(
+                session_id, data, user_id, expected_revision=expected_revision, overwrite=overwrite
+            ),
+        )
+
+    def list_sessions(self, user_id: str | None = None) -> list[str]:
+        """Blocking :meth:`alist_sessions`."""
+        return self._block("list_sessions", lambda: self._async.alist_sessions(user_id))
+
+    def exists(self, session_id: str, user_id: str | None = None) -> bool:
+        """Blocking :meth:`aexists`."""
+        return self._block("exists", lambda: self._async.aexists(session_id, user_id))
+
+    def delete(self, session_id: str, user_id: str | None = None) -> bool:
+        """Blocking :meth:`adelete`."""
+        return self._block("delete", lambda: self._async.adelete(session_id, user_id))
+
+    def close(self) -> None:
+        """Blocking :meth:`aclose`; also stops the helper thread of the blocking twins."""
+        self._block("close", self._async.aclose)
+        if self._portal is not None:
+            self._portal.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if error is not None and loop_running():
+            return  # close() cannot block here either: let the first misuse be the error reported
+        self.close()
+
+    def _block(self, name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        refuse_inside_loop(name)
+        with _PORTAL_LOCK:
+            if self._portal is None:
+                self._portal = Portal()
+                weakref.finalize(self, self._portal.stop)
+            portal = self._portal
+        return portal.call(make)

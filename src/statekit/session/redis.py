@@ -40,6 +40,20 @@ CONNECT_TIMEOUT = 2.0
 SOCKET_TIMEOUT = 10.0
 """Seconds to wait for a reply, unless ``socket_timeout`` is given."""
 
+_COMPARE_AND_SET = """
+local current = redis.call('GET', KEYS[1])
+local revision = ''
+if current then revision = redis.sha1hex(current) end
+if revision ~= ARGV[2] then return 0 end
+if ARGV[3] == '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
+end
+return 1
+"""
+"""Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL or ''."""
+
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _QUOTED = re.compile("%25|%3A")
 
@@ -111,6 +125,7 @@ class RedisSession(SessionBase):
             kwargs.setdefault("retry", _default_retry())
             client = Redis(host=host, port=port, db=db, password=password, connection_pool=connection_pool, **kwargs)
         self._client = client
+        self._compare_and_set = client.register_script(_COMPARE_AND_SET)
         self.address = _address(client)
 
     def __repr__(self) -> str:
@@ -147,6 +162,11 @@ class RedisSession(SessionBase):
     async def _write(self, key: SessionKey, data: bytes) -> None:
         with self._errors():
             await self._client.set(self._key(key), data, ex=self.key_ttl)
+
+    async def _write_if(self, key: SessionKey, data: bytes, expected: str) -> bool:
+        ttl = "" if self.key_ttl is None else str(self.key_ttl)
+        with self._errors():
+            return bool(await self._compare_and_set(keys=[self._key(key)], args=[data, expected, ttl]))
 
     async def _delete(self, key: SessionKey) -> bool:
         with self._errors():

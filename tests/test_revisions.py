@@ -1,0 +1,130 @@
+"""Revisions, conflicts and update beyond the shared contract: blocking twins, files, bad arguments."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from statekit import ConflictError, StoredDocument
+from statekit.errors import DocumentError, SessionError
+from statekit.session import MISSING_REVISION, JSONSession, YAMLSession, revision_of
+from statekit.session._files import FileSession
+from statekit.testing import Counter, SessionFactory
+
+
+@pytest.fixture(params=[JSONSession, YAMLSession])
+def file_session(request: pytest.FixtureRequest, tmp_path: Path) -> FileSession:
+    session: FileSession = request.param(tmp_path)
+    return session
+
+
+def test_the_blocking_twins_of_the_document_api(file_session: FileSession) -> None:
+    with file_session as session:
+        assert session.read_document("s") is None
+        created = session.write_document("s", {"counter": {"count": 1}}, expected_revision=MISSING_REVISION)
+        stored = session.read_document("s")
+        assert isinstance(stored, StoredDocument)
+        assert stored.revision == created == session.revision("s") == revision_of(stored.raw)
+        assert stored.data == {"__statekit__": {"format": 1}, "counter": {"count": 1}}
+        assert stored.source == str(session.session_path("s"))
+        counter = Counter()
+        assert session.update("s", lambda: setattr(counter, "count", counter.count + 1), counter=counter)
+        assert counter.count == 2
+
+
+def test_resaving_unchanged_state_writes_identical_bytes(file_session: FileSession) -> None:
+    with file_session as session:
+        session.save("s", counter=Counter(count=5))
+        before = session.session_path("s").read_bytes()
+        session.load("s", counter=Counter())
+        session.save("s", counter=Counter(count=5))
+        assert session.session_path("s").read_bytes() == before
+        assert [p.name for p in session.save_dir.iterdir()] == [session.session_path("s").name]
+
+
+def test_a_stale_save_changes_no_byte_on_disk(file_session: FileSession, tmp_path: Path) -> None:
+    other = type(file_session)(tmp_path)
+    with file_session as session, other:
+        session.save("s", counter=Counter(count=1))
+        other.load("s", counter=Counter())
+        session.save("s", counter=Counter(count=2))
+        before = session.session_path("s").read_bytes()
+        with pytest.raises(ConflictError, match=r"was changed \(or deleted\) by another writer") as caught:
+            other.save("s", counter=Counter(count=3))
+        assert caught.value.source == str(session.session_path("s"))
+        assert session.session_path("s").read_bytes() == before
+
+
+async def test_update_gives_up_after_its_retries_with_the_last_conflict(tmp_path: Path) -> None:
+    session, meddler = JSONSession(tmp_path), JSONSession(tmp_path)
+    calls = 0
+
+    async def meddle() -> None:
+        nonlocal calls
+        calls += 1
+        await meddler.asave("s", overwrite=True, counter=Counter(count=100 + calls))
+
+    with pytest.raises(ConflictError):
+        await session.aupdate("s", meddle, retries=2, counter=Counter())
+    assert calls == 3
+    counter = Counter()
+    await session.aload("s", counter=counter)
+    assert counter.count == 103
+
+
+async def test_update_restarts_a_missing_session_from_the_modules_as_given(tmp_path: Path) -> None:
+    """When a retry finds the session gone again, mutate sees the modules as first given."""
+    session, meddler = JSONSession(tmp_path), JSONSession(tmp_path)
+    counter = Counter(count=7)
+    seen: list[int] = []
+
+    async def bump() -> None:
+        seen.append(counter.count)
+        counter.count += 1
+        if len(seen) == 1:  # someone creates it before our save...
+            await meddler.asave("s", counter=Counter(count=50))
+        elif len(seen) == 2:  # ...and deletes it before the next one
+            await meddler.adelete("s")
+
+    await session.aupdate("s", bump, counter=counter)
+    assert seen == [7, 50, 7]
+    assert counter.count == 8
+
+
+@pytest.mark.parametrize("retries", [-1, 1.5, True, "3"])
+async def test_update_refuses_a_bad_retry_count(tmp_path: Path, retries: object) -> None:
+    with pytest.raises(SessionError, match="retries must be a whole number >= 0"):
+        await JSONSession(tmp_path).aupdate("s", lambda: None, retries=retries, counter=Counter())  # type: ignore[arg-type]
+
+
+async def test_write_document_refuses_bad_arguments(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    with pytest.raises(SessionError, match="expected_revision or overwrite=True, not both"):
+        await session.awrite_document("s", {}, expected_revision="x", overwrite=True)
+    with pytest.raises(DocumentError, match="maps module names to states, not a list"):
+        await session.awrite_document("s", [1, 2])  # type: ignore[arg-type]
+    with pytest.raises(DocumentError, match="newer statekit"):
+        await session.awrite_document("s", {"__statekit__": {"format": 99}})
+    assert not session.session_path("s").exists()
+
+
+async def test_concurrent_tasks_with_separate_objects_lose_no_update(backend: SessionFactory) -> None:
+    """32 asyncio tasks, each with its own session object, 5 updates each: exactly 160."""
+
+    async def worker() -> None:
+        counter = Counter()
+
+        def bump() -> None:
+            counter.count += 1
+
+        async with backend() as session:
+            for _ in range(5):
+                await session.aupdate("shared", bump, user_id="u", retries=200, counter=counter)
+
+    await asyncio.gather(*(worker() for _ in range(32)))
+    final = Counter()
+    async with backend() as session:
+        await session.aload("shared", "u", allow_not_exist=False, counter=final)
+    assert final.count == 160
