@@ -95,3 +95,24 @@ def test_agent_schema_json_is_up_to_date() -> None:
         "regenerate: statekit schema examples/typed_agent.py:EchoAgent -o examples/agent.schema.json"
     )
     assert from_config(EchoAgent, EXAMPLES / "agent.yaml").name == "Friday"
+
+
+def test_versions_story_every_old_session_loads(tmp_path: Path) -> None:
+    """docs/versions.md: one agent through three versions, then version 1 meets newer data."""
+    assert run("versions_v1.py", tmp_path)[0].startswith("saved chat and archived: {'name': 'Friday', 'turns': 4")
+    assert run("versions_v2.py", tmp_path)[0] == "loaded version 1: 4 turns with Ada Lovelace"
+    third = run("versions_v3.py", tmp_path)
+    assert third[:2] == [
+        "chat: 5 turns, Ada, tools ['search'], notes ['likes tea', 'lives in London']",
+        "archived: 1 turns, Alan, tools [], notes []",
+    ]
+    saved = orjson.loads((tmp_path / "sessions" / "chat.json").read_bytes())["agent"]
+    assert (saved["__version__"], saved["memory"]["__version__"], saved["memory"]["notes"][0]) == (
+        3,
+        2,
+        {"__version__": 2, "body": "likes tea"},
+    )
+    assert run("versions_v1.py", tmp_path, "load") == [
+        "version 1 refuses: agent: the data is version 3 but Agent is version 1: "
+        "it was saved by newer code; nothing was loaded"
+    ]
