@@ -19,6 +19,7 @@ import attrs
 import cattrs
 
 from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of
+from statekit._cycles import TooDeep, module_problem, value_problem
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
 from statekit._plan import (
     DEFAULT_CONVERTER,
@@ -30,6 +31,7 @@ from statekit._plan import (
     module_class,
 )
 from statekit._json import describe, with_article
+from statekit._limits import MAX_DEPTH, depth_message, path_too_deep, too_deep
 from statekit._versions import VERSION_KEY, Migration, define_versions, tag, upgrade
 from statekit.errors import (
     PathSegment,
@@ -114,9 +116,13 @@ class StateModule:
         """Return the state as plain JSON data: a snapshot sharing nothing with ``self``.
 
         Raises:
-            StateDumpError: A value is not JSON data, or a ``to_json`` failed.
+            StateDumpError: A value is not JSON data, a ``to_json`` failed, or
+                the state holds itself or nests deeper than ``MAX_DEPTH``.
         """
-        return _dump(self, ())
+        state = _dump_root(self, ())
+        if too_deep(state):
+            raise StateDumpError([Problem(path_too_deep(state) or (), depth_message())])
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> LoadResult:
         """Load state produced by :meth:`state_dict`, all or nothing.
@@ -133,6 +139,7 @@ class StateModule:
         Raises:
             StateLoadError: Every problem found; nothing was changed.
         """
+        refuse_too_deep(state)
         loader = _Loader(strict)
         loader.plan(self, state, ())
         return loader.commit()
@@ -201,7 +208,26 @@ def _extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[
     return out
 
 
+def _dump_root(module: StateModule, path: Path) -> dict[str, Any]:
+    try:
+        return _dump(module, path)
+    except TooDeep as exc:
+        raise StateDumpError([module_problem(module, path, exc.path)]) from None
+
+
+def refuse_too_deep(data: Any) -> None:
+    """Refuse data nested past ``MAX_DEPTH`` before any recursive walk meets it.
+
+    Raises:
+        StateLoadError: Naming the limit and the first path past it.
+    """
+    if too_deep(data):
+        raise StateLoadError([Problem(path_too_deep(data) or (), depth_message())])
+
+
 def _dump(obj: StateModule, path: Path) -> dict[str, Any]:
+    if len(path) >= MAX_DEPTH:
+        raise TooDeep(path)  # a cycle of modules, or a chain too long to save
     version = tag(type(obj))
     out: dict[str, Any] = {} if version is None else {VERSION_KEY: version}
     for plan in _plan_of(obj).fields:
@@ -224,6 +250,8 @@ def _dump(obj: StateModule, path: Path) -> dict[str, Any]:
 def _dump_value(owner: object, dump: Callable[[Any], Any], value: Any, path: Path, tp: Any) -> Any:
     try:
         return dump(value)
+    except RecursionError:
+        raise StateDumpError([value_problem(value, path)]) from None
     except Exception as exc:
         found = [] if tp is Any else dump_problems(_converter_of(type(owner)), tp, value, path)
         problems = [Problem(p, m) for p, m in found or problems_of(exc, path)]
@@ -360,7 +388,7 @@ def dump_many(modules: Mapping[str, StateModule]) -> dict[str, Any]:
         StateDumpError: A module's state is not JSON data.
     """
     check_modules(modules)
-    return {name: _dump(module, (name,)) for name, module in modules.items()}
+    return {name: _dump_root(module, (name,)) for name, module in modules.items()}
 
 
 def check_modules(modules: Mapping[str, object]) -> None:
@@ -424,6 +452,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True) -> T:
     Raises:
         StateLoadError: Every problem found.
     """
+    refuse_too_deep(data)
     loader = _Loader(strict)
     if issubclass(cls, StateModule):
         obj: T = _build_module(cls, data, loader, (), fill_defaults=True)
