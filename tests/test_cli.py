@@ -205,7 +205,7 @@ def test_convert_a_broken_file_names_the_line(workdir: Path, capsys: pytest.Capt
     (workdir / "bad.yaml").write_text("a: 1\nb: [2\n", encoding="utf-8")
     status, _, err = run(capsys, "convert", "bad.yaml", "bad.json")
     assert status == 1
-    assert err.startswith("bad.yaml:3:")
+    assert err.startswith("bad.yaml:2:4: invalid YAML: a '[' list that is never closed")
     assert not (workdir / "bad.json").exists()
 
 

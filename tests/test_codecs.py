@@ -55,7 +55,7 @@ def test_non_json_data_is_a_dump_error_naming_the_path(codec: Codec, data: Any, 
 
 
 def test_json_refuses_integers_beyond_64_bits() -> None:
-    with pytest.raises(StateDumpError, match="does not fit in 64 bits") as caught:
+    with pytest.raises(StateDumpError, match=r"JSON holds integers from -2\*\*63 to 2\*\*64-1") as caught:
         JSON.dumps({"n": [2**64]})
     assert caught.value.problems[0].path == ("n", 0)
 
@@ -188,10 +188,16 @@ def test_yaml_plain_dates_stay_text() -> None:
 @pytest.mark.parametrize(
     ("raw", "line", "column", "message"),
     [
-        (b"a: [1, 2\nb: 3\n", 2, 2, "did not find expected ',' or ']'"),
-        (b"a: 1\n  b: 2\n", 2, 4, "mapping values are not allowed"),
+        (b"a: [1, 2\nb: 3\n", 1, 4, "a '\\[' list that is never closed"),
+        (b"a: 1\n  b: 2\n", 2, 3, "bad indentation: this line starts in column 3, line 1 in column 1"),
         (b"a: 1\n---\nb: 2\n", 2, 1, "expected a single document"),
-        (b"a: 'open\n", 2, 1, "found unexpected end of stream"),
+        (b"a: 'open\n", 1, 4, "a quoted string that is never closed"),
+        (b"a:\n\tb: 1\n", 2, 1, "a tab character; YAML indents with spaces"),
+        # A key one space short is only noticed on the next line, where a ':'
+        # cannot be: the report goes to the line with the mistake.
+        (b"agent:\n  name: Friday\n sys_prompt: hi\n  memory: {}\n", 3, 2, "bad indentation: this line starts in column 2"),
+        (b"agent:\n name: Friday\n  sys_prompt: hi\n  memory: {}\n", 2, 2, "bad indentation: this line starts in column 2"),
+        (b"agent:\n   name: Friday\n  sys_prompt: hi\n  memory: {}\n", 2, 4, "bad indentation: this line starts in column 4"),
     ],
 )
 def test_yaml_syntax_errors_name_file_line_and_column(raw: bytes, line: int, column: int, message: str) -> None:

@@ -163,7 +163,7 @@ def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
     with pytest.raises(DocumentError) as excinfo:
         from_config(Agent, path)
     assert excinfo.value.source == str(path)
-    assert excinfo.value.line == 3
+    assert (excinfo.value.line, excinfo.value.column) == (2, 8)  # where the '[' opens
 
 
 def test_python_tags_are_refused_and_nothing_runs(tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ load has already failed, to say *where*.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from statekit._limits import depth_message, path_too_deep
 from statekit.errors import PathSegment, Problem
 
 Path = tuple[PathSegment, ...]
@@ -83,6 +85,9 @@ def first_bad_value(data: Any, *, int64: bool) -> Problem:
         A problem naming the path and what is wrong there; a problem at the
         root when nothing specific is found.
     """
+    deep = path_too_deep(data)
+    if deep is not None:
+        return Problem(deep, depth_message())
     stack: list[tuple[Path, Any]] = [((), data)]
     seen: set[int] = set()
     while stack:
@@ -107,13 +112,24 @@ def _value_problem(value: Any, int64: bool) -> str | None:
     kind = type(value)
     if kind is str:
         return _text_problem(value)
-    if kind is int and int64 and not _INT64_MIN <= value <= _UINT64_MAX:
-        return f"the integer {value} does not fit in 64 bits"
+    if kind is int:
+        return _int_problem(value, int64)
     if kind is dict:
         return _key_problem(value)
     if value is None or kind in (bool, int, float, list, tuple):
         return None
     return f"{kind.__name__} is not JSON data (use str, int, float, bool, None, list or dict)"
+
+
+def _int_problem(value: int, int64: bool) -> str | None:
+    if int64 and not _INT64_MIN <= value <= _UINT64_MAX:
+        return f"an integer of {value.bit_length()} bits; JSON holds integers from -2**63 to 2**64-1 (write it as a string)"
+    try:
+        str(value)
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        return f"an integer of more than {limit:,} digits (Python's limit); write it as a string"
+    return None
 
 
 def _key_problem(mapping: dict[Any, Any]) -> str | None:

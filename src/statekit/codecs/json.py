@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit.codecs._positions import Path, Position, first_bad_value, line_columns, nearest, prefixes
 from statekit.errors import DocumentError, StateDumpError
 
@@ -56,9 +57,12 @@ def dumps_compact(data: Any) -> bytes:
 
 def _dumps(data: Any, options: int) -> bytes:
     try:
-        return orjson.dumps(data, option=options)
+        out = orjson.dumps(data, option=options)
     except orjson.JSONEncodeError as err:
         raise StateDumpError([first_bad_value(data, int64=True)]) from err
+    if too_deep(data):
+        raise StateDumpError([first_bad_value(data, int64=True)])
+    return out
 
 
 def loads(raw: bytes, source: str | None = None) -> Any:
@@ -72,14 +76,24 @@ def loads(raw: bytes, source: str | None = None) -> Any:
         The plain JSON data.
 
     Raises:
-        DocumentError: The bytes are not JSON; names the line and column.
+        DocumentError: The bytes are not JSON, or nest deeper than
+            ``MAX_DEPTH``; names the line and column.
     """
     if raw[:3] == _BOM:
         raw = raw[3:]
     try:
-        return orjson.loads(raw)
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         raise _document_error(raw, err, source) from None
+    if too_deep(data):
+        raise _depth_error(raw, data, source)
+    return data
+
+
+def _depth_error(raw: bytes, data: Any, source: str | None) -> DocumentError:
+    path = path_too_deep(data)
+    line, column = locate(raw, [path]).get(path, (None, None)) if path is not None else (None, None)
+    return DocumentError(depth_message(), source=source, line=line, column=column)
 
 
 def _document_error(raw: bytes, err: orjson.JSONDecodeError, source: str | None) -> DocumentError:
@@ -89,6 +103,8 @@ def _document_error(raw: bytes, err: orjson.JSONDecodeError, source: str | None)
         line = raw.count(b"\n", 0, bad.start) + 1
         column = bad.start - (raw.rfind(b"\n", 0, bad.start) + 1) + 1
         return DocumentError("invalid JSON: the bytes are not UTF-8", source=source, line=line, column=column)
+    if err.msg.startswith("depth limit exceeded"):
+        return DocumentError(depth_message(), source=source, line=err.lineno, column=err.colno)
     return DocumentError(f"invalid JSON: {err.msg}", source=source, line=err.lineno, column=err.colno)
 
 

@@ -22,6 +22,7 @@ ones (four to six times slower) otherwise.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,9 @@ from yaml.error import Mark
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.representer import RepresenterError, SafeRepresenter
 
+from statekit._limits import MAX_DEPTH, depth_message, too_deep
 from statekit.codecs._positions import Path, Position, first_bad_value, nearest
+from statekit.codecs._yaml_errors import marked_error
 from statekit.errors import DocumentError, StateDumpError
 
 if TYPE_CHECKING:
@@ -123,6 +126,30 @@ class _Loader(_BaseLoader):
             raise ConstructorError(None, None, _ALIAS_REFUSED, node.start_mark)
         return super().construct_object(node, deep)
 
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """Construct a mapping, refusing a key written twice (at the second one)."""
+        if isinstance(node, MappingNode):
+            _refuse_duplicates(node)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        """Construct an integer, refusing one too long for Python to read."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            message = f"an integer of more than {sys.get_int_max_str_digits()} digits (Python's limit); quote it to keep it as text"
+            raise ConstructorError(None, None, message, node.start_mark) from None
+
+
+def _refuse_duplicates(node: MappingNode) -> None:
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if type(key_node) is ScalarNode:
+            if key_node.value in seen:
+                message = f"the key {key_node.value!r} appears twice in this mapping (the second would replace the first)"
+                raise ConstructorError(None, None, message, key_node.start_mark)
+            seen.add(key_node.value)
+
 
 def _refuse_tag(loader: yaml.SafeLoader, node: Node) -> Any:
     tag = node.tag.rsplit(":", 1)[-1]
@@ -131,6 +158,7 @@ def _refuse_tag(loader: yaml.SafeLoader, node: Node) -> Any:
 
 for _tag in _NOT_JSON_TAGS:
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def dumps(data: Any) -> bytes:
@@ -146,6 +174,8 @@ def dumps(data: Any) -> bytes:
         StateDumpError: A value is not JSON data (a lone surrogate, a non-``str``
             key, an object); the problem names its path.
     """
+    if too_deep(data):
+        raise StateDumpError([first_bad_value(data, int64=False)])
     try:
         out: bytes = yaml.dump(
             data,
@@ -156,7 +186,7 @@ def dumps(data: Any) -> bytes:
             width=_MAX_WIDTH,
             encoding="utf-8",
         )
-    except (yaml.YAMLError, UnicodeEncodeError, RecursionError) as err:
+    except (yaml.YAMLError, ValueError, RecursionError) as err:
         raise StateDumpError([first_bad_value(data, int64=False)]) from err
     return _SHOWN.sub(_show, out) if b"\xee" in out else out
 
@@ -173,22 +203,48 @@ def loads(raw: bytes, source: str | None = None) -> Any:
 
     Raises:
         DocumentError: A syntax error, an alias, a ``!!python`` or other
-            non-JSON tag; names the line and column.
+            non-JSON tag, a key written twice, nesting past ``MAX_DEPTH``;
+            names the line and column.
     """
     try:
+        _check_depth(raw, source)
         return yaml.load(raw, Loader=_Loader)  # noqa: S506 (a safe loader)
     except yaml.MarkedYAMLError as err:
-        raise _marked_error(err, source) from None
+        raise marked_error(err, raw, source) from None
     except yaml.reader.ReaderError as err:
         raise _reader_error(raw, err, source) from None
 
 
-def _marked_error(err: yaml.MarkedYAMLError, source: str | None) -> DocumentError:
-    reason = "; ".join(part for part in (err.context, err.problem) if part)
-    mark = err.problem_mark or err.context_mark
-    if mark is None:
-        return DocumentError(f"invalid YAML: {reason}", source=source)
-    return DocumentError(f"invalid YAML: {reason}", source=source, line=mark.line + 1, column=mark.column + 1)
+# libyaml's composer recurses in C and crashes the process on deep enough
+# nesting, so depth is checked before composing. A block collection's column
+# grows by at least one every two levels, and every flow level needs a bracket:
+# when no line starts with a long run of spaces and "- "/"? "/": " indicators
+# and there are few brackets, the document cannot be too deep (a few C-speed
+# scans). Otherwise the parser's events are counted (iterative, about 10% of a
+# load).
+# (A flow level can take two levels, "[a: [b: ...": a list and a mapping.)
+
+
+def _check_depth(raw: bytes, source: str | None) -> None:
+    brackets = raw.count(b"[") + raw.count(b"{")
+    if brackets < MAX_DEPTH // 4:
+        run = re.compile(rb"^[ \t?:-]{%d}" % (MAX_DEPTH // 2 - 2 - brackets), re.MULTILINE)
+        if run.search(raw) is None:
+            return
+    _count_depth(raw, source)
+
+
+def _count_depth(raw: bytes, source: str | None) -> None:
+    depth = 0
+    for event in yaml.parse(raw, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+                raise DocumentError(depth_message(), source=source, line=line, column=column)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _reader_error(raw: bytes, err: yaml.reader.ReaderError, source: str | None) -> DocumentError:
