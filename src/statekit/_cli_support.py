@@ -79,6 +79,9 @@ def _import(name: str) -> ModuleType:
 def _import_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise UsageError(f"cannot import {str(path)!r}: no such file")
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # as ``python file.py`` does: the file imports its neighbours
     name = f"_statekit_cli_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None

@@ -443,11 +443,13 @@ def load_many(
     return {name: loader.commit() for name, loader in loaders.items()}
 
 
-def build(cls: type[T], data: Any, *, strict: bool = True) -> T:
+def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool = True) -> T:
     """Build a new instance of a ``@stateful`` class (or any attrs class) from JSON data.
 
     Missing fields take their defaults; a missing required field is a problem,
-    and so is an unknown key when ``strict``.
+    and so is an unknown key when ``strict``. With ``fill_defaults=False`` a
+    module follows the load rules instead: when ``strict``, every state key
+    must be there (as in a strict session load).
 
     Raises:
         StateLoadError: Every problem found.
@@ -455,7 +457,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True) -> T:
     refuse_too_deep(data)
     loader = _Loader(strict)
     if issubclass(cls, StateModule):
-        obj: T = _build_module(cls, data, loader, (), fill_defaults=True)
+        obj: T = _build_module(cls, data, loader, (), fill_defaults=fill_defaults)
     else:
         obj = _build_record(cls, data, loader)
     loader.commit()

@@ -28,7 +28,9 @@ from statekit._cli_support import (
     open_store,
     read_session,
 )
+from statekit._cli_migrate import Outcome, migrate_sessions
 from statekit._config import Document, read_document
+from statekit._module import StateModule
 from statekit._schema import json_schema, session_schema
 from statekit.codecs import JSON, YAML
 from statekit.errors import SessionNotFoundError, StatekitError
@@ -49,6 +51,7 @@ examples:
   statekit schema myapp.agents:Agent > agent.schema.json
   statekit list --dir sessions --user alice
   statekit delete --redis-url redis://localhost:6379/0 --user alice chat-1
+  statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
 Classes are named package.module:Class (or path/to/file.py:Class); the
@@ -102,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_schema(commands)
     _add_list(commands)
     _add_delete(commands)
+    _add_migrate(commands)
     return parser
 
 
@@ -373,6 +377,54 @@ def _run_delete(args: argparse.Namespace) -> int:
         return status
 
     return _with_store(args, work)
+
+
+# -- migrate -----------------------------------------------------------------------------
+
+
+def _add_migrate(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "migrate",
+        "Upgrade stored sessions to the current version of their classes, in place (docs/versions.md).",
+        _run_migrate,
+        "examples:\n  statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run\n"
+        "  statekit migrate --redis-url redis://localhost:6379/0 --user alice --module agent=myapp.agents:Agent\n\n"
+        "Each session is loaded strictly (running the migrations) and written back atomically;\n"
+        "a session that fails is reported and left as it was. Exit status 1 if any failed.",
+    )
+    sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
+    sub.add_argument(
+        "--module", action="append", required=True, metavar="NAME=MODULE:CLASS", help="a module to migrate (repeatable)"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="print a unified diff per session; write nothing")
+    _add_store_options(sub)
+
+
+def _run_migrate(args: argparse.Namespace) -> int:
+    classes = _named_classes(args.module)
+    for spec, cls in zip(args.module, classes.values(), strict=True):
+        if not issubclass(cls, StateModule):
+            raise UsageError(f"{spec}: sessions hold StateModule classes; {cls.__qualname__} is a value record")
+
+    async def work(store: SessionBase) -> int:
+        ids = args.session_ids or await store.alist_sessions(args.user)
+        outcomes = await migrate_sessions(store, ids, args.user, classes, dry_run=args.dry_run, out=sys.stdout)
+        return _report(outcomes, dry_run=args.dry_run)
+
+    return _with_store(args, work)
+
+
+def _report(outcomes: Sequence[Outcome], *, dry_run: bool) -> int:
+    counts = {"migrated": 0, "unchanged": 0, "failed": 0}
+    for outcome in outcomes:
+        counts[outcome.status] += 1
+        verb = "would migrate" if dry_run and outcome.status == "migrated" else outcome.status
+        line = f"{verb} {outcome.source}: {outcome.detail}"
+        print(line, file=sys.stderr if outcome.status == "failed" else sys.stdout)
+    done = "would migrate" if dry_run else "migrated"
+    print(f"{done} {counts['migrated']}, unchanged {counts['unchanged']}, failed {counts['failed']}")
+    return INVALID if counts["failed"] else OK
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m statekit.cli

@@ -1,0 +1,122 @@
+"""``statekit migrate``: upgrade stored sessions in place, one document at a time.
+
+Each session is read as plain data through the public raw-document API, the
+named modules are built by a strict load (which runs every migration at every
+depth) and dumped again at the current version, and the document is written
+back atomically, only if nobody changed it meanwhile. A session that fails is
+reported and left byte for byte as it was; the others go on.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+import attrs
+
+from statekit._cli_support import _under
+from statekit._config import Document
+from statekit._module import StateModule, build
+from statekit._versions import VERSION_KEY, versions_of
+from statekit.errors import Problem, StatekitError, StateLoadError, StateVersionError
+from statekit.session import SessionBase
+
+
+@attrs.frozen
+class Outcome:
+    """What became of one session.
+
+    Attributes:
+        source: Where it is stored (a file, a Redis key).
+        status: ``"migrated"``, ``"unchanged"`` or ``"failed"``.
+        detail: The versions moved (``agent 1 -> 3``) or why it failed.
+    """
+
+    source: str
+    status: str
+    detail: str
+
+
+async def migrate_sessions(
+    store: SessionBase,
+    session_ids: Sequence[str],
+    user_id: str | None,
+    classes: Mapping[str, type[Any]],
+    *,
+    dry_run: bool,
+    out: TextIO,
+) -> list[Outcome]:
+    """Migrate each session's named modules; print a diff instead of writing when ``dry_run``."""
+    outcomes = []
+    for session_id in session_ids:
+        try:
+            outcome = await _migrate_one(store, session_id, user_id, classes, dry_run, out)
+        except StatekitError as exc:
+            outcome = Outcome(store.location(session_id, user_id), "failed", str(exc))
+        outcomes.append(outcome)
+    return outcomes
+
+
+async def _migrate_one(
+    store: SessionBase, session_id: str, user_id: str | None, classes: Mapping[str, type[Any]], dry_run: bool, out: TextIO
+) -> Outcome:
+    stored = await store.aread_document(session_id, user_id)
+    if stored is None:
+        return Outcome(store.location(session_id, user_id), "failed", "no such session")
+    document = Document(stored.data, stored.source, stored.raw, store.codec)
+    new = upgraded(document, classes)
+    if new == stored.data:
+        return Outcome(stored.source, "unchanged", "already at the current version")
+    moves = ", ".join(_move(name, stored.data[name], cls) for name, cls in classes.items())
+    if dry_run:
+        out.writelines(_diff(stored.source, stored.raw, store.codec.dumps(new)))
+    else:
+        await store.awrite_document(session_id, new, user_id, expected_revision=stored.revision)
+    return Outcome(stored.source, "migrated", moves)
+
+
+def upgraded(document: Document, classes: Mapping[str, type[Any]]) -> dict[str, Any]:
+    """The document with each named module loaded strictly and saved at its current version.
+
+    Raises:
+        StateLoadError: Every problem of every module, positioned in the stored bytes.
+        StateVersionError: A module's data is newer than its class, or a migration failed.
+    """
+    data: dict[str, Any] = dict(document.data)
+    problems = []
+    for name, cls in classes.items():
+        if name not in data:
+            problems.append(Problem((name,), "module is missing from the session"))
+            continue
+        try:
+            data[name] = _current_state(cls, data[name], name)
+        except StateLoadError as exc:
+            problems.extend(_under(name, p) for p in exc.problems)
+    if problems:
+        raise document.positioned(StateLoadError(problems))
+    return data
+
+
+def _current_state(cls: type[Any], state: Any, name: str) -> dict[str, Any]:
+    """Load strictly into a new module (every migration runs), then dump it."""
+    try:
+        module: StateModule = build(cls, state, strict=True, fill_defaults=False)
+    except StateVersionError as exc:
+        raise exc.under((name,)) from exc.__cause__
+    return module.state_dict()
+
+
+def _move(name: str, old: Any, cls: type[Any]) -> str:
+    found = old.get(VERSION_KEY, 1) if isinstance(old, Mapping) else "?"
+    return f"{name} {found} -> {versions_of(cls).current}"
+
+
+def _diff(source: str, old: bytes, new: bytes) -> list[str]:
+    lines = difflib.unified_diff(
+        old.decode("utf-8").splitlines(keepends=True),
+        new.decode("utf-8").splitlines(keepends=True),
+        fromfile=source,
+        tofile=f"{source} (migrated)",
+    )
+    return [line if line.endswith("\n") else f"{line}\n" for line in lines]

@@ -1,0 +1,142 @@
+"""``statekit migrate`` on JSON and YAML folders and a real Redis (issue 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from statekit import JSONSession, LoadResult, StateModule, YAMLSession, state_field, stateful
+from statekit.cli import main
+from statekit.session import SessionBase
+from statekit.session.redis import RedisSession
+from statekit.testing import RedisServer
+from version_models import Agent, AgentV1, MemoryV1, NoteV1
+
+AGENT = "--module=agent=version_models:Agent"
+
+
+@attrs.frozen
+class Store:
+    """Sessions of one backend, and the command-line options that name the same place."""
+
+    open: Callable[[], SessionBase]
+    options: list[str]
+
+
+@pytest.fixture(params=["json", "yaml", pytest.param("redis", marks=pytest.mark.redis)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "json":
+        return Store(lambda: JSONSession(tmp_path), ["--dir", str(tmp_path), "--user", "ada"])
+    if request.param == "yaml":
+        return Store(lambda: YAMLSession(tmp_path), ["--dir", str(tmp_path), "--yaml", "--user", "ada"])
+    server: RedisServer = request.getfixturevalue("redis_server")
+    prefix = f"test-{uuid.uuid4().hex}:"
+    where = ["--host", server.host, "--port", str(server.port), "--key-prefix", prefix, "--user", "ada"]
+    return Store(lambda: RedisSession(server.host, server.port, key_prefix=prefix), where)
+
+
+@stateful
+class Counter(StateModule):
+    count: int = state_field(default=0)
+
+
+def old_agent(turns: int) -> AgentV1:
+    return AgentV1(turns=turns, user="Ada Lovelace", memory=MemoryV1([NoteV1("tea")]))
+
+
+async def raw(store: Store, session_id: str) -> bytes:
+    async with store.open() as session:
+        stored = await session.aread_document(session_id, "ada")
+    assert stored is not None
+    return stored.raw
+
+
+async def save_three(store: Store) -> None:
+    async with store.open() as session:
+        await session.asave("one", "ada", agent=old_agent(1), counter=Counter(count=9))
+        await session.asave("two", "ada", agent=old_agent(2))
+        await session.asave("broken", "ada", agent=Counter(count=3))  # no "turns": the migration raises
+
+
+async def agent_data(store: Store, session_id: str) -> Any:
+    async with store.open() as session:
+        stored = await session.aread_document(session_id, "ada")
+    assert stored is not None
+    return stored.data["agent"]
+
+
+async def raws(store: Store) -> dict[str, bytes]:
+    return {sid: await raw(store, sid) for sid in ("one", "two", "broken")}
+
+
+def test_dry_run_prints_a_diff_per_session_and_writes_nothing(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    asyncio.run(save_three(store))
+    before = asyncio.run(raws(store))
+    assert main(["migrate", *store.options, AGENT, "--dry-run", "one", "two"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--- ") == 2 and out.count("(migrated)") == 2
+    removed = [line for line in out.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in out.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert any('"turns"' in line or "turns:" in line for line in removed), out
+    assert any('"turn_count"' in line or "turn_count:" in line for line in added), out
+    assert out.splitlines()[-1] == "would migrate 2, unchanged 0, failed 0"
+    assert asyncio.run(raws(store)) == before
+
+
+def test_migrate_upgrades_every_session_but_the_one_that_fails(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    asyncio.run(save_three(store))
+    before = asyncio.run(raws(store))
+    assert main(["migrate", *store.options, AGENT]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == "migrated 2, unchanged 0, failed 1"
+    assert "agent 1 -> 3" in captured.out
+    [failure] = captured.err.splitlines()
+    assert failure.startswith("failed ") and "broken" in failure
+    assert "agent: cannot migrate the data of version 1" in failure and "raised KeyError: 'turns'" in failure
+    after = asyncio.run(raws(store))
+    assert after["broken"] == before["broken"] and after["one"] != before["one"]
+    agent, counter = asyncio.run(load_one(store))
+    assert (agent.turn_count, agent.last_name, agent.memory.notes[0].body, counter.count) == (1, "Lovelace", "tea", 9)
+    assert asyncio.run(agent_data(store, "two"))["__version__"] == 3
+    assert main(["migrate", *store.options, AGENT, "one", "two"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "migrated 0, unchanged 2, failed 0"
+
+
+async def load_one(store: Store) -> tuple[Agent, Counter]:
+    """Session "one", loaded strictly by the current classes."""
+    agent, counter = Agent(), Counter()
+    async with store.open() as session:
+        results = await session.aload("one", "ada", agent=agent, counter=counter)
+    assert results == {"agent": LoadResult(), "counter": LoadResult()}
+    return agent, counter
+
+
+def test_an_invalid_session_is_reported_with_its_path_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with YAMLSession(tmp_path) as session:
+        session.save("typo", agent=old_agent(1))
+    path = tmp_path / "typo.yaml"
+    path.write_text(path.read_text().replace("turns: 1", "turns: many"))
+    before = path.read_bytes()
+    assert main(["migrate", "--dir", str(tmp_path), "--yaml", AGENT, "typo", "gone"]) == 1
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0] == f"failed {path}: cannot load state: 1 problem"
+    assert errors[1].startswith(f"  {path}:") and errors[1].endswith(": agent.turn_count: expected int, got a string")
+    assert errors[2] == f"failed {tmp_path / 'gone.yaml'}: no such session"
+    assert path.read_bytes() == before
+
+
+def test_a_missing_module_fails_and_a_record_class_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with JSONSession(tmp_path) as session:
+        session.save("c", counter=Counter())
+    assert main(["migrate", "--dir", str(tmp_path), AGENT]) == 1
+    assert "agent: module is missing from the session" in capsys.readouterr().err
+    assert main(["migrate", "--dir", str(tmp_path), "--module", "n=version_models:Note"]) == 2
+    assert "Note is a value record" in capsys.readouterr().err
