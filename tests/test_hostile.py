@@ -7,11 +7,21 @@ out, naming what and where, and that nothing was changed.
 
 from __future__ import annotations
 
+import os
+import socket
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH, path_too_deep, too_deep
+from statekit.errors import SessionError
+from statekit.session import JSONSession, YAMLSession
+from statekit.session._files import FileSession, temp_path
 
 
 def nested(levels: int, leaf: Any = 1) -> Any:
@@ -38,3 +48,149 @@ def test_depth_check_walks_data_orjson_cannot_write() -> None:
     assert too_deep(deep)
     assert path_too_deep(deep) == ("deep", *(0,) * (MAX_DEPTH - 1))
     assert not too_deep({"big": 1 << 70, "shallow": nested(3)})
+
+
+# --- files: odd file types, symlinks, temporary files -------------------------------------------
+
+
+@stateful
+class Note(StateModule):
+    """A small module to save and load."""
+
+    text: str = state_field(default="")
+    count: int = state_field(default=0)
+
+
+FILE_SESSIONS = [JSONSession, YAMLSession]
+
+
+def _make_fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _make_socket(path: Path) -> None:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    sock.close()
+
+
+def _make_folder(path: Path) -> None:
+    path.mkdir()
+
+
+def _make_device(path: Path) -> None:
+    os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # like /dev/null
+
+
+ODD_FILES = [
+    pytest.param(_make_fifo, "a FIFO", id="fifo"),
+    pytest.param(_make_socket, "a socket", id="socket"),
+    pytest.param(_make_folder, "a folder", id="folder"),
+    pytest.param(
+        _make_device,
+        "a character device",
+        id="device",
+        marks=pytest.mark.skipif(os.geteuid() != 0, reason="creating a device node needs root"),
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", FILE_SESSIONS)
+@pytest.mark.parametrize(("make", "what"), ODD_FILES)
+def test_a_session_path_that_is_not_a_regular_file_is_refused_at_once(
+    tmp_path: Path, kind: type[FileSession], make: Callable[[Path], None], what: str
+) -> None:
+    session = kind(tmp_path)
+    path = session.session_path("s1")
+    make(path)
+    note = Note(text="kept")
+    for call in (
+        lambda: session.load("s1", note=note),
+        lambda: session.exists("s1"),
+        lambda: session.save("s1", note=Note(text="new")),
+        lambda: session.delete("s1"),
+        lambda: session.read_document("s1"),
+    ):
+        started = time.monotonic()
+        with pytest.raises(SessionError, match=f"is {what}\\b.*, not a session file"):
+            call()
+        assert time.monotonic() - started < 5  # refused, not blocked
+    assert note.text == "kept"
+    assert stat.S_IFMT(os.lstat(path).st_mode) != stat.S_IFREG  # left as it was
+    assert session.list_sessions() == []
+    session.close()
+
+
+@pytest.mark.parametrize("kind", FILE_SESSIONS)
+def test_a_symlinked_user_folder_is_never_followed(tmp_path: Path, kind: type[FileSession]) -> None:
+    save_dir, outside = tmp_path / "sessions", tmp_path / "outside"
+    save_dir.mkdir()
+    outside.mkdir()
+    session = kind(save_dir)
+    user_folder = session.session_path("s1", "alice").parent
+    user_folder.symlink_to(outside, target_is_directory=True)
+    (outside / session.session_path("s1", "alice").name).write_bytes(session.codec.dumps({"note": {"text": "outside"}}))
+    note = Note(text="kept")
+    for call in (
+        lambda: session.save("s1", "alice", note=Note(text="escaped")),
+        lambda: session.load("s1", "alice", note=note),
+        lambda: session.exists("s1", "alice"),
+        lambda: session.delete("s1", "alice"),
+        lambda: session.list_sessions("alice"),
+    ):
+        with pytest.raises(SessionError, match="is a symbolic link; statekit never follows links"):
+            call()
+    assert note.text == "kept"
+    assert sorted(path.name for path in outside.iterdir()) == [session.session_path("s1", "alice").name]
+    assert b"escaped" not in next(outside.iterdir()).read_bytes()
+    session.close()
+
+
+@pytest.mark.parametrize("kind", FILE_SESSIONS)
+def test_a_symlinked_session_file_is_never_followed(tmp_path: Path, kind: type[FileSession]) -> None:
+    session = kind(tmp_path / "sessions")
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(session.codec.dumps({"note": {"text": "outside content"}}))
+    path = session.session_path("s1")
+    path.parent.mkdir()
+    path.symlink_to(secret)
+    note = Note()
+    with pytest.raises(SessionError, match="is a symbolic link"):
+        session.load("s1", note=note)
+    with pytest.raises(SessionError, match="is a symbolic link"):
+        session.save("s1", note=Note(text="over"))
+    with pytest.raises(SessionError, match="is a symbolic link"):
+        session.exists("s1")
+    assert note.text == ""
+    assert path.is_symlink()
+    assert b"outside content" in secret.read_bytes()
+    assert session.list_sessions() == []
+    session.close()
+
+
+@pytest.mark.parametrize("kind", FILE_SESSIONS)
+def test_save_dir_itself_may_be_a_link(tmp_path: Path, kind: type[FileSession]) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    session = kind(tmp_path / "link")
+    session.save("s1", "bob", note=Note(text="hi"))
+    note = Note()
+    session.load("s1", "bob", note=note)
+    assert note.text == "hi"
+    assert session.list_sessions("bob") == ["s1"]
+    session.close()
+
+
+@pytest.mark.parametrize("kind", FILE_SESSIONS)
+def test_a_temporary_file_left_by_a_killed_save_goes_with_the_next_save(tmp_path: Path, kind: type[FileSession]) -> None:
+    session = kind(tmp_path)
+    session.save("s1", note=Note(text="one"))
+    path = session.session_path("s1")
+    temp_path(path).write_bytes(b'{"half": ')  # what a save killed mid-write leaves
+    assert session.list_sessions() == ["s1"]
+    session.save("s1", note=Note(text="two"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    note = Note()
+    session.load("s1", note=note)
+    assert note.text == "two"
+    session.close()

@@ -11,9 +11,15 @@ the first letter of a Windows device name (``con``, ``nul``...). So no id can
 climb out of ``save_dir`` or reach another id's file, even on case-insensitive
 file systems, and listing gives the ids back exactly.
 
-A save writes a temporary file in the same folder, fsyncs it, renames it over
-the old file and fsyncs the folder: a reader sees the old document or the new
-one, whole, and a save that fails at any point leaves the old file as it was.
+A save writes a temporary file in the same folder (``.<name>.json.tmp``, a fixed
+name, so that one left by a killed save is replaced by the next save instead of
+piling up), fsyncs it, renames it over the old file and fsyncs the folder: a
+reader sees the old document or the new one, whole, and a save that fails at
+any point leaves the old file as it was.
+
+Before every open the path is checked (:mod:`statekit.session._safe_files`): no
+symbolic link below ``save_dir`` is followed, and a session path that is a FIFO,
+socket, device or folder is refused at once.
 
 Writers (saves and deletes) of one session take turns through an exclusive
 ``flock`` on a hidden lock file beside it (``.<name>.json.lock``, there only
@@ -38,6 +44,7 @@ from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._base import SessionBase, SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._revisions import MISSING_REVISION, revision_of
+from statekit.session._safe_files import check_path, read_regular, write_new
 
 R = TypeVar("R")
 
@@ -88,19 +95,31 @@ def _percent(char: str) -> str:
     return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def temp_path(path: Path) -> Path:
+    """The temporary file a save of ``path`` writes first (hidden, beside it: ``.chat-1.json.tmp``)."""
+    return path.with_name(f".{path.name}.tmp")
+
+
+def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
     """Replace ``path`` with ``data``, atomically and durably.
 
     Args:
         path: The file; its folder is created when missing.
         data: The whole new content.
+        locked: Whether the caller holds the session's lock; then the
+            temporary file has a fixed name, so that one left by a killed save
+            is replaced by the next save (none piles up).
 
     Raises:
         OSError: The write failed; ``path`` is untouched and no temporary
             file is left behind.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
+    if locked:
+        temp = str(temp_path(path))
+        fd = write_new(Path(temp))
+    else:
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
     try:
         with open(fd, "wb") as file:
             file.write(data)
@@ -125,10 +144,7 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def _read_file(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
+    return read_regular(path)
 
 
 def _delete_file(path: Path) -> bool:
@@ -146,7 +162,7 @@ def _replace_if(path: Path, data: bytes, expected: str | None, timeout: float) -
             current = _read_file(path)
             if (MISSING_REVISION if current is None else revision_of(current)) != expected:
                 return False
-        atomic_write(path, data)
+        atomic_write(path, data, locked=True)
         return True
 
 
@@ -162,7 +178,11 @@ def _list_folder(folder: Path, suffix: str) -> list[str]:
         entries = list(os.scandir(folder))
     except FileNotFoundError:
         return []
-    names = (entry.name[: -len(suffix)] for entry in entries if entry.name.endswith(suffix) and entry.is_file())
+    names = (
+        entry.name[: -len(suffix)]
+        for entry in entries
+        if entry.name.endswith(suffix) and entry.is_file(follow_symlinks=False)
+    )
     return [session_id for session_id in map(decode_id, names) if session_id is not None]
 
 
@@ -220,23 +240,38 @@ class FileSession(SessionBase):
 
     async def _write_if_locked(self, key: SessionKey, data: bytes, expected: str | None) -> bool:
         path = self._path(key)
+
+        def work() -> bool:
+            check_path(self.save_dir, path)
+            return _replace_if(path, data, expected, self.lock_timeout)
+
         try:
-            return await asyncio.to_thread(_replace_if, path, data, expected, self.lock_timeout)
+            return await asyncio.to_thread(work)
         except OSError as err:
             raise SessionError(f"cannot save {path}: {err.strerror or err}") from err
 
     async def _delete(self, key: SessionKey) -> bool:
-        return await self._io(key, lambda path: _delete_locked(path, self.lock_timeout))
+        return await self._io(key, lambda path: _delete_locked(path, self.lock_timeout)) is True
 
     async def _exists(self, key: SessionKey) -> bool:
-        return await self._io(key, Path.is_file)
+        return await self._io(key, lambda path: True) is True
 
     async def _list(self, user_id: str) -> list[str]:
-        return await asyncio.to_thread(_list_folder, self._folder(user_id), self.codec.suffix)
+        folder = self._folder(user_id)
 
-    async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R:
+        def work() -> list[str]:
+            return _list_folder(folder, self.codec.suffix) if check_path(self.save_dir, folder, folder=True) else []
+
+        return await asyncio.to_thread(work)
+
+    async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
+        """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent."""
         path = self._path(key)
+
+        def checked() -> R | None:
+            return work(path) if check_path(self.save_dir, path) else None
+
         try:
-            return await asyncio.to_thread(work, path)
+            return await asyncio.to_thread(checked)
         except OSError as err:
             raise SessionError(f"cannot access {path}: {err.strerror or err}") from err

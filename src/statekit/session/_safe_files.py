@@ -1,0 +1,114 @@
+"""File checks that keep a file session inside its folder and off odd files.
+
+Before every open, the path below ``save_dir`` (the user folder, the session
+file) is checked with ``lstat``: a symbolic link is refused, so that no save
+writes and no load reads outside ``save_dir``, and a session path that is not a
+regular file (a FIFO, a socket, a device, a folder) is refused at once instead
+of blocking or being replaced. Reads also open with ``O_NOFOLLOW | O_NONBLOCK``
+and check the opened file, so a file swapped in after the check cannot make a
+load follow a link or wait on a FIFO. ``save_dir`` itself may be a link.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from statekit.errors import SessionError
+
+_READ_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+_NEW_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def check_path(save_dir: Path, path: Path, *, folder: bool = False) -> bool:
+    """Refuse a session path that leaves ``save_dir`` through a link or is not a file.
+
+    Args:
+        save_dir: The session's root folder (itself allowed to be a link).
+        path: A path below ``save_dir``: a session file, or a user folder.
+        folder: Whether ``path`` is a user folder rather than a session file.
+
+    Returns:
+        Whether ``path`` exists.
+
+    Raises:
+        SessionError: A part of the path below ``save_dir`` is a symbolic link,
+            or the session file is not a regular file.
+    """
+    current, mode = save_dir, stat.S_IFDIR
+    for part in path.relative_to(save_dir).parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if stat.S_ISLNK(mode):
+            raise SessionError(f"{current} is a symbolic link; statekit never follows links inside {save_dir}")
+    if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
+        raise not_a_file(path, mode)
+    return True
+
+
+def not_a_file(path: Path, mode: int) -> SessionError:
+    """The error for a session path that holds something other than a regular file."""
+    kind = _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "not a regular file")
+    return SessionError(f"{path} is {kind}, not a session file or folder; statekit will not read, replace or delete it")
+
+
+def write_new(path: Path) -> int:
+    """Open ``path`` for writing as a new file of our own (whatever was there is removed first).
+
+    Used for a session's temporary file, whose name is fixed: one left by a
+    killed save is replaced by the next save of that session, never piled up.
+
+    Args:
+        path: The temporary file.
+
+    Returns:
+        The open file descriptor.
+    """
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    return os.open(path, _NEW_FLAGS, 0o600)
+
+
+def read_regular(path: Path) -> bytes | None:
+    """Read a whole regular file without following a link or waiting on a FIFO.
+
+    Args:
+        path: The file (already checked by :func:`check_path`).
+
+    Returns:
+        The bytes, or ``None`` when there is no file.
+
+    Raises:
+        SessionError: The path is a link or not a regular file.
+        OSError: The file cannot be read.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if os.path.islink(path):
+            raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder") from err
+        raise
+    with open(fd, "rb") as file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_a_file(path, mode)
+        return file.read()
