@@ -141,7 +141,7 @@ def test_validate_reports_every_problem_with_its_position(workdir: Path, capsys:
     assert (status, out) == (1, "")
     assert err.splitlines() == [
         "cannot load state: 2 problems",
-        "  agent.yaml:2:1: tunrs: unknown key",
+        "  agent.yaml:2:1: tunrs: unknown key; did you mean 'turns'?",
         "  agent.yaml:5:7: memory.content[0].content: required key is missing",
     ]
     status, _, _ = run(capsys, "validate", "agent.yaml", "--class", "agents:Agent", "--lenient")
@@ -154,7 +154,7 @@ def test_validate_a_broken_session_names_the_module(workdir: Path, capsys: pytes
     status, _, err = run(capsys, "validate", str(path), "--module", "agent=agents:Agent")
     assert status == 1
     assert f"{path}:" in err
-    assert ": agent.turns: expected int, got a string" in err
+    assert ": agent.turns: expected an integer, got a string" in err
 
 
 def test_validate_a_session_with_class_gives_a_hint(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -280,5 +280,5 @@ def test_console_script_entry_point_runs(workdir: Path) -> None:
     assert done.returncode == 1
     assert done.stderr == textwrap.dedent("""\
         cannot load state: 1 problem
-          agent.yaml:2:1: turns: expected int, got a string
+          agent.yaml:2:1: turns: expected an integer, got a string
         """)

@@ -103,9 +103,9 @@ def test_unknown_key_names_the_key_and_its_line(tmp_path: Path) -> None:
     with pytest.raises(StateLoadError) as excinfo:
         from_config(Agent, path)
     problem = only_problem(excinfo)
-    assert (problem.dotted, problem.message) == ("tunrs", "unknown key")
+    assert (problem.dotted, problem.message) == ("tunrs", "unknown key; did you mean 'turns'?")
     assert (problem.source, problem.line, problem.column) == (str(path), 2, 1)
-    assert f"{path}:2:1: tunrs: unknown key" in str(excinfo.value)
+    assert f"{path}:2:1: tunrs: unknown key; did you mean 'turns'?" in str(excinfo.value)
 
 
 def test_unknown_key_is_ignored_when_not_strict(tmp_path: Path) -> None:

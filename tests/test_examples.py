@@ -39,7 +39,7 @@ def test_seed_from_config_builds_then_restores_and_seeds(tmp_path: Path) -> None
     assert first == [
         "new agent from agent.yaml: Friday, tool groups ['web', 'math']",
         "Friday: You said 'Hello!'. I remember 0 earlier messages.",
-        "a typo is caught: line 15: active_gruops: unknown key",
+        "a typo is caught: line 15: active_gruops: unknown key; did you mean 'active_groups'?",
     ]
     second = run("seed_from_config.py", tmp_path, "Still there?")
     assert second[0] == "restored Friday from the session; agent.yaml applied, kept from the session: memory, turns"

@@ -186,10 +186,10 @@ def test_strict_reports_every_problem_at_every_depth() -> None:
 @pytest.mark.parametrize(
     ("path", "bad", "message"),
     [
-        (("name",), None, "expected str, got null"),
+        (("name",), None, "expected a string, got null"),
         (("toolkit", "active_groups"), "web", "expected list[str], got a string"),
-        (("turns",), True, "expected int, got a boolean"),
-        (("turns",), 1.5, "expected int, got a number"),
+        (("turns",), True, "expected an integer, got a boolean"),
+        (("turns",), 1.5, "expected an integer, got a number"),
         (("memory", "content", 0, "content"), 3, "got an integer"),
         (("memory", "content"), {"0": {}}, "expected a list"),
     ],
@@ -506,7 +506,7 @@ def test_non_finite_floats_are_refused_both_ways(bad: float) -> None:
         level: float = state_field(default=0.0)
         extra: dict[str, Any] = state_field(factory=dict)
 
-    with pytest.raises(StateDumpError, match="level: expected float"):
+    with pytest.raises(StateDumpError, match="level: expected a number"):
         Gauge(level=bad).state_dict()
     with pytest.raises(StateDumpError, match=r"extra\.x: .*not a finite number"):
         Gauge(extra={"x": bad}).state_dict()
@@ -515,3 +515,35 @@ def test_non_finite_floats_are_refused_both_ways(bad: float) -> None:
         gauge.load_state_dict({"level": bad, "extra": {"y": [1.0, bad]}})
     assert info.value.paths == ["level", "extra.y[1]"]
     assert gauge.level == 0.0
+
+
+# --- error wording in one voice (issue 9, item 13) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "problem"),
+    [
+        ({"toolkit": {"active_group": []}}, "toolkit.active_group: unknown key; did you mean 'active_groups'?"),
+        ({"memory": {"content": [{"rol": "user", "content": "x"}]}}, "memory.content[0].rol: unknown key; did you mean 'role'?"),
+        ({"turns": "3"}, "turns: expected an integer, got a string"),
+        ({"name": 3}, "name: expected a string, got an integer"),
+        ({"memory": {"content": [{"role": "u", "content": "x", "name": 1}]}}, "memory.content[0].name: expected a string or null, got an integer"),
+        ({"memory": 3}, "memory: expected an object of state, got an integer"),
+        ({"toolkit": {"active_groups": [{}]}}, "toolkit.active_groups[0]: expected a string, got an object"),
+    ],
+)
+def test_messages_speak_in_one_voice(state: dict[str, Any], problem: str) -> None:
+    agent = chatted_agent()
+    before = agent.state_dict()
+    merged = {**before, **state}
+    with pytest.raises(StateLoadError) as caught:
+        agent.load_state_dict(merged)
+    assert problem in [str(p) for p in caught.value.problems]
+    assert not re.search(r"got (str|int|float|bool|dict|list|NoneType)\b|\ba object\b", str(caught.value))
+    assert agent.state_dict() == before
+
+
+def test_an_unknown_key_far_from_any_known_one_gets_no_guess() -> None:
+    with pytest.raises(StateLoadError) as caught:
+        Toolkit().load_state_dict({"active_groups": [], "zzz": 1})
+    assert [str(p) for p in caught.value.problems] == ["zzz: unknown key"]

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import attrs
 
 from statekit.codecs import JSON, YAML, Codec, with_document_positions
+from statekit._json import describe
 from statekit._module import LoadResult, StateModule, build
 from statekit._schema import require_stateful_class
 from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError
@@ -82,7 +83,7 @@ def read_document(source: ConfigSource) -> Document:
     if isinstance(source, Mapping):
         return Document(source)
     if not isinstance(source, (str, os.PathLike)):
-        raise StateDefinitionError(f"a config source is a file path or a mapping, not {type(source).__name__}")
+        raise StateDefinitionError(f"a config source is a file path or a mapping, got {describe(source)}")
     name = os.fspath(source)
     codec = codec_for(name)
     try:
@@ -140,7 +141,7 @@ def seed(instance: StateModule, source: ConfigSource) -> LoadResult:
         StateDefinitionError: ``instance`` is not a state module.
     """
     if not isinstance(instance, StateModule):
-        raise StateDefinitionError(f"seed() loads into a StateModule instance, not {type(instance).__name__}")
+        raise StateDefinitionError(f"seed() loads into a StateModule instance, got {describe(instance)}")
     document = read_document(source)
     try:
         return instance.load_state_dict(document.data, strict=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import difflib
 import enum
 import functools
 import typing
@@ -421,13 +422,20 @@ def _walk(exc: BaseException, path: tuple[PathSegment, ...], out: Problems) -> N
     elif isinstance(exc, StateVersionError):
         raise exc.under(path) from exc.__cause__
     elif isinstance(exc, ForbiddenExtraKeysError):
-        out.extend(((*path, key), "unknown key") for key in sorted(exc.extra_fields))
+        known = [f.name for f in fields_of(exc.cl)] if _is_record(exc.cl) else []
+        out.extend(((*path, key), unknown_key(key, known)) for key in sorted(exc.extra_fields))
     elif isinstance(exc, JSONValueError):
         out.extend(((*path, *rel), message) for rel, message in exc.problems)
     elif isinstance(exc, KeyError) and _from_cattrs(exc):
         out.append((path, "required key is missing"))
     else:
         out.append((path, message_of(exc)))
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """The message for an unknown key, with the known key it is probably a typo of."""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
+    return f"unknown key; did you mean {close[0]!r}?" if close else "unknown key"
 
 
 def dump_problems(conv: cattrs.Converter, tp: Any, value: Any, path: tuple[PathSegment, ...]) -> Problems:

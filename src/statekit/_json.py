@@ -231,7 +231,7 @@ def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
     elif origin is dict:
         _dict_problems(tp, args[1], value, path, out)
     elif not _scalar_fits(tp, value):
-        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+        out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
 
 
 def _scalar_fits(tp: Any, value: Any) -> bool:
@@ -243,7 +243,7 @@ def _scalar_fits(tp: Any, value: Any) -> bool:
 
 def _any_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Problems) -> None:
     if tp is not Any and type(value) is not tp:
-        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+        out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
     elif type(value) is dict:
         _dict_problems(dict, Any, value, path, out)
     elif type(value) is list:
@@ -256,7 +256,7 @@ def _list_problems(
     tp: Any, item: Any, value: Any, path: tuple[PathSegment, ...], out: Problems
 ) -> None:
     if type(value) is not list:
-        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+        out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
         return
     for index, element in enumerate(value):
         find_problems(item, element, (*path, index), out)
@@ -266,7 +266,7 @@ def _dict_problems(
     tp: Any, item: Any, value: Any, path: tuple[PathSegment, ...], out: Problems
 ) -> None:
     if type(value) is not dict:
-        out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+        out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
         return
     for key, element in value.items():
         if type(key) is not str:
@@ -282,7 +282,20 @@ def _union_problems(
         if _kind_of(member) is type(value) or (member is float and type(value) is int):
             find_problems(member, value, path, out)
             return
-    out.append((path, f"expected {type_name(tp)}, got {describe(value)}"))
+    out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
+
+
+def expected_name(tp: Any) -> str:
+    """What a value of type ``tp`` is, in the words of error messages (``an integer or null``)."""
+    if tp is Any:
+        return "JSON data"
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and all(_plain(a) for a in typing.get_args(tp)):
+        return " or ".join(expected_name(a) for a in typing.get_args(tp))
+    return _KIND_NAMES.get(_NONE if tp is None else tp) or type_name(tp)
+
+
+def _plain(tp: Any) -> bool:
+    return tp is None or tp in _KIND_NAMES
 
 
 def type_name(tp: Any) -> str:

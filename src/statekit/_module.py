@@ -11,14 +11,14 @@ from __future__ import annotations
 import dis
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, overload
 
 import attr
 import attrs
 import cattrs
 
-from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of
+from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of, unknown_key
 from statekit._cycles import TooDeep, module_problem, value_problem
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
 from statekit._plan import (
@@ -278,7 +278,7 @@ class _Loader:
     def plan(self, module: StateModule, state: Any, path: Path) -> None:
         """Plan the load of one module (and, recursively, its children)."""
         if not isinstance(state, Mapping):
-            self.problem(path, f"expected an object of state, got {type(state).__name__}")
+            self.problem(path, f"expected an object of state, got {describe(state)}")
             return
         state = upgrade(type(module), state, path)
         keys = _state_keys(module)
@@ -291,11 +291,11 @@ class _Loader:
                 self.missing.append(format_path((*path, name)))
         for name in state:
             if name not in keys:
-                self._unknown((*path, name))
+                self._unknown((*path, name), keys)
 
-    def _unknown(self, path: Path) -> None:
+    def _unknown(self, path: Path, known: Iterable[str]) -> None:
         if self.strict:
-            self.problem(path, "unknown key")
+            self.problem(path, unknown_key(str(path[-1]), known))
         else:
             self.unexpected.append(format_path(path))
 
@@ -477,7 +477,7 @@ def _build_module(cls: type, data: Any, loader: _Loader, path: Path, *, fill_def
     """A new module from ``data``; ``fill_defaults`` lets missing keys take defaults
     even when strict (configs); a load into ``None`` follows the load rules."""
     if not isinstance(data, Mapping):
-        loader.problem(path, f"expected an object of state, got {type(data).__name__}")
+        loader.problem(path, f"expected an object of state, got {describe(data)}")
         return None
     data = upgrade(cls, data, path)
     plan = _plan_of_class(cls)
@@ -486,7 +486,8 @@ def _build_module(cls: type, data: Any, loader: _Loader, path: Path, *, fill_def
         _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs, fill_defaults)
     for name in data:
         if name not in plan.by_name or not _is_state_plan(plan.by_name[name]):
-            loader._unknown((*path, name))  # noqa: SLF001 - same module
+            known = [p.name for p in plan.fields if _is_state_plan(p)]
+            loader._unknown((*path, name), known)  # noqa: SLF001 - same module
     if loader.problems:
         return None
     try:

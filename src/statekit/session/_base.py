@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import attrs
 
+from statekit._json import describe
 from statekit._module import LoadResult, StateModule, check_modules, dump_many, load_many
 from statekit.codecs import JSON, Codec, with_document_positions
 from statekit.errors import (
@@ -81,7 +82,7 @@ def check_id(value: object, what: str, *, allow_empty: bool = False) -> str:
             :data:`MAX_ID_LENGTH`, or holding NUL or a lone surrogate.
     """
     if not isinstance(value, str):
-        raise InvalidSessionIdError(f"{what} must be a str, not {type(value).__name__}")
+        raise InvalidSessionIdError(f"{what} must be a string, got {describe(value)}")
     if not value and not allow_empty:
         raise InvalidSessionIdError(f"{what} must not be empty")
     if len(value) > MAX_ID_LENGTH:
