@@ -133,7 +133,7 @@ def test_values_within_the_limit_round_trip() -> None:
     assert target.data == value
 
 
-@pytest.mark.parametrize("levels", [1000, 5000])
+@pytest.mark.parametrize("levels", [MAX_DEPTH, 1000, 5000])
 def test_a_deep_value_in_a_session_is_a_statekit_error_and_writes_nothing(tmp_path: Path, levels: int) -> None:
     session = JSONSession(tmp_path)
     with pytest.raises(StatekitError, match="MAX_DEPTH"):
