@@ -126,7 +126,7 @@ def test_an_invalid_session_is_reported_with_its_path_and_line(tmp_path: Path, c
     assert main(["migrate", "--dir", str(tmp_path), "--yaml", AGENT, "typo", "gone"]) == 1
     errors = capsys.readouterr().err.splitlines()
     assert errors[0] == f"failed {path}: cannot load state: 1 problem"
-    assert errors[1].startswith(f"  {path}:") and errors[1].endswith(": agent.turn_count: expected int, got a string")
+    assert errors[1].startswith(f"  {path}:") and errors[1].endswith(": agent.turn_count: expected an integer, got a string")
     assert errors[2] == f"failed {tmp_path / 'gone.yaml'}: no such session"
     assert path.read_bytes() == before
 
