@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from statekit import LoadResult, StateModule, state_field, stateful
+from statekit import LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
 
 
 class Role(enum.Enum):
@@ -47,3 +47,33 @@ def use() -> None:
     missing: list[str] = result.missing_keys
     name: str = agent.name
     print(missing, name)
+
+
+def add_summary(state: dict[str, Any]) -> dict[str, Any]:
+    state["summary"] = ""
+    return state
+
+
+@stateful(version=2, migrations={1: add_summary})
+class VersionedMemory(StateModule):
+    summary: str = state_field(default="")
+
+
+STEPS: dict[int, Migration] = {1: add_summary, 2: lambda state: {**state, "tags": []}}
+
+
+@stateful(version=3, migrations=STEPS, kw_only=True)
+class VersionedNote:
+    summary: str
+    tags: list[str] = state_field(factory=list)
+
+
+def use_versions() -> None:
+    memory = VersionedMemory(summary="x")
+    note = VersionedNote(summary="y")
+    try:
+        memory.load_state_dict({"__version__": 1})
+    except StateVersionError as error:
+        found: object = error.found
+        expected: int = error.expected
+        print(found, expected, note.tags)
