@@ -6,6 +6,7 @@ unit tests beside them.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -16,9 +17,9 @@ import orjson
 import pytest
 from redis.asyncio import ConnectionPool, Redis
 
-from statekit.errors import BackendUnavailableError, MissingExtraError, SessionError
-from statekit.session.redis import RedisSession
-from statekit.testing import Chat, Counter, Message, RedisServer, free_port
+from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
+from statekit.session.redis import TIMEOUT, RedisSession
+from statekit.testing import Chat, Counter, Message, RedisServer, free_port, local_redis_server
 
 pytestmark = pytest.mark.redis
 
@@ -178,3 +179,57 @@ async def test_fakeredis_glob_characters_in_user_ids_do_not_widen_listing() -> N
     assert await session.alist_sessions("a*") == ["mine"]
     assert await session.alist_sessions("a?") == ["other"]
     await client.aclose()
+
+
+# -- from_url, timeouts, credentials ------------------------------------------------------
+
+
+async def test_from_url_opens_and_owns_its_client(redis_server: RedisServer, prefix: str) -> None:
+    url = f"redis://{redis_server.host}:{redis_server.port}/3"
+    async with RedisSession.from_url(url, key_prefix=prefix, key_ttl=60, timeout=2) as session:
+        await session.asave("s", "u", counter=Counter(count=2))
+        assert session.address == f"{redis_server.host}:{redis_server.port}/3"
+        assert (session.key_prefix, session.key_ttl, session.timeout) == (prefix, 60, 2.0)
+        assert 0 < await session.get_client().ttl(session.session_key("s", "u")) <= 60
+    async with Redis(host=redis_server.host, port=redis_server.port, db=3) as check:
+        assert await check.exists(f"{prefix}user_id:u:session:s:state") == 1
+
+
+@pytest.mark.parametrize("url", ["http://user:s3cret@host", "redis://user:s3cret@host:port/0", "nonsense"])
+def test_from_url_refuses_a_bad_url_without_echoing_the_password(url: str) -> None:
+    with pytest.raises(SessionError, match="not a usable Redis URL") as caught:
+        RedisSession.from_url(url)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_the_cli_reports_a_bad_url_as_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "statekit.cli", "list", "--redis-url", "http://user:s3cret@x"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert "not a usable Redis URL" in done.stderr and "Traceback" not in done.stderr
+    assert "s3cret" not in done.stderr
+
+
+async def test_a_server_that_never_answers_is_unavailable_within_the_timeout() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # accepts connections (the kernel does), never replies
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        async with RedisSession("127.0.0.1", port, timeout=1) as session:
+            with pytest.raises(BackendUnavailableError, match=rf"127\.0\.0\.1:{port}/0 is unavailable"):
+                await session.aload("s", counter=Counter())
+        assert time.monotonic() - started < 2.5
+    assert RedisSession().timeout == TIMEOUT <= 5
+
+
+async def test_a_wrong_password_is_not_unavailability() -> None:
+    with local_redis_server(options=["--requirepass", "right"]) as server:
+        for password in ("wrong", None):
+            async with RedisSession(server.host, server.port, password=password) as session:
+                with pytest.raises(BackendAuthError, match="refused our credentials"):
+                    await session.asave("s", counter=Counter())
+        async with RedisSession.from_url(f"redis://:right@{server.host}:{server.port}/0") as session:
+            await session.asave("s", counter=Counter())

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+from workers import run_workers
 
 from statekit import ConflictError, StoredDocument
 from statekit.errors import DocumentError, SessionError
 from statekit.session import MISSING_REVISION, JSONSession, YAMLSession, revision_of
 from statekit.session._files import FileSession
-from statekit.testing import Counter, SessionFactory
+from statekit.session.redis import RedisSession
+from statekit.testing import Counter, RedisServer, SessionFactory
 
 
 @pytest.fixture(params=[JSONSession, YAMLSession])
@@ -128,3 +136,57 @@ async def test_concurrent_tasks_with_separate_objects_lose_no_update(backend: Se
     async with backend() as session:
         await session.aload("shared", "u", allow_not_exist=False, counter=final)
     assert final.count == 160
+
+
+# -- proof: processes, locks --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["json", "yaml"])
+def test_eight_processes_lose_no_update_on_files(tmp_path: Path, kind: str) -> None:
+    run_workers(kind, str(tmp_path))
+    counter = Counter()
+    with (JSONSession if kind == "json" else YAMLSession)(tmp_path) as session:
+        session.load("shared", "u", allow_not_exist=False, counter=counter)
+    assert counter.count == 8 * 50
+    assert sorted(p.name for p in (tmp_path / "@u").iterdir()) == [f"shared.{kind}"]
+
+
+@pytest.mark.redis
+def test_eight_processes_lose_no_update_on_redis(redis_server: RedisServer) -> None:
+    prefix = f"proof-{uuid.uuid4().hex}:"
+    url = f"redis://{redis_server.host}:{redis_server.port}/0"
+    run_workers("redis", url, prefix=prefix)
+    counter = Counter()
+    with RedisSession.from_url(url, key_prefix=prefix) as session:
+        session.load("shared", "u", allow_not_exist=False, counter=counter)
+    assert counter.count == 8 * 50
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from statekit.session._filelock import session_lock
+with session_lock(Path(sys.argv[1])):
+    print("locked", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_writer_killed_while_holding_the_lock_leaves_no_stale_lock(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s", counter=Counter(count=1))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(session.session_path("s"))], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    session.lock_timeout = 0.3  # type: ignore[misc]
+    with pytest.raises(SessionError, match="held its lock"):  # while it lives, writers wait, then give up
+        session.save("s", counter=Counter(count=2))
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    holder.stdout.close()
+    started = time.monotonic()
+    session.save("s", counter=Counter(count=3))
+    assert time.monotonic() - started < 0.25
+    assert os.listdir(tmp_path) == ["s.json"]
+    session.close()

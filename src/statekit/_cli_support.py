@@ -26,15 +26,12 @@ from statekit.errors import (
     DocumentError,
     PathSegment,
     Problem,
+    SessionError,
     SessionNotFoundError,
     StatekitError,
     StateLoadError,
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
-
-CONNECT_TIMEOUT = 2.0
-"""Seconds the command waits for a Redis connection."""
-
 
 class UsageError(StatekitError):
     """The command line asks for something impossible (exit status 2)."""
@@ -172,27 +169,24 @@ def open_store(options: StoreOptions) -> SessionBase:
     """Open the session store the options name.
 
     Raises:
-        UsageError: Neither a folder nor Redis was named.
+        UsageError: Neither a folder nor Redis was named, or the Redis URL is bad.
         MissingExtraError: Redis was named but the redis package is missing.
     """
     if options.folder is not None:
         return YAMLSession(options.folder) if options.yaml else JSONSession(options.folder)
     if options.redis_url is None:
         raise UsageError("say where the sessions are: --dir DIR, or --redis-url URL / --host / --port")
-    from redis.asyncio import Redis
-
     from statekit.session.redis import RedisSession
 
-    client = Redis.from_url(options.redis_url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=10.0)
-    return RedisSession(client=client, key_prefix=options.key_prefix)
+    try:
+        return RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
 
 
 async def close_store(store: SessionBase) -> None:
-    """Close a store and, for Redis, the client the command opened for it."""
+    """Close a store (and the Redis client it opened)."""
     await store.aclose()
-    client = getattr(store, "get_client", None)
-    if client is not None:
-        await client().aclose()
 
 
 async def read_session(store: SessionBase, session_id: str, user_id: str | None) -> Document:

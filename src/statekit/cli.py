@@ -124,7 +124,9 @@ def _add_store_options(sub: argparse.ArgumentParser, *, required_user: bool = Fa
     where = sub.add_argument_group("where the sessions are (a folder, or Redis)")
     where.add_argument("--dir", metavar="DIR", help="a folder of session files (JSONSession/YAMLSession)")
     where.add_argument("--yaml", action="store_true", help="the folder holds YAML sessions (default: JSON)")
-    where.add_argument("--redis-url", metavar="URL", help="a Redis server, such as redis://localhost:6379/0")
+    where.add_argument(
+        "--redis-url", metavar="URL", help="a Redis server (redis://localhost:6379/0) or cluster (redis+cluster://host:port)"
+    )
     where.add_argument("--host", help="Redis host (default: localhost when --port is given)")
     where.add_argument("--port", type=int, help="Redis port (default: 6379 when --host is given)")
     where.add_argument("--db", type=int, default=0, help="Redis database index (default: 0)")

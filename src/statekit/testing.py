@@ -24,20 +24,13 @@ is fine.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
-
-import attrs
 
 from statekit._contract_revisions import REVISION_CHECKS
 from statekit._fields import state_field
+from statekit._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
 from statekit._module import StateModule, stateful
 from statekit.errors import (
     InvalidSessionIdError,
@@ -53,12 +46,14 @@ __all__ = [
     "Chat",
     "Counter",
     "Message",
+    "RedisCluster",
     "RedisServer",
     "SessionContract",
     "SessionFactory",
     "check_backend",
     "check_blocking_twins",
     "free_port",
+    "local_redis_cluster",
     "local_redis_server",
 ]
 
@@ -509,77 +504,3 @@ class SessionContract:
 
     def test_update_async_mutate(self) -> None:  # noqa: D102
         self._run("update_async_mutate")
-
-
-# -- a throw-away redis-server, for tests and benchmarks ----------------------------------
-
-
-@attrs.frozen
-class RedisServer:
-    """Where a :func:`local_redis_server` listens."""
-
-    host: str
-    port: int
-
-
-def free_port() -> int:
-    """A loopback TCP port nothing listens on (at the time of asking)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def local_redis_server(executable: str = "redis-server", timeout: float = 10.0) -> Iterator[RedisServer]:
-    """Run a private ``redis-server`` on a free loopback port, persistence off.
-
-    Args:
-        executable: The server binary (looked up on ``PATH``).
-        timeout: Seconds to wait for it to answer ``PING``.
-
-    Yields:
-        Its address; the server is stopped when the block ends.
-
-    Raises:
-        RuntimeError: The binary is missing or the server did not answer.
-    """
-    found = shutil.which(executable)
-    if found is None:
-        raise RuntimeError(f"{executable} is not installed (Debian: apt-get install redis-server)")
-    port = free_port()
-    with tempfile.TemporaryDirectory() as folder:
-        args = [found, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", folder]
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            _wait_for_pong(process, port, timeout)
-            yield RedisServer("127.0.0.1", port)
-        finally:
-            _stop(process)
-
-
-def _wait_for_pong(process: subprocess.Popen[bytes], port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.poll() is None:
-        if _answers(port):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"redis-server did not answer on port {port} within {timeout} s")
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
-            conn.sendall(b"PING\r\n")
-            return conn.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()

@@ -25,10 +25,10 @@ MISSING_REVISION: Final = ""
 """The revision of a session that is not stored: ``expected_revision=MISSING_REVISION``
 means "write only if the session does not exist yet"."""
 
-BACKOFF_BASE = 0.005
+BACKOFF_BASE = 0.01
 """Seconds: the first retry of :meth:`~statekit.session.SessionBase.aupdate` waits up to this."""
 
-BACKOFF_CAP = 0.25
+BACKOFF_CAP = 1.0
 """Seconds: no retry of ``aupdate`` waits longer than this."""
 
 

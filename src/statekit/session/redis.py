@@ -9,22 +9,31 @@ Keys follow the reference pattern, so data it wrote stays readable::
 In the ids, ``%`` and ``:`` are written ``%25`` and ``%3A``, so that no pair of
 ids can build the same key (``("a:session:b", "c")`` and ``("a", "b:session:c")``
 would otherwise meet).
+
+Every operation touches one key, so a Redis Cluster works as a single server
+does (listing scans every primary). A conditional save is one Lua
+compare-and-set on that key. Each operation is bounded by ``timeout`` seconds
+in all (connecting, retries, the reply): a server that accepts connections but
+never answers is reported as unavailable, not waited on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 from statekit.codecs import JSON_COMPACT, Codec
-from statekit.errors import BackendUnavailableError, MissingExtraError, SessionError
+from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase, SessionKey
 
 try:
     from redis import exceptions as _redis_errors
     from redis.asyncio import ConnectionPool, Redis
+    from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
     from redis.backoff import ExponentialWithJitterBackoff
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
@@ -37,8 +46,24 @@ __all__ = ["RedisSession"]
 CONNECT_TIMEOUT = 2.0
 """Seconds to wait for a connection, unless ``socket_connect_timeout`` is given."""
 
-SOCKET_TIMEOUT = 10.0
+SOCKET_TIMEOUT = 2.0
 """Seconds to wait for a reply, unless ``socket_timeout`` is given."""
+
+TIMEOUT = 5.0
+"""Seconds one operation may take in all (connecting, retrying, replying) unless ``timeout`` is given."""
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+"""URL schemes of :meth:`RedisSession.from_url` that mean a Redis Cluster (and the plain scheme they stand for)."""
+
+_UNAVAILABLE = (
+    _redis_errors.ConnectionError,
+    _redis_errors.TimeoutError,
+    _redis_errors.ClusterError,
+    _redis_errors.RedisClusterException,
+    _redis_errors.TryAgainError,
+    OSError,  # builtin TimeoutError (asyncio.timeout) included
+)
+_USER_INFO = re.compile(r"//([^/@]*)@")
 
 _COMPARE_AND_SET = """
 local current = redis.call('GET', KEYS[1])
@@ -53,6 +78,8 @@ end
 return 1
 """
 """Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL or ''."""
+
+_COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=False).hexdigest()
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _QUOTED = re.compile("%25|%3A")
@@ -71,8 +98,12 @@ def _default_retry() -> Retry:
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 2)
 
 
+Client = Redis | RedisCluster
+"""The clients a :class:`RedisSession` works with."""
+
+
 class RedisSession(SessionBase):
-    """Sessions in Redis, one string key per (user_id, session_id).
+    """Sessions in Redis (a server or a Redis Cluster), one string key per (user_id, session_id).
 
     Args:
         host: Redis server host.
@@ -84,15 +115,18 @@ class RedisSession(SessionBase):
         key_ttl: Seconds each session lives after its last save or load (the
             expiry slides); ``None`` keeps sessions forever.
         key_prefix: Put before every key, to keep apps apart (``"prod:"``).
-        client: An existing ``redis.asyncio.Redis`` to use; it is not closed
-            by :meth:`aclose` (whoever opened it closes it).
+        client: An existing ``redis.asyncio.Redis`` or
+            ``redis.asyncio.cluster.RedisCluster`` to use; it is not closed by
+            :meth:`aclose` (whoever opened it closes it).
+        timeout: Seconds one operation may take in all before it raises
+            ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s).
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
-            ``socket_connect_timeout`` is 2 s, ``socket_timeout`` 10 s and
+            ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
             ``retry`` two quick retries, so that a server that is down is
             reported within a few seconds.
 
     Raises:
-        SessionError: ``key_ttl`` is not a positive number of seconds.
+        SessionError: ``key_ttl`` or ``timeout`` is not a positive number of seconds.
     """
 
     SESSION_KEY: ClassVar[str] = "user_id:{user_id}:session:{session_id}:state"
@@ -111,28 +145,58 @@ class RedisSession(SessionBase):
         connection_pool: ConnectionPool | None = None,
         key_ttl: int | None = None,
         key_prefix: str = "",
-        client: Redis | None = None,
+        client: Client | None = None,
+        timeout: float = TIMEOUT,
         **kwargs: Any,
     ) -> None:
         if key_ttl is not None and not _is_positive_int(key_ttl):
             raise SessionError(f"key_ttl must be a positive whole number of seconds or None, got {key_ttl!r}")
+        self.timeout = _check_timeout(timeout)
         self.key_ttl = key_ttl
         self.key_prefix = key_prefix
         self._owns_client = client is None
         if client is None:
-            kwargs.setdefault("socket_connect_timeout", CONNECT_TIMEOUT)
-            kwargs.setdefault("socket_timeout", SOCKET_TIMEOUT)
-            kwargs.setdefault("retry", _default_retry())
-            client = Redis(host=host, port=port, db=db, password=password, connection_pool=connection_pool, **kwargs)
-        self._client = client
-        self._compare_and_set = client.register_script(_COMPARE_AND_SET)
+            client = Redis(
+                host=host, port=port, db=db, password=password, connection_pool=connection_pool, **_defaults(kwargs)
+            )
+        self._client: Client = client
         self.address = _address(client)
 
     def __repr__(self) -> str:
         return f"RedisSession(address={self.address!r}, key_prefix={self.key_prefix!r}, key_ttl={self.key_ttl!r})"
 
-    def get_client(self) -> Redis:
-        """The underlying ``redis.asyncio.Redis`` client."""
+    @classmethod
+    def from_url(cls, url: str, *, cluster: bool = False, **options: Any) -> RedisSession:
+        """Open a session store on the Redis server (or cluster) a URL names.
+
+        Schemes: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://``
+        (TLS), ``unix:///path/to/socket``, and ``redis+cluster://host:port`` /
+        ``rediss+cluster://`` for a Redis Cluster (any node of it; the client
+        finds the others). The session owns the client and closes it.
+
+        Args:
+            url: Where Redis is; query options of redis-py are understood.
+            cluster: Build a ``RedisCluster`` client even for a ``redis://`` URL.
+            **options: ``key_prefix``, ``key_ttl`` and ``timeout`` go to the
+                session; the rest to the redis-py client (``socket_timeout``...).
+
+        Raises:
+            SessionError: The URL is not one of these (the password is never echoed).
+        """
+        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout") if name in options}
+        scheme, sep, rest = url.partition("://")
+        if scheme in CLUSTER_SCHEMES:
+            url, cluster = f"{CLUSTER_SCHEMES[scheme]}{sep}{rest}", True
+        try:
+            client: Client = (RedisCluster if cluster else Redis).from_url(url, **_defaults(options))
+        except (ValueError, TypeError, _redis_errors.RedisError, _redis_errors.RedisClusterException) as err:
+            raise SessionError(f"not a usable Redis URL {_redact(url)!r}: {err}") from None
+        session = cls(client=client, **own)
+        session._owns_client = True
+        return session
+
+    def get_client(self) -> Client:
+        """The underlying ``redis.asyncio`` client (``Redis`` or ``RedisCluster``)."""
         return self._client
 
     def session_key(self, session_id: str, user_id: str | None = None) -> str:
@@ -149,10 +213,11 @@ class RedisSession(SessionBase):
         )
 
     def _source(self, key: SessionKey) -> str:
-        return f"redis://{self.address} {self._key(key)}"
+        scheme = "redis+cluster" if isinstance(self._client, RedisCluster) else "redis"
+        return f"{scheme}://{self.address} {self._key(key)}"
 
     async def _read(self, key: SessionKey) -> bytes | None:
-        with self._errors():
+        async with self._errors(key):
             if self.key_ttl is None:
                 value = await self._client.get(self._key(key))
             else:
@@ -160,43 +225,65 @@ class RedisSession(SessionBase):
         return value.encode("utf-8") if isinstance(value, str) else value
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
-        with self._errors():
+        async with self._errors(key):
             await self._client.set(self._key(key), data, ex=self.key_ttl)
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: str) -> bool:
         ttl = "" if self.key_ttl is None else str(self.key_ttl)
-        with self._errors():
-            return bool(await self._compare_and_set(keys=[self._key(key)], args=[data, expected, ttl]))
+        name = self._key(key)
+        async with self._errors(key):
+            try:
+                done = await self._client.evalsha(_COMPARE_AND_SET_SHA, 1, name, data, expected, ttl)
+            except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
+                done = await self._client.eval(_COMPARE_AND_SET, 1, name, data, expected, ttl)
+        return bool(done)
 
     async def _delete(self, key: SessionKey) -> bool:
-        with self._errors():
+        async with self._errors(key):
             return bool(await self._client.delete(self._key(key)))
 
     async def _exists(self, key: SessionKey) -> bool:
-        with self._errors():
+        async with self._errors(key):
             return bool(await self._client.exists(self._key(key)))
 
     async def _list(self, user_id: str) -> list[str]:
         head, tail = self.SESSION_KEY.split("{session_id}")
         head = self.key_prefix + head.format(user_id=_quote(user_id))
         pattern = _GLOB_SPECIAL.sub(r"\\\1", head) + "*" + tail
-        with self._errors():
+        async with self._errors():
             keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
         return [_unquote(middle) for middle in _middles(keys, head, tail)]
 
     async def _close(self) -> None:
         if self._owns_client:
-            with self._errors():
+            async with self._errors():
                 await self._client.aclose()
 
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
+    @contextlib.asynccontextmanager
+    async def _errors(self, key: SessionKey | None = None) -> AsyncIterator[None]:
+        """Bound the operation by ``timeout`` and turn redis-py's errors into statekit's."""
         try:
-            yield
-        except (_redis_errors.ConnectionError, _redis_errors.TimeoutError, OSError) as err:
-            raise BackendUnavailableError(f"Redis at {self.address} is unavailable: {err}") from err
+            async with asyncio.timeout(self.timeout):
+                yield
+        except (_redis_errors.AuthenticationError, _redis_errors.AuthorizationError) as err:
+            raise BackendAuthError(f"Redis at {self._where(key)} refused our credentials: {err}") from err
+        except TimeoutError as err:
+            message = f"Redis at {self._where(key)} is unavailable: no answer within {self.timeout:g} s"
+            raise BackendUnavailableError(message) from err
+        except _UNAVAILABLE as err:
+            raise BackendUnavailableError(f"Redis at {self._where(key)} is unavailable: {err}") from err
         except _redis_errors.RedisError as err:
-            raise SessionError(f"Redis at {self.address} refused: {err}") from err
+            raise SessionError(f"Redis at {self._where(key)} refused: {err}") from err
+
+    def _where(self, key: SessionKey | None) -> str:
+        """The server, or for a cluster the node that holds ``key`` (errors only)."""
+        if key is None or not isinstance(self._client, RedisCluster):
+            return self.address
+        try:
+            node = self._client.get_node_from_key(self._key(key))
+        except Exception:  # noqa: BLE001 - the topology is unknown: name the cluster
+            return self.address
+        return f"cluster node {node.name}" if node is not None else self.address
 
 
 def _middles(keys: list[Any], head: str, tail: str) -> Iterator[str]:
@@ -211,11 +298,33 @@ def _middles(keys: list[Any], head: str, tail: str) -> Iterator[str]:
             yield middle
 
 
+def _check_timeout(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise SessionError(f"timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _address(client: Redis) -> str:
+def _defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """redis-py client options with statekit's short timeouts and retries unless given."""
+    return {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": SOCKET_TIMEOUT,
+        "retry": _default_retry(),
+        **options,
+    }
+
+
+def _redact(url: str) -> str:
+    return _USER_INFO.sub(lambda match: "//" + match.group(1).split(":", 1)[0] + ":***@", str(url), count=1)
+
+
+def _address(client: Client) -> str:
+    if isinstance(client, RedisCluster):
+        return ",".join(f"{node.host}:{node.port}" for node in client.nodes_manager.startup_nodes.values())
     settings = client.connection_pool.connection_kwargs
     if "path" in settings:
         return f"unix:{settings['path']}"

@@ -1,0 +1,95 @@
+"""RedisSession on a real three-master Redis Cluster: the contract, races, a node going down."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from statekit.errors import BackendUnavailableError
+from statekit.session import SessionBase
+from statekit.session.redis import RedisSession
+from redis.asyncio.cluster import RedisCluster as ClusterClient
+from statekit.testing import Counter, RedisCluster, SessionContract, local_redis_cluster
+from workers import run_workers
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisCluster]:
+    """One cluster for the module's tests (the node-stopping test starts its own)."""
+    with local_redis_cluster() as running:
+        yield running
+
+
+class TestClusterContract(SessionContract):
+    """statekit.testing's whole contract (revisions and conflicts included) on the cluster."""
+
+    @pytest.fixture(autouse=True)
+    def _use_cluster(self, cluster: RedisCluster) -> None:
+        self._url, self._prefix = cluster.url, f"contract-{uuid.uuid4().hex}:"
+
+    def make_session(self) -> SessionBase:
+        return RedisSession.from_url(self._url, key_prefix=self._prefix)
+
+    @pytest.mark.slow
+    def test_large_session(self) -> None:
+        super().test_large_session()
+
+
+async def test_sessions_spread_over_every_master_and_list_together(cluster: RedisCluster) -> None:
+    async with RedisSession.from_url(cluster.url, key_prefix="spread:") as session:
+        ids = [f"s{index}" for index in range(30)]
+        for index, session_id in enumerate(ids):
+            await session.asave(session_id, "u", counter=Counter(count=index))
+        assert len({_node_port(session, session_id) for session_id in ids}) == 3
+        assert await session.alist_sessions("u") == sorted(ids)
+
+
+def test_eight_processes_lose_no_update_on_the_cluster(cluster: RedisCluster) -> None:
+    prefix = f"proof-{uuid.uuid4().hex}:"
+    run_workers("redis", cluster.url, prefix=prefix)
+    counter = Counter()
+    with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+        session.load("shared", "u", allow_not_exist=False, counter=counter)
+    assert counter.count == 8 * 50
+
+
+async def test_a_stopped_master_fails_its_slots_only_and_nothing_is_half_written() -> None:
+    with local_redis_cluster() as own:
+        async with RedisSession.from_url(own.url, timeout=3) as session:
+            ids = [f"s{index}" for index in range(24)]
+            for index, session_id in enumerate(ids):
+                await session.asave(session_id, "u", counter=Counter(count=index))
+            node_of = {session_id: _node_port(session, session_id) for session_id in ids}
+            down = own.ports[1]
+            own.stop_node(down)
+            for index, session_id in enumerate(ids):
+                counter = Counter()
+                if node_of[session_id] == down:
+                    with pytest.raises(BackendUnavailableError, match=f"cluster node 127.0.0.1:{down}"):
+                        await session.aload(session_id, "u", counter=counter)
+                    assert counter.count == 0
+                else:
+                    await session.aupdate(session_id, _bump(counter), user_id="u", counter=counter)
+                    check = Counter()
+                    await session.aload(session_id, "u", counter=check)
+                    assert check.count == index + 1
+
+
+def _node_port(session: RedisSession, session_id: str) -> int:
+    client = session.get_client()
+    assert isinstance(client, ClusterClient)
+    node = client.get_node_from_key(session.session_key(session_id, "u"))
+    assert node is not None
+    return int(node.port)
+
+
+def _bump(counter: Counter) -> Callable[[], None]:
+    def bump() -> None:
+        counter.count += 1
+
+    return bump

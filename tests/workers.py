@@ -1,0 +1,43 @@
+"""Worker processes that increment one session's counter through ``update``, for the proof tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+WORKER = """
+import sys
+from statekit.testing import Counter
+
+kind, where, prefix, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if kind == "redis":
+    from statekit.session.redis import RedisSession
+    session = RedisSession.from_url(where, key_prefix=prefix)
+else:
+    from statekit.session import JSONSession, YAMLSession
+    session = (JSONSession if kind == "json" else YAMLSession)(where)
+counter = Counter()
+
+def bump():
+    counter.count += 1
+
+with session:
+    for _ in range(count):
+        session.update("shared", bump, user_id="u", counter=counter)
+"""
+
+
+def run_workers(kind: str, where: str, *, prefix: str = "", processes: int = 8, increments: int = 50) -> None:
+    """Run ``processes`` workers at once, each doing ``increments`` updates; all must succeed.
+
+    Args:
+        kind: ``"json"``, ``"yaml"`` or ``"redis"``.
+        where: The folder, or a Redis URL (``redis+cluster://`` for a cluster).
+        prefix: The Redis key prefix.
+        processes: How many worker processes.
+        increments: Updates per worker.
+    """
+    args = [sys.executable, "-c", WORKER, kind, where, prefix, str(increments)]
+    children = [subprocess.Popen(args, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
+    failures = [child.communicate(timeout=120)[1] for child in children]
+    assert [child.returncode for child in children] == [0] * processes, [f for f in failures if f][:1]
