@@ -10,6 +10,7 @@ import sys
 from statekit.testing import Counter
 
 kind, where, prefix, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+RETRIES = 100  # 8 writers on one session, on a shared CI machine: the default 10 can run out
 if kind == "redis":
     from statekit.session.redis import RedisSession
     session = RedisSession.from_url(where, key_prefix=prefix)
@@ -23,7 +24,7 @@ def bump():
 
 with session:
     for _ in range(count):
-        session.update("shared", bump, user_id="u", counter=counter)
+        session.update("shared", bump, user_id="u", retries=RETRIES, counter=counter)
 """
 
 
