@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -282,3 +284,74 @@ def test_console_script_entry_point_runs(workdir: Path) -> None:
         cannot load state: 1 problem
           agent.yaml:2:1: turns: expected an integer, got a string
         """)
+
+
+# --- issue 9, item 12: what docs/cli.md promises --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--redis-url", "redis://:x@[bad"], "Redis address 'redis://:x@[bad': Invalid IPv6 URL"),
+        (["--redis-url", "http://localhost"], "Redis address 'http://localhost': Redis URL must specify one of"),
+        (["--host", "localhost", "--port", "99999"], "Port out of range"),
+    ],
+)
+def test_a_bad_redis_address_is_a_usage_error_without_a_traceback(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status, _, err = run(capsys, "list", *argv)
+    assert status == 2
+    assert err.startswith("statekit list: error: ") and message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_version_on_the_command_line_and_in_the_package(capsys: pytest.CaptureFixture[str]) -> None:
+    import statekit
+
+    assert statekit.__version__ == importlib.metadata.version("statekit")
+    assert run(capsys, "--version") == (0, f"statekit {statekit.__version__}\n", "")
+
+
+def test_python_dash_m_statekit_runs_the_command(workdir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "statekit", "--version"], capture_output=True, text=True, cwd=workdir, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.startswith("statekit "), done.stderr) == (0, True, "")
+    done = subprocess.run([sys.executable, "-m", "statekit", "nope"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "invalid choice: 'nope'" in done.stderr
+
+
+def test_schema_to_an_existing_file_needs_force(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = workdir / "agent.schema.json"
+    target.write_text("keep me", encoding="utf-8")
+    status, _, err = run(capsys, "schema", "agents:Agent", "-o", str(target))
+    assert (status, err) == (2, f"statekit schema: error: {target} exists; add --force to replace it\n")
+    assert target.read_text(encoding="utf-8") == "keep me"
+    assert run(capsys, "schema", "agents:Agent", "-o", str(target), "--force") == (0, "", "")
+    assert orjson.loads(target.read_bytes())["title"] == "Agent"
+
+
+def test_list_of_a_missing_folder_is_an_error(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "list", "--dir", "no-such-folder")
+    assert (status, out, err) == (1, "", "--dir 'no-such-folder': there is no such folder\n")
+    assert not (workdir / "no-such-folder").exists()
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640])
+def test_convert_keeps_the_source_permissions(workdir: Path, capsys: pytest.CaptureFixture[str], mode: int) -> None:
+    source = saved_session(workdir)
+    source.chmod(mode)
+    (workdir / "chat.yaml").write_text("old: 1\n", encoding="utf-8")
+    (workdir / "chat.yaml").chmod(0o644)
+    assert run(capsys, "convert", str(source), "chat.yaml", "--force")[0] == 0
+    assert stat.S_IMODE((workdir / "chat.yaml").stat().st_mode) == mode
+    assert run(capsys, "convert", str(source), "fresh.yaml")[0] == 0
+    assert stat.S_IMODE((workdir / "fresh.yaml").stat().st_mode) == mode
+
+
+def test_convert_into_a_missing_folder_names_the_folder(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = saved_session(workdir)
+    status, _, err = run(capsys, "convert", str(source), "out/chat.yaml")
+    assert (status, err) == (1, "cannot write out/chat.yaml: there is no folder 'out'\n")
+    assert not (workdir / "out").exists()

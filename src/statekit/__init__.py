@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from statekit._config import from_config, seed
@@ -26,7 +27,13 @@ from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredD
 if TYPE_CHECKING:
     from statekit.session.redis import RedisSession
 
+try:
+    __version__: str = metadata.version("statekit")
+except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree that is not installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "MISSING_REVISION",
     "BackendAuthError",
     "BackendUnavailableError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import stat
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from statekit import __version__
 from statekit._cli_support import (
     StoreOptions,
     UsageError,
@@ -39,6 +41,7 @@ from statekit.session import SessionBase
 __all__ = ["main"]
 
 OK, INVALID, USAGE = 0, 1, 2
+INTERRUPTED = 130
 
 _EPILOG = """\
 examples:
@@ -71,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, or a usage error argparse already printed
+    except SystemExit as exc:  # --help, --version, or a usage error argparse already printed
         return exc.code if isinstance(exc.code, int) else USAGE
     try:
         status: int = args.run(args)
@@ -82,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"statekit {args.command}: {where}{exc.strerror or exc}", INVALID)
+    except KeyboardInterrupt:
+        return _fail(f"statekit {args.command}: interrupted", INTERRUPTED)
+    except Exception as exc:  # noqa: BLE001 - a traceback never reaches the user
+        return _fail(f"statekit {args.command}: unexpected {type(exc).__name__}: {exc}", INVALID)
     return status
 
 
@@ -98,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"statekit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_show(commands)
     _add_validate(commands)
@@ -146,7 +154,7 @@ def _store_options(args: argparse.Namespace) -> StoreOptions:
 
 
 def _with_store(args: argparse.Namespace, work: Callable[[SessionBase], Coroutine[Any, Any, int]]) -> int:
-    store = open_store(_store_options(args))
+    store = _open(_store_options(args))
 
     async def run() -> int:
         try:
@@ -155,6 +163,16 @@ def _with_store(args: argparse.Namespace, work: Callable[[SessionBase], Coroutin
             await close_store(store)
 
     return asyncio.run(run())
+
+
+def _open(options: StoreOptions) -> SessionBase:
+    """Open the store, refusing a folder that is not there and a URL that is not one."""
+    if options.folder is not None and not Path(options.folder).is_dir():
+        raise StatekitError(f"--dir {options.folder!r}: there is no such folder")
+    try:
+        return open_store(options)
+    except ValueError as exc:  # the Redis client's URL parser
+        raise UsageError(f"Redis address {options.redis_url!r}: {exc}") from None
 
 
 # -- show ------------------------------------------------------------------------------
@@ -279,20 +297,45 @@ def _add_convert(commands: Commands) -> None:
 def _run_convert(args: argparse.Namespace) -> int:
     file_codec(args.source)
     out_codec = file_codec(args.target)
-    target = Path(args.target)
-    if target.exists() and not args.force:
-        raise UsageError(f"{target} exists; add --force to replace it")
+    target = _output(args.target, force=args.force)
     data = read_document(args.source).data
-    _write_bytes(target, out_codec.dumps(data))
+    _write_bytes(target, out_codec.dumps(data), mode=stat.S_IMODE(os.stat(args.source).st_mode))
     print(f"wrote {target}")
     return OK
 
 
-def _write_bytes(target: Path, payload: bytes) -> None:
-    """Write through a temporary file, so that a failed write leaves OUT as it was."""
+def _output(name: str, *, force: bool) -> Path:
+    """An output file the command may write: its folder exists, and it does not unless ``force``.
+
+    Raises:
+        UsageError: The file exists and ``force`` is false.
+        StatekitError: Its folder does not exist.
+    """
+    target = Path(name)
+    if target.exists() and not force:
+        raise UsageError(f"{target} exists; add --force to replace it")
+    if not target.parent.is_dir():
+        raise StatekitError(f"cannot write {target}: there is no folder {str(target.parent)!r}")
+    return target
+
+
+def _write_bytes(target: Path, payload: bytes, *, mode: int | None = None) -> None:
+    """Write through a temporary file, so that a failed write leaves OUT as it was.
+
+    Args:
+        target: The file to (re)place.
+        payload: Its new content.
+        mode: Its permission bits (``convert`` passes the source file's);
+            ``None``: the usual ones, after the umask.
+    """
     temporary = target.with_name(f".{target.name}.statekit-tmp")
     try:
-        temporary.write_bytes(payload)
+        private = 0o666 if mode is None else mode & 0o600  # never readable by others before chmod
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, private)
+        with open(descriptor, "wb") as file:
+            file.write(payload)
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
@@ -315,6 +358,7 @@ def _add_schema(commands: Commands) -> None:
     sub.add_argument("cls", nargs="?", metavar="MODULE:CLASS", help="the class (a config file's schema)")
     sub.add_argument("--module", action="append", metavar="NAME=MODULE:CLASS", help="a session's module (repeatable)")
     sub.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    sub.add_argument("--force", action="store_true", help="replace FILE when it exists")
 
 
 def _run_schema(args: argparse.Namespace) -> int:
@@ -328,7 +372,7 @@ def _run_schema(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(payload.decode("utf-8"))
     else:
-        _write_bytes(Path(args.output), payload)
+        _write_bytes(_output(args.output, force=args.force), payload)
     return OK
 
 
@@ -429,5 +473,5 @@ def _report(outcomes: Sequence[Outcome], *, dry_run: bool) -> int:
     return INVALID if counts["failed"] else OK
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m statekit.cli
+if __name__ == "__main__":  # pragma: no cover - python -m statekit.cli (python -m statekit: __main__.py)
     sys.exit(main())
