@@ -113,6 +113,6 @@ def test_versions_story_every_old_session_loads(tmp_path: Path) -> None:
         {"__version__": 2, "body": "likes tea"},
     )
     assert run("versions_v1.py", tmp_path, "load") == [
-        "version 1 refuses: agent: the data is version 3 but Agent is version 1: "
+        "version 1 refuses: sessions/chat.json: agent: the data is version 3 but Agent is version 1: "
         "it was saved by newer code; nothing was loaded"
     ]

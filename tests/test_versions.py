@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +93,24 @@ def test_a_field_may_not_take_the_version_key() -> None:
             __version__: int = 0
 
 
+def test_a_subclass_is_version_1_unless_it_says_otherwise() -> None:
+    @stateful
+    class Plain(Agent):
+        extra: int = state_field(default=0)
+
+    @stateful(version=2, migrations={1: keep})
+    class Own(Agent):
+        extra: int = state_field(default=0)
+
+    assert "__version__" not in Plain().state_dict() and Own().state_dict()["__version__"] == 2
+
+
 def test_version_error_is_exported_a_statekit_error_and_pickles() -> None:
     assert statekit.StateVersionError is StateVersionError and "StateVersionError" in statekit.__all__
     error = StateVersionError("too new", path=("agent", "memory"), found=3, expected=2)
     assert isinstance(error, StatekitError)
-    again = pickle.loads(pickle.dumps(error))
-    assert (str(again), again.path, again.found, again.expected) == ("agent.memory: too new", ("agent", "memory"), 3, 2)
+    again = pickle.loads(pickle.dumps(error.located("s.json")))
+    assert (str(again), again.path, again.found, again.expected) == ("s.json: agent.memory: too new", ("agent", "memory"), 3, 2)
 
 
 # -- what is written ---------------------------------------------------------------------
@@ -231,6 +244,9 @@ def test_from_config_and_build_migrate_too(tmp_path: Path) -> None:
     current.write_text("__version__: 3\nname: Jarvis\ntool_groups: [math]\n")
     assert from_config(Agent, current).tool_groups == ["math"]
     assert from_config(Note, {"text": "a"}) == Note("a")
+    current.write_text("__version__: 4\nname: Jarvis\n")
+    with pytest.raises(StateVersionError, match=f"^{re.escape(str(current))}: <root>: the data is version 4"):
+        from_config(Agent, current)
 
 
 # -- refusals: nothing changes -------------------------------------------------------------
@@ -311,7 +327,8 @@ def test_a_version_error_in_one_module_of_a_session_loads_none(tmp_path: Path) -
     first, second = Agent(), Agent()
     with pytest.raises(StateVersionError) as caught:
         session.load("s", agent=first, other=second)
-    assert caught.value.path == ("other",)
+    assert (caught.value.path, caught.value.source) == (("other",), str(tmp_path / "s.json"))
+    assert str(caught.value).startswith(f"{tmp_path / 's.json'}: other: the data is version 9 but Agent is version 3")
     assert first == Agent() and second == Agent()
     session.close()
 
@@ -356,6 +373,21 @@ async def test_a_chain_of_versions_through_a_session(backend: SessionFactory) ->
         v3 = Agent()
         await session.aload("chat", agent=v3)
     assert v3.turn_count == 5 and v3.tool_groups == ["search"] and v3.memory.notes[0] == Note("likes tea")
+
+
+async def test_nested_states_at_different_versions_through_a_session(backend: SessionFactory) -> None:
+    agent_v2 = {**AgentV2(turn_count=3, tool_group="math").state_dict()}
+    agent_v2["memory"] = {
+        "__version__": 2,
+        "notes": [{"text": "old"}, {"__version__": 2, "body": "new"}, {"__version__": 1, "text": "oldest"}],
+        "summary": "s",
+    }
+    async with backend() as session:
+        await session.awrite_document("mixed", {"agent": agent_v2}, "ada")
+        agent = Agent()
+        await session.aload("mixed", "ada", agent=agent)
+    assert (agent.turn_count, agent.tool_groups, agent.memory.summary) == (3, ["math"], "s")
+    assert agent.memory.notes == [Note("old"), Note("new"), Note("oldest")]
 
 
 @stateful

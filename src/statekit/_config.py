@@ -19,7 +19,7 @@ from statekit.codecs import JSON, YAML, Codec, with_document_positions
 from statekit._json import describe
 from statekit._module import LoadResult, StateModule, build
 from statekit._schema import require_stateful_class
-from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError
+from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError, StateVersionError
 
 T = TypeVar("T")
 
@@ -118,6 +118,8 @@ def from_config(cls: type[T], source: ConfigSource, *, strict: bool = True) -> T
         return build(cls, document.data, strict=strict)
     except StateLoadError as error:
         raise document.positioned(error) from None
+    except StateVersionError as error:
+        raise error.located(document.source) from error.__cause__
 
 
 def seed(instance: StateModule, source: ConfigSource) -> LoadResult:
@@ -147,3 +149,5 @@ def seed(instance: StateModule, source: ConfigSource) -> LoadResult:
         return instance.load_state_dict(document.data, strict=False)
     except StateLoadError as error:
         raise document.positioned(error) from None
+    except StateVersionError as error:
+        raise error.located(document.source) from error.__cause__

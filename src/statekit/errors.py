@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from typing import Any
+
 import attrs
 
 PathSegment = str | int
@@ -152,25 +154,40 @@ class StateVersionError(StatekitError, ValueError):
         found: The data's version (``1`` when it carries none).
         expected: The class's version.
         reason: What is wrong, without the path.
+        source: The file (or other source) the data came from, when known.
     """
 
-    def __init__(self, reason: str, *, path: Sequence[PathSegment] = (), found: object, expected: int) -> None:
+    def __init__(
+        self, reason: str, *, path: Sequence[PathSegment] = (), found: object, expected: int, source: str | None = None
+    ) -> None:
         self.reason = reason
         self.path: tuple[PathSegment, ...] = tuple(path)
         self.found = found
         self.expected = expected
-        super().__init__(f"{format_path(self.path)}: {reason}")
+        self.source = source
+        where = f"{source}: " if source is not None else ""
+        super().__init__(f"{where}{format_path(self.path)}: {reason}")
 
     def under(self, prefix: Sequence[PathSegment]) -> StateVersionError:
         """The same error, its path starting at ``prefix`` (where the load began)."""
-        return StateVersionError(self.reason, path=(*prefix, *self.path), found=self.found, expected=self.expected)
+        return self._evolve(path=(*prefix, *self.path))
+
+    def located(self, source: str | None) -> StateVersionError:
+        """The same error, naming the file (or other source) the data came from."""
+        return self._evolve(source=source)
+
+    def _evolve(self, **changes: Any) -> StateVersionError:
+        fields = {"path": self.path, "found": self.found, "expected": self.expected, "source": self.source}
+        return StateVersionError(self.reason, **{**fields, **changes})
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild_version_error, (self.reason, self.path, self.found, self.expected))
+        return (_rebuild_version_error, (self.reason, self.path, self.found, self.expected, self.source))
 
 
-def _rebuild_version_error(reason: str, path: tuple[PathSegment, ...], found: object, expected: int) -> StateVersionError:
-    return StateVersionError(reason, path=path, found=found, expected=expected)
+def _rebuild_version_error(
+    reason: str, path: tuple[PathSegment, ...], found: object, expected: int, source: str | None
+) -> StateVersionError:
+    return StateVersionError(reason, path=path, found=found, expected=expected, source=source)
 
 
 class DocumentError(StatekitError, ValueError):

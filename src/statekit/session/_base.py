@@ -30,6 +30,7 @@ from statekit.errors import (
     SessionError,
     SessionNotFoundError,
     StateLoadError,
+    StateVersionError,
 )
 from statekit.session._revisions import (
     MISSING_REVISION,
@@ -435,6 +436,8 @@ class SessionBase(BlockingTwins, abc.ABC):
             results = load_many(modules, document, strict=strict)
         except StateLoadError as err:
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
+        except StateVersionError as err:
+            raise err.located(self._source(key)) from err.__cause__
         self._revisions.remember(key, revision_of(raw))
         return results
 
