@@ -19,7 +19,9 @@ import pytest
 
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH, path_too_deep, too_deep
-from statekit.errors import SessionError
+from statekit._config import from_config
+from statekit.cli import main as cli_main
+from statekit.errors import DocumentError, SessionError
 from statekit.session import JSONSession, YAMLSession
 from statekit.session._files import FileSession, temp_path
 
@@ -59,6 +61,13 @@ class Note(StateModule):
 
     text: str = state_field(default="")
     count: int = state_field(default=0)
+
+
+@stateful
+class Holder(StateModule):
+    """A config holding a note."""
+
+    note: Note = state_field(factory=Note)
 
 
 FILE_SESSIONS = [JSONSession, YAMLSession]
@@ -193,4 +202,58 @@ def test_a_temporary_file_left_by_a_killed_save_goes_with_the_next_save(tmp_path
     note = Note()
     session.load("s1", note=note)
     assert note.text == "two"
+    session.close()
+
+
+# --- duplicate keys -----------------------------------------------------------------------------
+
+DUPLICATED = {
+    ".yaml": ("note:\n  text: first\n  count: 1\n  text: second\n", 4, 3),
+    ".json": ('{\n  "note": {\n    "text": "first",\n    "count": 1,\n    "text": "second"\n  }\n}\n', 5, 5),
+}
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_config_file_with_a_duplicate_key_is_refused_at_the_second_key(tmp_path: Path, suffix: str) -> None:
+    text, line, column = DUPLICATED[suffix]
+    path = tmp_path / f"agent{suffix}"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DocumentError, match="the key 'text' appears twice") as caught:
+        from_config(Holder, path)
+    assert (caught.value.source, caught.value.line, caught.value.column) == (str(path), line, column)
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_convert_and_validate_refuse_a_duplicate_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    text, line, column = DUPLICATED[suffix]
+    source = tmp_path / f"chat{suffix}"
+    source.write_text(text, encoding="utf-8")
+    target = ".json" if suffix == ".yaml" else ".yaml"
+    assert cli_main(["convert", str(source), str(tmp_path / f"out{target}")]) == 1
+    assert f"{source}:{line}:{column}: invalid" in capsys.readouterr().err
+    assert not (tmp_path / f"out{target}").exists()
+    assert cli_main(["validate", str(source), "--module", "note=tests.test_hostile:Note"]) == 1
+    assert f"{source}:{line}:{column}: invalid" in capsys.readouterr().err
+
+
+def test_a_yaml_session_with_a_duplicate_key_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    session = YAMLSession(tmp_path)
+    session.session_path("s1").write_text(DUPLICATED[".yaml"][0], encoding="utf-8")
+    note = Note(text="kept")
+    with pytest.raises(DocumentError, match=r"s1\.yaml:4:3: invalid YAML: the key 'text' appears twice"):
+        session.load("s1", note=note)
+    assert note.text == "kept"
+    session.close()
+
+
+def test_a_json_session_load_keeps_the_last_duplicate_as_documented(tmp_path: Path) -> None:
+    """Refusing duplicates costs a second parse (docs/sessions.md); ``validate`` catches them."""
+    session = JSONSession(tmp_path)
+    session.session_path("s1").write_text(DUPLICATED[".json"][0], encoding="utf-8")
+    note = Note()
+    session.load("s1", note=note)
+    assert note.text == "second"
     session.close()

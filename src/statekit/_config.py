@@ -90,7 +90,7 @@ def read_document(source: ConfigSource) -> Document:
         raw = Path(name).read_bytes()
     except OSError as exc:
         raise DocumentError(f"cannot read the file: {exc.strerror or exc}", source=name) from None
-    data = codec.loads(raw, name)
+    data = codec.loads_strict(raw, name)
     return Document({} if data is None else data, name, raw, codec)
 
 

@@ -36,6 +36,8 @@ class Codec:
             ``DocumentError`` with the line and column of a syntax error.
         locate: Bytes and paths to ``{path: (line, column)}``; only called when
             a load has failed.
+        loads_unique: Like ``loads``, refusing a key written twice where
+            ``loads`` does not check (JSON); ``None`` when ``loads`` already does.
     """
 
     name: str
@@ -43,10 +45,15 @@ class Codec:
     dumps: Callable[[Any], bytes]
     loads: Callable[[bytes, str | None], Any]
     locate: Callable[[bytes, Iterable[Path]], dict[Path, Position]]
+    loads_unique: Callable[[bytes, str | None], Any] | None = None
+
+    def loads_strict(self, raw: bytes, source: str | None = None) -> Any:
+        """Decode ``raw``, refusing duplicate keys with their line and column (configs, ``validate``)."""
+        return (self.loads_unique or self.loads)(raw, source)
 
 
-JSON = Codec("json", _json.SUFFIX, _json.dumps, _json.loads, _json.locate)
-JSON_COMPACT = Codec("json", _json.SUFFIX, _json.dumps_compact, _json.loads, _json.locate)
+JSON = Codec("json", _json.SUFFIX, _json.dumps, _json.loads, _json.locate, _json.loads_unique)
+JSON_COMPACT = Codec("json", _json.SUFFIX, _json.dumps_compact, _json.loads, _json.locate, _json.loads_unique)
 YAML = Codec("yaml", _yaml.SUFFIX, _yaml.dumps, _yaml.loads, _yaml.locate)
 
 

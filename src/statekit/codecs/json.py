@@ -90,6 +90,67 @@ def loads(raw: bytes, source: str | None = None) -> Any:
     return data
 
 
+def loads_unique(raw: bytes, source: str | None = None) -> Any:
+    """Like :func:`loads`, and refuse a key written twice in one object.
+
+    orjson keeps the last of two equal keys without a word; config files and
+    ``statekit validate`` use this slower, stricter read (see docs/sessions.md
+    for why session loads do not).
+
+    Raises:
+        DocumentError: As :func:`loads`, or a duplicate key, at the second one.
+    """
+    data = loads(raw, source)
+    text = raw.removeprefix(_BOM).decode("utf-8")
+    duplicate = _first_duplicate(text) if _has_duplicates(text) else None
+    if duplicate is not None:
+        key, offset = duplicate
+        line, column = line_columns(text, [offset])[offset]
+        reason = f"invalid JSON: the key {key!r} appears twice in this object (the second would replace the first)"
+        raise DocumentError(reason, source=source, line=line, column=column)
+    return data
+
+
+class _DuplicateKeyError(Exception):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKeyError
+    return out
+
+
+def _has_duplicates(text: str) -> bool:
+    try:
+        _stdlib_json.loads(text, object_pairs_hook=_unique_pairs)
+    except _DuplicateKeyError:
+        return True
+    return False
+
+
+def _first_duplicate(text: str) -> tuple[str, int] | None:
+    """The first key written twice in one object, and its second offset."""
+    stack: list[tuple[set[str], list[bool]] | None] = []  # objects: (keys, [want_key]); arrays: None
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "{[":
+            stack.append((set(), [True]) if token == "{" else None)
+        elif token in "}]":
+            stack.pop()
+        elif stack and stack[-1] is not None:
+            keys, want_key = stack[-1]
+            if token in ",:":
+                want_key[0] = token == ","
+            elif want_key[0]:
+                key = _key_text(token)
+                if key in keys:
+                    return key, match.start()
+                keys.add(key)
+    return None
+
+
 def _depth_error(raw: bytes, data: Any, source: str | None) -> DocumentError:
     path = path_too_deep(data)
     line, column = locate(raw, [path]).get(path, (None, None)) if path is not None else (None, None)
