@@ -8,7 +8,9 @@ its input, which statekit guarantees).
 
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 from typing import Any
 
 from statekit import StateModule, state_field, stateful
@@ -120,3 +122,51 @@ def floor_load(agent: Agent, state: dict[str, Any]) -> None:
         for d in state["memory"]["content"]
     ]
     agent.active_groups = list(state["active_groups"])
+
+
+def floor_document(agent: Agent) -> dict[str, Any]:
+    """The session floor's dict: built by hand, sharing the live containers (no copy).
+
+    A save encodes it at once, so sharing is safe; this is the least work any
+    implementation that writes the same JSON can do in Python.
+    """
+    messages = [
+        {
+            "id": m.id,
+            "name": m.name,
+            "role": m.role,
+            "content": m.content,
+            "metadata": m.metadata,
+            "timestamp": m.timestamp,
+        }
+        for m in agent.memory.content
+    ]
+    state = {"name": agent.name, "sys_prompt": agent.sys_prompt, "memory": {"content": messages}}
+    state["active_groups"] = agent.active_groups
+    return {"agent": state}
+
+
+def floor_load_fresh(agent: Agent, state: dict[str, Any]) -> None:
+    """The session floor's load: direct constructors over freshly decoded data (no copy)."""
+    agent.name = state["name"]
+    agent.sys_prompt = state["sys_prompt"]
+    agent.memory.content = [
+        Msg(d["id"], d["name"], d["role"], d["content"], d["metadata"], d["timestamp"])
+        for d in state["memory"]["content"]
+    ]
+    agent.active_groups = state["active_groups"]
+
+
+def floor_write(path: Path, data: bytes) -> None:
+    """Atomic, durable replace, written out by hand (temp file, fsync, rename, fsync folder)."""
+    temp = path.with_name(f".floor-{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    folder = os.open(path.parent, os.O_RDONLY)
+    os.fsync(folder)
+    os.close(folder)

@@ -1,0 +1,57 @@
+"""Interleaved timing and the ratio tables every benchmark prints.
+
+Implementations are timed in rounds: each round runs every one of them once,
+in an order that rotates from round to round, so that a burst of load on the
+shared machine hits all of them alike. Garbage collection stays on, as users
+run (``gc_off=True`` times the same work with it off, for comparison).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Mapping
+
+Work = Callable[[], object]
+
+
+def interleaved(impls: Mapping[str, Work], runs: int, *, gc_off: bool = False) -> dict[str, float]:
+    """The median seconds of each implementation over ``runs`` interleaved rounds."""
+    for work in impls.values():
+        work()  # warm up: generated code, caches, the file system
+    names = list(impls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(runs):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(_once(impls[name], gc_off))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _once(work: Work, gc_off: bool) -> float:
+    gc.collect()
+    if gc_off:
+        gc.disable()
+    try:
+        start = time.perf_counter()
+        work()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def table(title: str, columns: Mapping[str, Mapping[str, float]], floor: str) -> dict[str, dict[str, float]]:
+    """Print one table: a row per implementation, per column its time and ratio to ``floor``.
+
+    Returns:
+        ``{column: {implementation: ratio}}``.
+    """
+    ratios = {col: {name: t / times[floor] for name, t in times.items()} for col, times in columns.items()}
+    names = list(next(iter(columns.values())))
+    header = "".join(f" | {col:>22}" for col in columns)
+    print(f"\n{title}\n  {'':<28}{header}")
+    for name in names:
+        cells = "".join(f" | {columns[c][name] * 1e3:10.2f} ms {ratios[c][name]:7.2f}x" for c in columns)
+        print(f"  {name:<28}{cells}")
+    return ratios

@@ -1,0 +1,89 @@
+"""Every statekit benchmark in one command: ``python benchmarks/run.py [--quick]``.
+
+Prints, for JSON session files at 1,000 / 10,000 / 100,000 messages, statekit
+against the no-copy hand-written floor, msgspec, pydantic v2 and AgentScope
+1.0.21 (the last three when installed: ``pip install -e '.[bench]'`` and
+``pip install agentscope==1.0.21``); peak memory; ``state_dict`` /
+``load_state_dict`` against their floors; YAML against raw libyaml; small
+Redis sessions against the same work written by hand. Every timing interleaves
+the implementations run by run and reports medians, GC on as users run (the
+JSON tables add GC-off columns). Then a summary of the targets of issue 11.
+
+``--quick`` (CI's smoke run): 1,000 and 10,000 messages, 3 runs, no rival
+libraries, memory at 10,000; only checks that everything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_memory import run_memory  # noqa: E402
+from bench_redis import run_redis  # noqa: E402
+from bench_sessions import run_json, run_yaml  # noqa: E402
+from bench_state import run_state  # noqa: E402
+
+STATEKIT = "statekit JSONSession"
+FLOOR_MEMORY_SLACK = 1.0
+
+
+def main() -> int:
+    """Run the benchmarks and print the targets."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, few runs, no rivals (CI smoke run)")
+    parser.add_argument("--runs", type=int, default=None, help="interleaved runs per figure (default 7; 3 with --quick)")
+    parser.add_argument("--sizes", default=None, help="comma-separated message counts (default 1000,10000,100000)")
+    parser.add_argument("--only", default="json,memory,state,yaml,redis", help="comma-separated parts to run")
+    args = parser.parse_args()
+    runs = args.runs or (3 if args.quick else 7)
+    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+    if args.sizes:
+        sizes = [int(size) for size in args.sizes.split(",")]
+    parts = set(args.only.split(","))
+    targets: list[tuple[str, float, str, bool]] = []
+    if "json" in parts:
+        json = run_json(sizes, runs, gc_off=not args.quick, rivals=not args.quick)
+        for n, ratios in json.items():
+            targets.append((f"JSON save, {n:,}", ratios["save"][STATEKIT], "<= 1.0x floor", ratios["save"][STATEKIT] <= 1.0))
+            targets.append((f"JSON load, {n:,}", ratios["load"][STATEKIT], "<= 0.8x floor", ratios["load"][STATEKIT] <= 0.8))
+    if "memory" in parts:
+        targets.extend(_memory_targets(run_memory(10_000 if args.quick else max(sizes), rivals=not args.quick)))
+    if "state" in parts:
+        for n, ratios in run_state(sizes, runs).items():
+            dump, load = ratios["state_dict"]["statekit"], ratios["load_state_dict"]["statekit"]
+            targets.append((f"state_dict, {n:,}", dump, "<= 1.3x floor", dump <= 1.3))
+            targets.append((f"load_state_dict, {n:,}", load, "<= 1.2x floor", load <= 1.2))
+    if "yaml" in parts:
+        for n, ratios in run_yaml(sizes[:1] if args.quick else sizes[:2], runs).items():
+            for op in ("save", "load"):
+                ratio = ratios[op]["statekit YAMLSession"]
+                targets.append((f"YAML {op}, {n:,}", ratio, "<= 1.2x libyaml", ratio <= 1.2))
+    if "redis" in parts:
+        rates = run_redis(runs, 5 if args.quick else 20)
+        share = rates["statekit RedisSession"] / rates["by hand (floor)"]
+        targets.append(("Redis 20 msgs x 64 tasks", share, ">= 90% of by hand", share >= 0.9))
+    _print_targets(targets)
+    return 0
+
+
+def _memory_targets(peaks: dict[str, tuple[float, float]]) -> list[tuple[str, float, str, bool]]:
+    floor_save = peaks["floor (no copy, orjson)"][0]
+    save, load = peaks[STATEKIT]
+    return [
+        ("memory, save (MiB)", save, f"<= floor's {floor_save:.0f} MiB", save <= floor_save * FLOOR_MEMORY_SLACK),
+        ("memory, load (MiB)", load, "<= 250 MiB", load <= 250),
+    ]
+
+
+def _print_targets(targets: list[tuple[str, float, str, bool]]) -> None:
+    print("\nTargets (issue 11)")
+    for label, value, target, met in targets:
+        shown = f"{value:.0%}" if "%" in target else f"{value:.2f}" + ("" if "MiB" in label else "x")
+        print(f"  {label:<28} {shown:>9}  target {target:<22} {'met' if met else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
