@@ -34,7 +34,7 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit._fields import field_codec
-from statekit._json import JSONValueError, copy_any, describe, is_json_type, make_copier, type_name
+from statekit._json import JSONValueError, copy_any, describe, is_json_type, make_checker, make_copier, type_name
 from statekit._versions import versioned_structure, versioned_unstructure
 from statekit.errors import PathSegment, StateVersionError
 
@@ -64,6 +64,20 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     _register_json(conv)
     _register_collections(conv)
     _register_records(conv)
+    return conv
+
+
+def make_encode_converter() -> cattrs.Converter:
+    """statekit's converter for encoding straight from live objects (a session save).
+
+    The same hooks, except that JSON-typed values are validated in place
+    instead of copied: the result is encoded at once, before anything can
+    change the objects, so a copy would protect nothing.
+    """
+    conv = make_converter()
+    conv.register_unstructure_hook_factory(
+        lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), make_checker
+    )
     return conv
 
 

@@ -20,7 +20,7 @@ import cattrs
 from statekit._fields import field_codec
 from statekit._convert import is_ours, type_hints
 from statekit._versions import VERSION_KEY, tag
-from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier
+from statekit._json import copy_any, dict_copier, fast_checker, fast_copier, is_json_type, list_copier
 
 Fast = Callable[[Any], Any]
 
@@ -31,23 +31,30 @@ class Bail(Exception):
     """The fast path gives up; the detailed hook takes over."""
 
 
-def fast_structure(tp: Any, conv: cattrs.Converter) -> Fast:
+def fast_structure(tp: Any, conv: cattrs.Converter, *, fresh: bool = False) -> Fast:
     """Return a fast one-argument structuring function for ``tp``.
 
     Where the converter's hook for ``tp`` is not statekit's own (the user
     registered one), that hook is used as it is.
+
+    Args:
+        tp: The type to build.
+        conv: The converter whose hooks stand behind it.
+        fresh: The data comes straight from ``orjson.loads`` and nobody else
+            holds it: JSON-typed values are checked, not copied, and what
+            sits under ``Any`` is not walked (orjson only makes JSON data).
     """
     if not is_ours(conv.get_structure_hook(tp)):
         return _via_cattrs(tp, conv)
     if is_json_type(tp):
-        return fast_copier(tp)
+        return fast_checker(tp, fresh=True) if fresh else fast_copier(tp)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list and args:
-        return list_copier(fast_structure(args[0], conv))
+        return list_copier(fast_structure(args[0], conv, fresh=fresh))
     if origin is dict and args and args[0] is str:
-        return dict_copier(fast_structure(args[1], conv))
+        return dict_copier(fast_structure(args[1], conv, fresh=fresh))
     if isinstance(tp, type) and attrs.has(tp) and not _is_module(tp):
-        return _cached_record(tp, conv)
+        return _cached_record(tp, conv, fresh)
     return _via_cattrs(tp, conv)
 
 
@@ -60,25 +67,25 @@ def _via_cattrs(tp: Any, conv: cattrs.Converter) -> Fast:
     return lambda value: hook(value, tp)
 
 
-_records: dict[tuple[type, cattrs.Converter], Fast | None] = {}
+_records: dict[tuple[type, cattrs.Converter, bool], Fast | None] = {}
 
 
-def _cached_record(cls: type, conv: cattrs.Converter) -> Fast:
-    """One generated function per (class, converter); recursion is late-bound."""
-    key = (cls, conv)
+def _cached_record(cls: type, conv: cattrs.Converter, fresh: bool) -> Fast:
+    """One generated function per (class, converter, freshness); recursion is late-bound."""
+    key = (cls, conv, fresh)
     if key in _records:
         built = _records[key]
         return built if built is not None else (lambda value: _records[key](value))  # type: ignore[misc]
     _records[key] = None  # being generated: a recursive field looks it up when called
     try:
-        _records[key] = _record(cls, conv)
+        _records[key] = _record(cls, conv, fresh)
     except BaseException:
         del _records[key]
         raise
     return _records[key]  # type: ignore[return-value]
 
 
-def _record(cls: type, conv: cattrs.Converter) -> Fast:
+def _record(cls: type, conv: cattrs.Converter, fresh: bool) -> Fast:
     """Generate ``structure(o)`` for an attrs class: inline checks, direct call."""
     hints = type_hints(cls)
     fields = attrs.fields(cls)
@@ -91,7 +98,7 @@ def _record(cls: type, conv: cattrs.Converter) -> Fast:
         if not field.init:
             return _via_cattrs(cls, conv)
         var = f"a{index}"
-        body.extend(_field_lines(field, hints.get(field.name, Any), var, names, conv))
+        body.extend(_field_lines(field, hints.get(field.name, Any), var, names, conv, fresh))
         target = keyword if field.kw_only else positional
         target.append(var if not field.kw_only else f"{field.alias}={var}")
     body.append(f"    return __cl({', '.join(positional + keyword)})")
@@ -108,7 +115,9 @@ def _shape_check(count: int, version: int | None) -> list[str]:
     return [f"    if type(o) is not dict or {test}:", "        raise __Bail"]
 
 
-def _field_lines(field: attrs.Attribute[Any], tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter) -> list[str]:
+def _field_lines(
+    field: attrs.Attribute[Any], tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter, fresh: bool
+) -> list[str]:
     lines = [f"    {var} = o[{field.name!r}]"]
     codec = field_codec(field)
     if codec is not None and codec.from_json is not None:
@@ -116,7 +125,7 @@ def _field_lines(field: attrs.Attribute[Any], tp: Any, var: str, names: dict[str
         return [*lines, f"    {var} = __fj_{var}(__copy({var}))"]
     if tp in _SCALAR_CHECKS:
         return [*lines, f"    if type({var}) is not {_SCALAR_CHECKS[tp]}:", "        raise __Bail"]
-    names[f"__h_{var}"] = fast_structure(tp, conv)
+    names[f"__h_{var}"] = fast_structure(tp, conv, fresh=fresh)
     return [*lines, f"    {var} = __h_{var}({var})"]
 
 

@@ -218,6 +218,113 @@ def _union_copier(by_kind: dict[object, Copier]) -> Copier:
     return copy
 
 
+def _check_any(value: Any) -> Any:
+    """Validate JSON data in place (no copy); return it."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Bad
+            kind = type(item)
+            if kind is not str and kind is not int:
+                _check_any(item)
+    elif kind is list:
+        for item in value:
+            kind = type(item)
+            if kind is not str and kind is not int:
+                _check_any(item)
+    elif kind is not float or value - value != 0.0:
+        raise _Bad
+    return value
+
+
+def _trusted(value: Any) -> Any:
+    return value
+
+
+def _converts(tp: Any) -> bool:
+    """Whether checking a value of ``tp`` may have to change it (an int in a float slot)."""
+    if tp is float:
+        return True
+    return any(_converts(arg) for arg in typing.get_args(tp))
+
+
+def make_checker(tp: Any, *, fresh: bool = False) -> Copier:
+    """Like :func:`make_copier`, but validate in place and return the value itself.
+
+    For values about to be encoded at once (a session save) or freshly decoded
+    by orjson (a session load), where a copy would protect nothing. Where a
+    value may need converting (``float`` slots holding ints), it is copied.
+
+    Args:
+        tp: A JSON type (see :func:`is_json_type`).
+        fresh: The value comes straight from ``orjson.loads``, so everything
+            under ``Any`` is JSON data already and is not walked.
+    """
+    if _converts(tp):
+        return make_copier(tp)
+    fast = fast_checker(tp, fresh=fresh)
+
+    def check(value: Any) -> Any:
+        try:
+            return fast(value)
+        except _Bad:
+            raise _fail(tp, value) from None
+
+    return check
+
+
+def fast_checker(tp: Any, *, fresh: bool = False) -> Copier:
+    """The checker of :func:`make_checker` raising a bare error, for the fast paths."""
+    if _converts(tp):
+        return _fast_copier(tp)
+    return _checker(tp, _trusted if fresh else _check_any)
+
+
+def _checker(tp: Any, any_check: Copier) -> Copier:
+    if tp is Any:
+        return any_check
+    if tp in (list, dict):
+        return _kind_checked(tp, any_check)
+    if tp is None or tp in _SCALARS:
+        return _kind_checked(_NONE if tp is None else tp, None)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, dict):
+        item = _checker(args[-1], any_check)
+        if item is _trusted:  # fresh orjson data: keys are strings, items JSON data
+            return _kind_checked(origin, None)
+        if item is any_check:  # one walk checks keys and items alike
+            return _kind_checked(origin, any_check)
+        return _list_checker(item) if origin is list else _dict_checker(item)
+    return _union_copier({_kind_of(a): _checker(a, any_check) for a in args})
+
+
+def _list_checker(item: Copier) -> Copier:
+    def check(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Bad
+        for element in value:
+            item(element)
+        return value
+
+    return check
+
+
+def _dict_checker(item: Copier) -> Copier:
+    def check(value: Any) -> Any:
+        if type(value) is not dict:
+            raise _Bad
+        for key, element in value.items():
+            if type(key) is not str:
+                raise _Bad
+            item(element)
+        return value
+
+    return check
+
+
 def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Problems) -> None:
     """Append every place where ``value`` departs from JSON type ``tp``."""
     if tp is Any or tp in (list, dict):

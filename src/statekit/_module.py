@@ -208,9 +208,9 @@ def _extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[
     return out
 
 
-def _dump_root(module: StateModule, path: Path) -> dict[str, Any]:
+def _dump_root(module: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
     try:
-        return _dump(module, path)
+        return _dump(module, path, live)
     except TooDeep as exc:
         raise StateDumpError([module_problem(module, path, exc.path)]) from None
 
@@ -225,23 +225,26 @@ def refuse_too_deep(data: Any) -> None:
         raise StateLoadError([Problem(path_too_deep(data) or (), depth_message())])
 
 
-def _dump(obj: StateModule, path: Path) -> dict[str, Any]:
+def _dump(obj: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
+    """The state of ``obj``; ``live`` shares validated JSON values instead of
+    copying them (for data that is encoded at once, see :func:`dump_many`)."""
     if len(path) >= MAX_DEPTH:
         raise TooDeep(path)  # a cycle of modules, or a chain too long to save
     version = tag(type(obj))
     out: dict[str, Any] = {} if version is None else {VERSION_KEY: version}
     for plan in _plan_of(obj).fields:
         value = getattr(obj, plan.name)
+        dump = plan.encode if live else plan.dump
         if isinstance(value, StateModule):
-            out[plan.name] = _dump(value, (*path, plan.name))
-        elif plan.dump is not None:
-            out[plan.name] = _dump_value(obj, plan.dump, value, (*path, plan.name), plan.tp)
+            out[plan.name] = _dump(value, (*path, plan.name), live)
+        elif dump is not None:
+            out[plan.name] = _dump_value(obj, dump, value, (*path, plan.name), plan.tp)
         elif plan.is_state or plan.module_type is not None:
             out[plan.name] = None  # an optional nested module that is not set
     for name, hooks in _extras(obj).items():
         value = getattr(obj, name)
         if isinstance(value, StateModule):
-            out[name] = _dump(value, (*path, name))
+            out[name] = _dump(value, (*path, name), live)
         elif hooks is not None:
             out[name] = _dump_value(obj, hooks[0], value, (*path, name), Any)
     return out
@@ -265,8 +268,9 @@ def _converter_of(cls: type) -> cattrs.Converter:
 class _Loader:
     """Collects new values and problems (plan), then assigns them (commit)."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, fresh: bool = False) -> None:
         self.strict = strict
+        self.fresh = fresh
         self.problems: list[Problem] = []
         self.assignments: list[tuple[object, str, Any]] = []
         self.missing: list[str] = []
@@ -315,6 +319,8 @@ class _Loader:
             self._plan_new_module(module, plan, data, path)
             return
         load = plan.load_strict if self.strict else plan.load_lenient
+        if self.strict and self.fresh:
+            load = plan.load_fresh
         assert load is not None and plan.load_strict is not None
         if not self.strict:
             load = self._lenient_load(plan.load_strict, load, data, path)
@@ -380,15 +386,21 @@ def _state_keys(module: StateModule) -> dict[str, Any]:
     return keys
 
 
-def dump_many(modules: Mapping[str, StateModule]) -> dict[str, Any]:
+def dump_many(modules: Mapping[str, StateModule], *, live: bool = False) -> dict[str, Any]:
     """``{name: module.state_dict()}``, with error paths that start at the name.
+
+    Args:
+        modules: The modules, by name.
+        live: Validate JSON-typed values but share them with the live objects
+            instead of copying them. Only for a caller that encodes the result
+            at once, in the same thread, before anything can change the objects.
 
     Raises:
         StatekitError: A value is not a state module.
         StateDumpError: A module's state is not JSON data.
     """
     check_modules(modules)
-    return {name: _dump_root(module, (name,)) for name, module in modules.items()}
+    return {name: _dump_root(module, (name,), live) for name, module in modules.items()}
 
 
 def check_modules(modules: Mapping[str, object]) -> None:
@@ -412,7 +424,7 @@ def _what(value: object) -> str:
 
 
 def load_many(
-    modules: Mapping[str, StateModule], document: Mapping[str, Any], *, strict: bool = True
+    modules: Mapping[str, StateModule], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
 ) -> dict[str, LoadResult]:
     """Load several modules from one document, all or nothing.
 
@@ -421,6 +433,8 @@ def load_many(
         document: ``{name: state}``; keys nobody asked for are ignored.
         strict: As for :meth:`StateModule.load_state_dict`; a requested module
             missing from the document is a problem when strict, else reported.
+        fresh: ``document`` comes straight from ``orjson.loads`` and nobody
+            else holds it: its JSON values are checked and kept, not copied.
 
     Returns:
         One :class:`LoadResult` per module.
@@ -429,7 +443,7 @@ def load_many(
         StateLoadError: Every problem in every module; nothing was changed.
     """
     check_modules(modules)
-    loaders = {name: _Loader(strict) for name in modules}
+    loaders = {name: _Loader(strict, fresh) for name in modules}
     for name, module in modules.items():
         if name in document:
             loaders[name].plan(module, document[name], (name,))

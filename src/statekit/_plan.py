@@ -16,7 +16,16 @@ import attrs
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
-from statekit._convert import dump_with, iter_types, lenient, load_with, make_converter, prepare, type_hints
+from statekit._convert import (
+    dump_with,
+    iter_types,
+    lenient,
+    load_with,
+    make_converter,
+    make_encode_converter,
+    prepare,
+    type_hints,
+)
 from statekit._fast import fast_structure, with_fallback
 from statekit._fields import FieldCodec, field_codec
 from statekit._json import copy_any, type_name
@@ -26,6 +35,7 @@ Dump = Callable[[Any], Any]
 Load = Callable[[Any], Any]
 
 DEFAULT_CONVERTER = make_converter()
+ENCODE_CONVERTER = make_encode_converter()
 
 
 @attrs.frozen
@@ -41,6 +51,10 @@ class FieldPlan:
         dump: Value to JSON data (``None`` when not a value field).
         load_strict: JSON data to a new value, unknown record keys rejected.
         load_lenient: The same, unknown record keys ignored.
+        encode: Like ``dump``, for data encoded at once (a session save):
+            JSON-typed values are validated, not copied.
+        load_fresh: Like ``load_strict``, for data fresh from ``orjson.loads``
+            that nobody else holds (a session load): nothing is copied.
     """
 
     field: attrs.Attribute[Any]
@@ -51,6 +65,8 @@ class FieldPlan:
     dump: Dump | None = None
     load_strict: Load | None = None
     load_lenient: Load | None = None
+    encode: Dump | None = None
+    load_fresh: Load | None = None
 
     @property
     def name(self) -> str:
@@ -89,7 +105,18 @@ def _field_plan(
         nullable = type(None) in typing.get_args(tp)
         return FieldPlan(field=field, is_state=codec is not None, module_type=module_type, nullable=nullable)
     dump, strict, loose = value_hooks(cls, field.name, tp, codec, conv)
-    return FieldPlan(field, True, None, False, tp, dump, strict, loose)
+    encode, fresh = _session_hooks(tp, codec, conv, dump, strict)
+    return FieldPlan(field, True, None, False, tp, dump, strict, loose, encode, fresh)
+
+
+def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dump, strict: Load) -> tuple[Dump, Load]:
+    """The no-copy hooks a session save and load use; the copying ones where a
+    user's converter or codec is involved (their hooks may keep what they get)."""
+    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None:
+        return dump, strict
+    prepare(ENCODE_CONVERTER, tp)
+    fresh = with_fallback(fast_structure(tp, conv, fresh=True), conv.get_structure_hook(tp), tp)
+    return _dump_hook(tp, codec, ENCODE_CONVERTER), fresh
 
 
 def check_record(cls: type, converter: cattrs.Converter | None) -> None:

@@ -38,6 +38,10 @@ class Codec:
             a load has failed.
         loads_unique: Like ``loads``, refusing a key written twice where
             ``loads`` does not check (JSON); ``None`` when ``loads`` already does.
+        fast: Encodes and decodes at C speed with orjson. A session then
+            encodes straight from the live objects on the calling thread (no
+            snapshot), and keeps the decoded data instead of copying it (orjson
+            makes only JSON data: string keys, finite numbers, no tuples).
     """
 
     name: str
@@ -46,14 +50,17 @@ class Codec:
     loads: Callable[[bytes, str | None], Any]
     locate: Callable[[bytes, Iterable[Path]], dict[Path, Position]]
     loads_unique: Callable[[bytes, str | None], Any] | None = None
+    fast: bool = False
 
     def loads_strict(self, raw: bytes, source: str | None = None) -> Any:
         """Decode ``raw``, refusing duplicate keys with their line and column (configs, ``validate``)."""
         return (self.loads_unique or self.loads)(raw, source)
 
 
-JSON = Codec("json", _json.SUFFIX, _json.dumps, _json.loads, _json.locate, _json.loads_unique)
-JSON_COMPACT = Codec("json", _json.SUFFIX, _json.dumps_compact, _json.loads, _json.locate, _json.loads_unique)
+JSON = Codec("json", _json.SUFFIX, _json.dumps, _json.loads, _json.locate, _json.loads_unique, fast=True)
+JSON_COMPACT = Codec(
+    "json", _json.SUFFIX, _json.dumps_compact, _json.loads, _json.locate, _json.loads_unique, fast=True
+)
 YAML = Codec("yaml", _yaml.SUFFIX, _yaml.dumps, _yaml.loads, _yaml.locate)
 
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import attrs
 
+from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._module import LoadResult, StateModule, check_modules, dump_many, load_many
 from statekit.codecs import JSON, Codec, with_document_positions
@@ -218,8 +219,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
-        document = {META_KEY: {"format": FORMAT_VERSION}, **dump_many(modules)}
-        await self._store(key, await self._run_codec(self.codec.dumps, document), None, overwrite=overwrite)
+        await self._store(key, await self._encode(modules), None, overwrite=overwrite)
 
     async def aload(
         self,
@@ -433,7 +433,8 @@ class SessionBase(BlockingTwins, abc.ABC):
             return None
         document = await self._decode(raw, key)
         try:
-            results = load_many(modules, document, strict=strict)
+            with paused_gc():
+                results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
         except StateLoadError as err:
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
         except StateVersionError as err:
@@ -442,8 +443,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         return results
 
     async def _save_modules(self, key: SessionKey, modules: Mapping[str, StateModule]) -> str:
-        document = {META_KEY: {"format": FORMAT_VERSION}, **dump_many(modules)}
-        return await self._store(key, await self._run_codec(self.codec.dumps, document), None, overwrite=False)
+        return await self._store(key, await self._encode(modules), None, overwrite=False)
 
     async def _store(self, key: SessionKey, raw: bytes, expected: str | None, *, overwrite: bool) -> str:
         """Write ``raw``: unconditionally, or only over the expected (else remembered) revision."""
@@ -462,9 +462,19 @@ class SessionBase(BlockingTwins, abc.ABC):
             return await asyncio.to_thread(work, *args)
         return work(*args)
 
+    async def _encode(self, modules: Mapping[str, StateModule]) -> bytes:
+        """The document of ``modules``, encoded (a ``StateDumpError`` names any bad value)."""
+        meta = {META_KEY: {"format": FORMAT_VERSION}}
+        if self.codec.fast:  # straight from the live objects, before anything can change them
+            with paused_gc():
+                return self.codec.dumps({**meta, **dump_many(modules, live=True)})
+        with paused_gc():
+            document = {**meta, **dump_many(modules)}  # a snapshot: encoded in another thread
+        return await self._run_codec(without_gc(self.codec.dumps), document)
+
     async def _decode(self, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
         try:
-            document = await self._run_codec(self.codec.loads, raw, None)
+            document = await self._run_codec(without_gc(self.codec.loads), raw, None)
         except DocumentError as err:  # named here, so that a good load never builds the name
             raise DocumentError(err.reason, source=self._source(key), line=err.line, column=err.column) from None
         if not isinstance(document, dict):

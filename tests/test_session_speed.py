@@ -1,0 +1,137 @@
+"""The session fast path (issue 11) keeps every guarantee of the copying path.
+
+A session save encodes straight from the live objects (JSON values validated,
+not copied) and a session load keeps orjson's fresh data instead of copying
+it; the garbage collector is paused meanwhile. These tests pin that the bytes,
+the loaded state and every refusal are the same as through ``state_dict`` /
+``load_state_dict``.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from agent_models import Team
+from statekit import StateModule, state_field, stateful
+from statekit._gc import paused_gc
+from statekit._module import dump_many, load_many
+from statekit.codecs import JSON
+from statekit.errors import StateDumpError, StateLoadError, format_path
+from statekit.session import JSONSession
+from strategies import state_modules, teams
+
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(state_modules)
+def test_live_encoding_writes_the_bytes_of_the_snapshot(module: StateModule) -> None:
+    snapshot = JSON.dumps(dump_many({"m": module}))
+    assert JSON.dumps(dump_many({"m": module}, live=True)) == snapshot
+    assert JSON.dumps({"m": module.state_dict()}) == snapshot
+
+
+@PROPERTY
+@given(teams)
+def test_a_fresh_load_builds_what_a_copying_load_builds(team: Team) -> None:
+    raw = JSON.dumps({"team": team.state_dict()})
+    fresh, copied = Team(), Team()
+    load_many({"team": fresh}, orjson.loads(raw), fresh=True)
+    load_many({"team": copied}, orjson.loads(raw))
+    assert JSON.dumps(fresh.state_dict()) == JSON.dumps(copied.state_dict()) == JSON.dumps(team.state_dict())
+
+
+@stateful
+class Log(StateModule):
+    level: float = state_field(default=0.0)
+    blocks: list[dict[str, Any]] = state_field(factory=list)
+    content: str | list[dict[str, Any]] = state_field(default="")
+    extra: dict[str, Any] = state_field(factory=dict)
+
+
+@pytest.mark.parametrize(
+    ("bad", "path"),
+    [
+        ({"blocks": [{"a": float("nan")}]}, "log.blocks[0].a"),
+        ({"blocks": [{"a": (1, 2)}]}, "log.blocks[0].a"),
+        ({"blocks": [[1]]}, "log.blocks[0]"),
+        ({"content": [{"x": {1: "one"}}]}, "log.content[0].x"),
+        ({"extra": {"deep": [1, 2, float("inf")]}}, "log.extra.deep[2]"),
+        ({"level": float("-inf")}, "log.level"),
+    ],
+)
+def test_a_save_refuses_what_state_dict_refuses_and_keeps_the_file(tmp_path: Path, bad: dict[str, Any], path: str) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s", log=Log(level=1, extra={"ok": True}))
+    before = (tmp_path / "s.json").read_bytes()
+    with pytest.raises(StateDumpError) as info:
+        session.save("s", log=Log(**bad))
+    assert [format_path(problem.path) for problem in info.value.problems] == [path]
+    assert (tmp_path / "s.json").read_bytes() == before
+    assert b'"level": 1.0' in before  # an int in a float field is written as the copying path writes it
+
+
+def test_a_fresh_load_names_every_bad_value_and_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_bytes(
+        orjson.dumps({"log": {"level": "high", "blocks": [{"a": 1}, "b", 3], "content": [[]], "extra": []}})
+    )
+    log = Log(level=2.0, blocks=[{"kept": True}])
+    with pytest.raises(StateLoadError) as info:
+        JSONSession(tmp_path).load("s", log=log)
+    assert info.value.paths == ["log.level", "log.blocks[1]", "log.blocks[2]", "log.content[0]", "log.extra"]
+    assert (log.level, log.blocks) == (2.0, [{"kept": True}])
+
+
+def test_a_loaded_value_is_not_shared_between_loads(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s", log=Log(blocks=[{"n": [1]}]))
+    first, second = Log(), Log()
+    session.load("s", log=first)
+    session.load("s", log=second)
+    first.blocks[0]["n"].append(2)
+    assert second.blocks == [{"n": [1]}]
+
+
+def test_paused_gc_nests_and_restores_the_collector() -> None:
+    assert gc.isenabled()
+    with paused_gc():
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_paused_gc_leaves_a_collector_the_program_switched_off() -> None:
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_paused_gc_overlapping_in_threads_restores_the_collector_once_all_end() -> None:
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def work() -> None:
+        with paused_gc():
+            inside.wait()
+            release.wait()
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    inside.wait()
+    assert not gc.isenabled()
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert gc.isenabled()
