@@ -292,8 +292,8 @@ def test_console_script_entry_point_runs(workdir: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--redis-url", "redis://:x@[bad"], "Redis address 'redis://:x@[bad': Invalid IPv6 URL"),
-        (["--redis-url", "http://localhost"], "Redis address 'http://localhost': Redis URL must specify one of"),
+        (["--redis-url", "redis://:x@[bad"], "not a usable Redis URL 'redis://:***@[bad': Invalid IPv6 URL"),
+        (["--redis-url", "http://localhost"], "not a usable Redis URL 'http://localhost': Redis URL must specify one of"),
         (["--host", "localhost", "--port", "99999"], "Port out of range"),
     ],
 )

@@ -166,13 +166,10 @@ def _with_store(args: argparse.Namespace, work: Callable[[SessionBase], Coroutin
 
 
 def _open(options: StoreOptions) -> SessionBase:
-    """Open the store, refusing a folder that is not there and a URL that is not one."""
+    """Open the store, refusing a folder that is not there (rather than listing nothing)."""
     if options.folder is not None and not Path(options.folder).is_dir():
         raise StatekitError(f"--dir {options.folder!r}: there is no such folder")
-    try:
-        return open_store(options)
-    except ValueError as exc:  # the Redis client's URL parser
-        raise UsageError(f"Redis address {options.redis_url!r}: {exc}") from None
+    return open_store(options)
 
 
 # -- show ------------------------------------------------------------------------------
