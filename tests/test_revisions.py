@@ -16,10 +16,10 @@ from workers import run_workers
 
 from statekit import ConflictError, StoredDocument
 from statekit.errors import DocumentError, SessionError
-from statekit.session import MISSING_REVISION, JSONSession, YAMLSession, revision_of
+from statekit.session import MISSING_REVISION, JSONSession, SessionKey, YAMLSession, _revisions, revision_of
 from statekit.session._files import FileSession
 from statekit.session.redis import RedisSession
-from statekit.testing import Counter, RedisServer, SessionFactory
+from statekit.testing import Chat, Counter, RedisServer, SessionFactory
 
 
 @pytest.fixture(params=[JSONSession, YAMLSession])
@@ -38,7 +38,7 @@ def test_the_blocking_twins_of_the_document_api(file_session: FileSession) -> No
         assert stored.data == {"__statekit__": {"format": 1}, "counter": {"count": 1}}
         assert stored.source == str(session.session_path("s"))
         counter = Counter()
-        assert session.update("s", lambda: setattr(counter, "count", counter.count + 1), counter=counter)
+        session.update("s", lambda: setattr(counter, "count", counter.count + 1), counter=counter)
         assert counter.count == 2
 
 
@@ -190,3 +190,27 @@ def test_a_writer_killed_while_holding_the_lock_leaves_no_stale_lock(tmp_path: P
     assert time.monotonic() - started < 0.25
     assert os.listdir(tmp_path) == ["s.json"]
     session.close()
+
+
+def test_memory_keeps_recent_bytes_and_only_hashes_of_older_sessions(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(_revisions, "MEMORY_BYTES", 300)
+    memory = _revisions.RevisionMemory()
+    first, second = b"a" * 200, b"b" * 200
+    memory.remember(SessionKey("", "first"), _revisions.Expected(raw=first))
+    memory.remember(SessionKey("", "second"), _revisions.Expected(raw=second))
+    old, new = memory.get(SessionKey("", "first")), memory.get(SessionKey("", "second"))
+    assert old is not None and old.raw is None and old.revision == revision_of(first)
+    assert new is not None and new.raw == second
+    assert old.matches(first) and not old.matches(second) and not old.matches(None)
+    session, other = JSONSession(tmp_path), JSONSession(tmp_path)  # a stale save is caught by the hash too
+    session.save("big", counter=Counter(count=1))
+    session.save("filler", chat=Chat(name="x" * 400))
+    remembered = session._revisions.get(session.key("big"))  # noqa: SLF001
+    assert remembered is not None and remembered.raw is None
+    other.save("big", counter=Counter(count=2))
+    with pytest.raises(ConflictError):
+        session.save("big", counter=Counter(count=3))
+    session.close()
+    other.close()

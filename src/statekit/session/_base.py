@@ -34,7 +34,9 @@ from statekit.errors import (
     StateVersionError,
 )
 from statekit.session._revisions import (
+    MISSING,
     MISSING_REVISION,
+    Expected,
     RevisionMemory,
     StoredDocument,
     backoff,
@@ -156,7 +158,7 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _list(self, user_id: str) -> list[str]:
         """The session ids stored for ``user_id``, in any order."""
 
-    async def _write_if(self, key: SessionKey, data: bytes, expected: str) -> bool:
+    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         """Replace the stored bytes only if their revision is still ``expected``.
 
         The compare-and-set every conditional save goes through. This default
@@ -167,15 +169,16 @@ class SessionBase(BlockingTwins, abc.ABC):
         Args:
             key: The session.
             data: The whole new document.
-            expected: The revision the stored bytes must have, or
-                :data:`MISSING_REVISION` for "only if nothing is stored".
+            expected: What must be stored: ``expected.matches(stored_bytes)``
+                says (``None`` for nothing stored), and ``expected.revision``
+                is its revision (:data:`MISSING_REVISION` for nothing stored),
+                for storages that compare revisions themselves.
 
         Returns:
             ``True`` when written; ``False`` when the stored revision differs
             (then nothing was written).
         """
-        raw = await self._read(key)
-        if (MISSING_REVISION if raw is None else revision_of(raw)) != expected:
+        if not expected.matches(await self._read(key)):
             return False
         await self._write(key, data)
         return True
@@ -219,7 +222,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
-        await self._store(key, await self._encode(modules), None, overwrite=overwrite)
+        await self._save_modules(key, modules, overwrite=overwrite)
 
     async def aload(
         self,
@@ -268,7 +271,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         user_id: str | None = None,
         retries: int = 10,
         **modules: StateModule,
-    ) -> str:
+    ) -> None:
         """Load, change and save modules, retrying when another writer got there first.
 
         Loads the modules (a missing session starts from the modules as they
@@ -282,9 +285,6 @@ class SessionBase(BlockingTwins, abc.ABC):
             user_id: Its owner (``None``: the backend's default user).
             retries: How many times to retry after a conflict.
             **modules: The modules, by the names they are saved under.
-
-        Returns:
-            The revision saved.
 
         Raises:
             ConflictError: Still conflicting after ``retries`` retries (the last one).
@@ -301,7 +301,8 @@ class SessionBase(BlockingTwins, abc.ABC):
             if inspect.isawaitable(outcome := mutate()):
                 await outcome
             try:
-                return await self._save_modules(key, modules)
+                await self._save_modules(key, modules, overwrite=False)
+                return
             except ConflictError:
                 if attempt >= retries:
                     raise
@@ -328,10 +329,10 @@ class SessionBase(BlockingTwins, abc.ABC):
         key = self.key(session_id, user_id)
         raw = await self._read(key)
         if raw is None:
-            self._revisions.remember(key, MISSING_REVISION)
+            self._revisions.remember(key, MISSING)
             return None
         stored = StoredDocument(dict(await self._decode(raw, key)), raw, self._source(key), revision_of(raw))
-        self._revisions.remember(key, stored.revision)
+        self._revisions.remember(key, Expected(raw=raw, revision=stored.revision))
         return stored
 
     async def awrite_document(
@@ -368,7 +369,8 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise SessionError("give expected_revision or overwrite=True, not both")
         document = _with_meta(data, self._source(key))
         raw = await self._run_codec(self.codec.dumps, document)
-        return await self._store(key, raw, expected_revision, overwrite=overwrite)
+        expected = None if expected_revision is None else Expected(revision=expected_revision)
+        return (await self._store(key, raw, expected, overwrite=overwrite)).revision
 
     def location(self, session_id: str, user_id: str | None = None) -> str:
         """Where the session is (or would be) stored: a file path, a Redis key."""
@@ -429,7 +431,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """Load the modules and remember the revision; ``None`` when the session is missing."""
         raw = await self._read(key)
         if raw is None:
-            self._revisions.remember(key, MISSING_REVISION)
+            self._revisions.remember(key, MISSING)
             return None
         document = await self._decode(raw, key)
         try:
@@ -439,23 +441,28 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
         except StateVersionError as err:
             raise err.located(self._source(key)) from err.__cause__
-        self._revisions.remember(key, revision_of(raw))
+        self._revisions.remember(key, Expected(raw=raw))
         return results
 
-    async def _save_modules(self, key: SessionKey, modules: Mapping[str, StateModule]) -> str:
-        return await self._store(key, await self._encode(modules), None, overwrite=False)
+    async def _save_modules(self, key: SessionKey, modules: Mapping[str, StateModule], *, overwrite: bool) -> None:
+        await self._store(key, await self._encode(modules), None, overwrite=overwrite)
 
-    async def _store(self, key: SessionKey, raw: bytes, expected: str | None, *, overwrite: bool) -> str:
-        """Write ``raw``: unconditionally, or only over the expected (else remembered) revision."""
+    async def _store(self, key: SessionKey, raw: bytes, expected: Expected | None, *, overwrite: bool) -> Expected:
+        """Write ``raw``: unconditionally, or only over what is expected (else remembered).
+
+        Returns:
+            What is stored now (the next save's expectation).
+        """
         if expected is None and not overwrite:
             expected = self._revisions.get(key)
         if expected is None or overwrite:
             await self._write(key, raw)
         elif not await self._write_if(key, raw, expected):
-            raise ConflictError(conflict_message(self._source(key), expected), source=self._source(key))
-        revision = revision_of(raw)
-        self._revisions.remember(key, revision)
-        return revision
+            source = self._source(key)
+            raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
+        written = Expected(raw=raw)
+        self._revisions.remember(key, written)
+        return written
 
     async def _run_codec(self, work: Callable[..., T], *args: Any) -> T:
         if self.offload_codec:

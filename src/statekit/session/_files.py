@@ -43,7 +43,7 @@ from urllib.parse import unquote
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._base import SessionBase, SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
-from statekit.session._revisions import MISSING_REVISION, revision_of
+from statekit.session._revisions import Expected
 from statekit.session._safe_files import check_path, read_regular, write_new
 
 R = TypeVar("R")
@@ -155,13 +155,11 @@ def _delete_file(path: Path) -> bool:
     return True
 
 
-def _replace_if(path: Path, data: bytes, expected: str | None, timeout: float) -> bool:
-    """Under the session's lock: write ``data`` if the stored revision is ``expected`` (``None``: always)."""
+def _replace_if(path: Path, data: bytes, expected: Expected | None, timeout: float) -> bool:
+    """Under the session's lock: write ``data`` if what is stored is ``expected`` (``None``: always)."""
     with session_lock(path, timeout):
-        if expected is not None:
-            current = _read_file(path)
-            if (MISSING_REVISION if current is None else revision_of(current)) != expected:
-                return False
+        if expected is not None and not expected.matches(_read_file(path)):
+            return False
         atomic_write(path, data, locked=True)
         return True
 
@@ -235,10 +233,10 @@ class FileSession(SessionBase):
     async def _write(self, key: SessionKey, data: bytes) -> None:
         await self._write_if_locked(key, data, None)
 
-    async def _write_if(self, key: SessionKey, data: bytes, expected: str) -> bool:
+    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         return await self._write_if_locked(key, data, expected)
 
-    async def _write_if_locked(self, key: SessionKey, data: bytes, expected: str | None) -> bool:
+    async def _write_if_locked(self, key: SessionKey, data: bytes, expected: Expected | None) -> bool:
         path = self._path(key)
 
         def work() -> bool:

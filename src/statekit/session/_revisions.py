@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -63,32 +64,92 @@ class StoredDocument:
     revision: str
 
 
+class Expected:
+    """What a conditional write expects to find stored: the bytes last seen, or their revision.
+
+    Holding the bytes lets a backend that reads the stored bytes anyway (files)
+    compare them directly, which costs far less than hashing them; the revision
+    is computed only when asked for (Redis sends it to its script).
+    """
+
+    __slots__ = ("_revision", "raw")
+
+    def __init__(self, *, raw: bytes | None = None, revision: str | None = None) -> None:
+        if raw is None and revision is None:
+            raise TypeError("Expected needs the raw bytes, their revision, or both")
+        self.raw = raw
+        self._revision = revision
+
+    @property
+    def revision(self) -> str:
+        """The expected revision (:data:`MISSING_REVISION`: nothing stored)."""
+        if self._revision is None:
+            assert self.raw is not None
+            self._revision = revision_of(self.raw)
+        return self._revision
+
+    def matches(self, current: bytes | None) -> bool:
+        """Whether ``current`` (the stored bytes, ``None`` if none) is what is expected."""
+        if current is None or self.raw is None:
+            return (MISSING_REVISION if current is None else revision_of(current)) == self.revision
+        return current == self.raw
+
+    def without_bytes(self) -> Expected:
+        """The same expectation, keeping only the revision (to free memory)."""
+        return self if self.raw is None else Expected(revision=self.revision)
+
+
+MISSING: Final = Expected(revision=MISSING_REVISION)
+"""The expectation "nothing is stored"."""
+
+MEMORY_BYTES = 32 * 2**20
+"""Stored bytes a session object keeps to compare cheaply; past this, older sessions keep only a hash."""
+
+
 class RevisionMemory:
-    """The revision a session object last loaded or saved, per session (thread-safe)."""
+    """What a session object last loaded or saved, per session (thread-safe).
+
+    The bytes of the most recent sessions are kept, up to :data:`MEMORY_BYTES`;
+    older ones are reduced to their revision.
+    """
 
     def __init__(self) -> None:
-        self._known: dict[SessionKey, str] = {}
+        self._known: dict[SessionKey, Expected] = {}
+        self._with_bytes: OrderedDict[SessionKey, int] = OrderedDict()  # oldest first, with their sizes
+        self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: SessionKey) -> str | None:
-        """The remembered revision (:data:`MISSING_REVISION` when seen missing), or ``None``."""
+    def get(self, key: SessionKey) -> Expected | None:
+        """What is remembered of the session (``None``: never seen, or forgotten)."""
         with self._lock:
             return self._known.get(key)
 
-    def remember(self, key: SessionKey, revision: str) -> None:
-        """Remember the revision just read or written."""
+    def remember(self, key: SessionKey, expected: Expected) -> None:
+        """Remember what was just read or written."""
         with self._lock:
-            self._known[key] = revision
+            self._drop(key)
+            self._known[key] = expected
+            if expected.raw is not None:
+                self._with_bytes[key] = len(expected.raw)
+                self._bytes += len(expected.raw)
+            while self._bytes > MEMORY_BYTES:
+                oldest, size = self._with_bytes.popitem(last=False)
+                self._known[oldest] = self._known[oldest].without_bytes()
+                self._bytes -= size
 
     def forget(self, key: SessionKey) -> None:
         """Forget the session (after a delete): the next save is blind."""
         with self._lock:
-            self._known.pop(key, None)
+            self._drop(key)
+
+    def _drop(self, key: SessionKey) -> None:
+        self._known.pop(key, None)
+        self._bytes -= self._with_bytes.pop(key, 0)
 
 
-def conflict_message(source: str, expected: str) -> str:
-    """The message of a :class:`~statekit.errors.ConflictError`."""
-    what = "was created" if expected == MISSING_REVISION else "was changed (or deleted)"
+def conflict_message(source: str, *, created: bool) -> str:
+    """The message of a :class:`~statekit.errors.ConflictError` (``created``: it was expected missing)."""
+    what = "was created" if created else "was changed (or deleted)"
     return (
         f"{source} {what} by another writer since this session object last loaded or saved it; "
         "nothing was written. Load it again and redo the change (update() does this), "

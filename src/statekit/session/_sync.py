@@ -134,9 +134,9 @@ class BlockingTwins:
         user_id: str | None = None,
         retries: int = 10,
         **modules: StateModule,
-    ) -> str:
+    ) -> None:
         """Blocking :meth:`aupdate` (``mutate`` runs in the helper thread)."""
-        return self._block("update", lambda: self._async.aupdate(session_id, mutate, user_id=user_id, retries=retries, **modules))
+        self._block("update", lambda: self._async.aupdate(session_id, mutate, user_id=user_id, retries=retries, **modules))
 
     def revision(self, session_id: str, user_id: str | None = None) -> str | None:
         """Blocking :meth:`arevision`."""

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase, SessionKey
+from statekit.session._revisions import Expected
 
 try:
     from redis import exceptions as _redis_errors
@@ -228,14 +229,14 @@ class RedisSession(SessionBase):
         async with self._errors(key):
             await self._client.set(self._key(key), data, ex=self.key_ttl)
 
-    async def _write_if(self, key: SessionKey, data: bytes, expected: str) -> bool:
+    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         ttl = "" if self.key_ttl is None else str(self.key_ttl)
-        name = self._key(key)
+        name, revision = self._key(key), expected.revision
         async with self._errors(key):
             try:
-                done = await self._client.evalsha(_COMPARE_AND_SET_SHA, 1, name, data, expected, ttl)
+                done = await self._client.evalsha(_COMPARE_AND_SET_SHA, 1, name, data, revision, ttl)
             except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
-                done = await self._client.eval(_COMPARE_AND_SET, 1, name, data, expected, ttl)
+                done = await self._client.eval(_COMPARE_AND_SET, 1, name, data, revision, ttl)
         return bool(done)
 
     async def _delete(self, key: SessionKey) -> bool:
