@@ -21,6 +21,7 @@ import cattrs
 from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of, unknown_key
 from statekit._cycles import TooDeep, module_problem, value_problem
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
+from statekit._overrides import Deferred, defer, dump_override, join_paths, run_overrides
 from statekit._plan import (
     DEFAULT_CONVERTER,
     ClassPlan,
@@ -30,12 +31,13 @@ from statekit._plan import (
     make_plan,
     module_class,
 )
-from statekit._json import describe, with_article
+from statekit._json import JSONValueError, copy_any, describe, with_article
 from statekit._limits import MAX_DEPTH, depth_message, path_too_deep, too_deep
 from statekit._versions import VERSION_KEY, Migration, define_versions, tag, upgrade
 from statekit.errors import (
     PathSegment,
     Problem,
+    StateAttributeError,
     StateDefinitionError,
     StatekitError,
     StateDumpError,
@@ -105,21 +107,32 @@ class StateModule:
             custom_from_json: Builds the value back from JSON data.
 
         Raises:
-            StatekitError: The attribute does not exist.
+            StateAttributeError: The attribute does not exist (also an ``AttributeError``).
         """
         if not hasattr(self, attr_name):
-            raise StatekitError(f"{type(self).__qualname__} has no attribute {attr_name!r} to register")
+            raise StateAttributeError(f"{type(self).__qualname__} has no attribute {attr_name!r} to register")
         registry = self.__dict__.setdefault(_REGISTERED, {})
         registry[attr_name] = any_hooks(FieldCodec(custom_to_json, custom_from_json))
 
+    def __delattr__(self, name: str) -> None:
+        """Delete an attribute; a registered one leaves the state with it."""
+        super().__delattr__(name)
+        registry = getattr(self, "__dict__", {}).get(_REGISTERED)
+        if registry is not None:
+            registry.pop(name, None)
+
     def state_dict(self) -> dict[str, Any]:
         """Return the state as plain JSON data: a snapshot sharing nothing with ``self``.
+
+        Called through ``super()`` by a subclass that overrides it, a registered
+        attribute that is not JSON data is returned as it is: the override may
+        replace it, and statekit checks the override's result.
 
         Raises:
             StateDumpError: A value is not JSON data, a ``to_json`` failed, or
                 the state holds itself or nests deeper than ``MAX_DEPTH``.
         """
-        state = _dump_root(self, ())
+        state = _dump_root(self, (), lax=type(self).state_dict is not StateModule.state_dict)
         if too_deep(state):
             raise StateDumpError([Problem(path_too_deep(state) or (), depth_message())])
         return state
@@ -208,9 +221,9 @@ def _extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[
     return out
 
 
-def _dump_root(module: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
+def _dump_root(module: StateModule, path: Path, live: bool = False, lax: bool = False) -> dict[str, Any]:
     try:
-        return _dump(module, path, live)
+        return _dump(module, path, live, lax)
     except TooDeep as exc:
         raise StateDumpError([module_problem(module, path, exc.path)]) from None
 
@@ -225,9 +238,10 @@ def refuse_too_deep(data: Any) -> None:
         raise StateLoadError([Problem(path_too_deep(data) or (), depth_message())])
 
 
-def _dump(obj: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
+def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False) -> dict[str, Any]:
     """The state of ``obj``; ``live`` shares validated JSON values instead of
-    copying them (for data that is encoded at once, see :func:`dump_many`)."""
+    copying them (for data that is encoded at once, see :func:`dump_many`);
+    ``lax`` passes registered values that are not JSON through (see ``state_dict``)."""
     if len(path) >= MAX_DEPTH:
         raise TooDeep(path)  # a cycle of modules, or a chain too long to save
     version = tag(type(obj))
@@ -236,7 +250,7 @@ def _dump(obj: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
         value = getattr(obj, plan.name)
         dump = plan.encode if live else plan.dump
         if isinstance(value, StateModule):
-            out[plan.name] = _dump(value, (*path, plan.name), live)
+            out[plan.name] = _dump_child(value, (*path, plan.name), live)
         elif dump is not None:
             out[plan.name] = _dump_value(obj, dump, value, (*path, plan.name), plan.tp)
         elif plan.is_state or plan.module_type is not None:
@@ -244,10 +258,33 @@ def _dump(obj: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
     for name, hooks in _extras(obj).items():
         value = getattr(obj, name)
         if isinstance(value, StateModule):
-            out[name] = _dump(value, (*path, name), live)
+            out[name] = _dump_child(value, (*path, name), live)
         elif hooks is not None:
-            out[name] = _dump_value(obj, hooks[0], value, (*path, name), Any)
+            out[name] = _dump_registered(obj, hooks[0], value, (*path, name), lax)
     return out
+
+
+def _dump_top(module: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
+    """A module given to a session: its own ``state_dict()`` when its class overrides it."""
+    if type(module).state_dict is StateModule.state_dict:
+        return _dump_root(module, path, live)
+    return dump_override(module, path)
+
+
+def _dump_child(module: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
+    """A module's state, through its own ``state_dict()`` when its class overrides it."""
+    if type(module).state_dict is StateModule.state_dict:
+        return _dump(module, path, live)
+    return dump_override(module, path)
+
+
+def _dump_registered(owner: StateModule, dump: Callable[[Any], Any], value: Any, path: Path, lax: bool) -> Any:
+    if lax and dump is copy_any:
+        try:
+            return copy_any(value)
+        except JSONValueError:
+            return value  # for the overriding state_dict() to replace; its result is checked
+    return _dump_value(owner, dump, value, path, Any)
 
 
 def _dump_value(owner: object, dump: Callable[[Any], Any], value: Any, path: Path, tp: Any) -> Any:
@@ -275,9 +312,19 @@ class _Loader:
         self.assignments: list[tuple[object, str, Any]] = []
         self.missing: list[str] = []
         self.unexpected: list[str] = []
+        self.deferred: list[Deferred] = []
 
     def problem(self, path: Path, message: str) -> None:
         self.problems.append(Problem(path, message))
+
+    def plan_child(self, module: StateModule, state: Any, path: Path) -> None:
+        """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden."""
+        if type(module).load_state_dict is StateModule.load_state_dict:
+            self.plan(module, state, path)
+            return
+        item = defer(module, state, path, self.strict, self.problems)
+        if item is not None:
+            self.deferred.append(item)
 
     def plan(self, module: StateModule, state: Any, path: Path) -> None:
         """Plan the load of one module (and, recursively, its children)."""
@@ -308,7 +355,7 @@ class _Loader:
         if data is None and isinstance(spec, FieldPlan) and spec.nullable:
             self.assignments.append((module, name, None))
         elif isinstance(current, StateModule):
-            self.plan(current, data, path)
+            self.plan_child(current, data, path)
         elif isinstance(spec, FieldPlan):
             self._plan_field(module, spec, data, path)
         elif spec is not None:
@@ -366,11 +413,30 @@ class _Loader:
 
     def commit(self) -> LoadResult:
         """Raise every problem, or assign every planned value."""
-        if self.problems:
-            raise StateLoadError(self.problems)
-        for target, name, value in self.assignments:
+        return _commit([self])[0]
+
+
+def _commit(loaders: list[_Loader]) -> list[LoadResult]:
+    """Run the deferred overrides of every loader (restored together if one
+    raises), then assign every planned value."""
+    problems = [p for loader in loaders for p in loader.problems]
+    if problems:
+        raise StateLoadError(problems)
+    if any(loader.deferred for loader in loaders):
+        _run_deferred(loaders)
+    for loader in loaders:
+        for target, name, value in loader.assignments:
             object.__setattr__(target, name, value)
-        return LoadResult(self.missing, self.unexpected)
+    return [LoadResult(loader.missing, loader.unexpected) for loader in loaders]
+
+
+def _run_deferred(loaders: list[_Loader]) -> None:
+    owners = [loader for loader in loaders for _ in loader.deferred]
+    items = [item for loader in loaders for item in loader.deferred]
+    for loader, item, result in zip(owners, items, run_overrides(items), strict=True):
+        if result is not None:
+            loader.missing.extend(join_paths(item.path, result.missing_keys))
+            loader.unexpected.extend(join_paths(item.path, result.unexpected_keys))
 
 
 _FAILED = object()
@@ -400,7 +466,7 @@ def dump_many(modules: Mapping[str, StateModule], *, live: bool = False) -> dict
         StateDumpError: A module's state is not JSON data.
     """
     check_modules(modules)
-    return {name: _dump_root(module, (name,), live) for name, module in modules.items()}
+    return {name: _dump_top(module, (name,), live) for name, module in modules.items()}
 
 
 def check_modules(modules: Mapping[str, object]) -> None:
@@ -446,15 +512,12 @@ def load_many(
     loaders = {name: _Loader(strict, fresh) for name in modules}
     for name, module in modules.items():
         if name in document:
-            loaders[name].plan(module, document[name], (name,))
+            loaders[name].plan_child(module, document[name], (name,))
         elif strict:
             loaders[name].problem((name,), "module is missing from the session")
         else:
             loaders[name].missing.append(name)
-    problems = [p for loader in loaders.values() for p in loader.problems]
-    if problems:
-        raise StateLoadError(problems)
-    return {name: loader.commit() for name, loader in loaders.items()}
+    return dict(zip(loaders, _commit(list(loaders.values())), strict=True))
 
 
 def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool = True) -> T:
@@ -494,6 +557,8 @@ def _build_module(cls: type, data: Any, loader: _Loader, path: Path, *, fill_def
         loader.problem(path, f"expected an object of state, got {describe(data)}")
         return None
     data = upgrade(cls, data, path)
+    if getattr(cls, "load_state_dict", None) is not StateModule.load_state_dict:
+        return _build_by_override(cls, data, loader, path)
     plan = _plan_of_class(cls)
     kwargs: dict[str, Any] = {}
     for field_plan in plan.fields:
@@ -509,6 +574,21 @@ def _build_module(cls: type, data: Any, loader: _Loader, path: Path, *, fill_def
     except Exception as exc:  # noqa: BLE001 - a validator or __attrs_post_init__ refused
         loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
         return None
+
+
+def _build_by_override(cls: type, data: Mapping[str, Any], loader: _Loader, path: Path) -> Any:
+    """Build with no arguments, then load through the class's own ``load_state_dict()``."""
+    try:
+        module = cls()
+    except Exception as exc:  # noqa: BLE001 - reported with the path
+        message = f"{cls.__qualname__}() raised {type(exc).__name__}: {exc} (an overriding load_state_dict() needs one)"
+        loader.problem(path, message)
+        return None
+    item = defer(module, data, path, loader.strict, loader.problems)
+    if item is not None:
+        item.fresh = True
+        loader.deferred.append(item)
+    return module
 
 
 def _plan_of_class(cls: type) -> ClassPlan:

@@ -78,6 +78,13 @@ class StateDefinitionError(StatekitError, TypeError):
     """A ``@stateful`` class declares something statekit cannot save or load."""
 
 
+class StateAttributeError(StatekitError, AttributeError):
+    """``register_state`` named an attribute the object does not have.
+
+    Also an ``AttributeError``, which is what AgentScope code catches.
+    """
+
+
 class StateDumpError(StatekitError, ValueError):
     """``state_dict()`` met a value that is not JSON data (or a codec failed)."""
 
@@ -222,8 +229,11 @@ class SessionError(StatekitError):
     """Base class of errors raised by session backends."""
 
 
-class SessionNotFoundError(SessionError, LookupError):
-    """The requested session does not exist (and ``allow_not_exist`` was false)."""
+class SessionNotFoundError(SessionError, LookupError, ValueError):
+    """The requested session does not exist (and ``allow_not_exist`` was false).
+
+    Also a ``ValueError``, which is what AgentScope code catches.
+    """
 
 
 class InvalidSessionIdError(SessionError, ValueError):

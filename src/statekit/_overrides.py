@@ -1,0 +1,164 @@
+"""Modules whose class overrides ``state_dict()`` / ``load_state_dict()``.
+
+AgentScope's memories and toolkits (and many users' classes) write their own
+``state_dict`` and ``load_state_dict``. statekit cannot see inside them, so on
+every path (a nested module, a session, ``from_config``, the CLI) it calls them
+and checks what comes back:
+
+- a dump takes the override's result, refuses what JSON cannot hold (naming the
+  path) and deep-copies it (tuples become lists);
+- a load hands the override a private copy of its data at commit time, after
+  every other module's data was checked; if an override raises, every override
+  already run in this load is restored from a snapshot taken just before it
+  ran, and no other value is assigned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from statekit._convert import problems_of
+from statekit._json import JSONValueError, copy_any, describe
+from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, format_path
+
+if TYPE_CHECKING:
+    from statekit._module import LoadResult, StateModule
+
+Path = tuple[PathSegment, ...]
+
+
+def dump_override(module: StateModule, path: Path) -> dict[str, Any]:
+    """The state an overriding ``state_dict()`` returns, checked and copied.
+
+    Raises:
+        StateDumpError: It raised, returned no mapping, or returned something
+            JSON cannot hold (non-str keys, NaN, sets...), with the path.
+    """
+    name = type(module).__qualname__
+    try:
+        state = module.state_dict()
+    except Exception as exc:
+        raise StateDumpError([Problem(path, f"{name}.state_dict() raised {type(exc).__name__}: {exc}")]) from exc
+    if not isinstance(state, Mapping):
+        raise StateDumpError([Problem(path, f"{name}.state_dict() returned {describe(state)}, not an object")])
+    try:
+        copied: dict[str, Any] = copy_any(dict(state))
+    except JSONValueError as exc:
+        raise StateDumpError([Problem(p, m) for p, m in problems_of(exc, path)]) from exc
+    return copied
+
+
+@attrs.define
+class Deferred:
+    """An overriding ``load_state_dict`` to call at commit time.
+
+    Attributes:
+        module: The module to load.
+        data: A private copy of its state.
+        path: Where the state sits in the loaded document.
+        strict: Passed on to the override.
+        fresh: The module was built by this load (nothing to restore).
+    """
+
+    module: StateModule
+    data: dict[str, Any]
+    path: Path
+    strict: bool
+    fresh: bool = False
+    snapshot: tuple[dict[str, Any], Any] | None = None
+
+
+def defer(module: StateModule, state: Any, path: Path, strict: bool, problems: list[Problem]) -> Deferred | None:
+    """Check the data meant for an overriding module; ``None`` when it is not a JSON object."""
+    if not isinstance(state, Mapping):
+        problems.append(Problem(path, f"expected an object of state, got {describe(state)}"))
+        return None
+    try:
+        data = copy_any(dict(state))
+    except JSONValueError as exc:
+        problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+        return None
+    return Deferred(module, data, path, strict)
+
+
+def run_overrides(deferred: list[Deferred]) -> list[LoadResult | None]:
+    """Call every deferred override; all or nothing.
+
+    Returns:
+        What each override returned, when it was a ``LoadResult``.
+
+    Raises:
+        StateLoadError: An override raised; every override already run was
+            restored (and the failing one too).
+    """
+    results: list[LoadResult | None] = []
+    for index, item in enumerate(deferred):
+        if not item.fresh:
+            item.snapshot = _snapshot(item.module)
+        try:
+            results.append(_call(item))
+        except Exception as exc:  # noqa: BLE001 - reported with the module's path
+            failed = [_restore(done) for done in reversed(deferred[: index + 1])]
+            problems = [Problem(item.path, _raised(item.module, exc)), *(p for p in failed if p is not None)]
+            raise StateLoadError(problems) from exc
+    return results
+
+
+def _call(item: Deferred) -> LoadResult | None:
+    from statekit._module import LoadResult
+
+    result: object = item.module.load_state_dict(item.data, strict=item.strict)  # None in AgentScope's style
+    return result if isinstance(result, LoadResult) else None
+
+
+def _raised(module: object, exc: BaseException) -> str:
+    return f"{type(module).__qualname__}.load_state_dict() raised {type(exc).__name__}: {exc}"
+
+
+def _snapshot(module: StateModule) -> tuple[dict[str, Any], Any]:
+    """The module's attributes (shallow) and its own state (deep), before its load."""
+    try:
+        state = copy_any(dict(module.state_dict()))
+    except Exception:  # noqa: BLE001 - then attributes alone are restored
+        state = None
+    return _attributes(module), state
+
+
+def _attributes(module: object) -> dict[str, Any]:
+    found = dict(getattr(module, "__dict__", {}))
+    cls: Any = type(module)
+    for field in attrs.fields(cls) if attrs.has(cls) else ():
+        if field.name not in found and hasattr(module, field.name):
+            found[field.name] = getattr(module, field.name)
+    return found
+
+
+def _restore(item: Deferred) -> Problem | None:
+    """Put a module back as it was; a problem when that failed."""
+    if item.snapshot is None:
+        return None
+    attributes, state = item.snapshot
+    try:
+        _set_attributes(item.module, attributes)
+        if state is not None and copy_any(dict(item.module.state_dict())) != state:
+            item.module.load_state_dict(state, strict=False)  # the override changed objects in place
+    except Exception as exc:  # noqa: BLE001 - reported, never hidden
+        return Problem(item.path, f"could not be restored ({type(exc).__name__}: {exc}); it may be half-loaded")
+    return None
+
+
+def _set_attributes(module: object, attributes: dict[str, Any]) -> None:
+    own = getattr(module, "__dict__", None)
+    if own is not None:
+        own.clear()
+    for name, value in attributes.items():
+        object.__setattr__(module, name, value)
+
+
+def join_paths(prefix: Path, entries: list[str]) -> list[str]:
+    """Entries of an override's ``LoadResult``, made relative to the document."""
+    head = format_path(prefix)
+    return [f"{head}{entry}" if entry.startswith("[") else f"{head}.{entry}" for entry in entries]

@@ -1,0 +1,16 @@
+"""Harness for the tests ported from AgentScope 1.0.21 (none of their code changes here).
+
+AgentScope's JSONSession test saves into ``./``: each test runs in its own
+temporary folder, so that nothing lands in the checkout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _run_in_a_temporary_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
