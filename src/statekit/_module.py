@@ -9,6 +9,7 @@ leaves every object exactly as it was.
 from __future__ import annotations
 
 import dis
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -48,6 +49,7 @@ from statekit.errors import (
 T = TypeVar("T")
 Path = tuple[PathSegment, ...]
 
+_LOG = logging.getLogger("statekit")
 _REGISTERED = "__statekit_registered__"
 _EMPTY_PLAN = ClassPlan(fields=(), by_name={})
 
@@ -108,9 +110,13 @@ class StateModule:
 
         Raises:
             StateAttributeError: The attribute does not exist (also an ``AttributeError``).
+            StateDefinitionError: Without ``custom_to_json``, its value is not
+                JSON data (also a ``TypeError``, as in AgentScope).
         """
         if not hasattr(self, attr_name):
             raise StateAttributeError(f"{type(self).__qualname__} has no attribute {attr_name!r} to register")
+        if custom_to_json is None:
+            _check_registered(self, attr_name)
         registry = self.__dict__.setdefault(_REGISTERED, {})
         registry[attr_name] = any_hooks(FieldCodec(custom_to_json, custom_from_json))
 
@@ -189,6 +195,19 @@ def _undecorated_message(cls: type) -> str:
         f"{cls.__qualname__} declares state_field() attributes but is not @stateful: "
         "add @stateful above the class (not @attrs.define or @dataclass), or nothing is saved"
     )
+
+
+def _check_registered(module: StateModule, name: str) -> None:
+    value = getattr(module, name)
+    if isinstance(value, StateModule):
+        return
+    try:
+        copy_any(value)
+    except JSONValueError as exc:
+        raise StateDefinitionError(
+            f"{type(module).__qualname__}.{name} is not JSON data ({exc}); "
+            "register it with custom_to_json and custom_from_json"
+        ) from None
 
 
 def _plan_of(obj: object) -> ClassPlan:
@@ -427,6 +446,9 @@ def _commit(loaders: list[_Loader]) -> list[LoadResult]:
     for loader in loaders:
         for target, name, value in loader.assignments:
             object.__setattr__(target, name, value)
+    ignored = [key for loader in loaders for key in loader.unexpected]
+    if ignored:
+        _LOG.warning("a non-strict load ignored %d unknown key(s): %s", len(ignored), ", ".join(ignored))
     return [LoadResult(loader.missing, loader.unexpected) for loader in loaders]
 
 

@@ -208,7 +208,7 @@ class Toolkit(StateModule):
     def state_dict(self) -> dict[str, Any]:
         return {"active_groups": [name for name, group in self.groups.items() if group.active]}
 
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:  # type: ignore[override]
+    def load_state_dict(self, state_dict: Any, strict: bool = True) -> None:  # type: ignore[override]
         if (
             not isinstance(state_dict, dict)
             or "active_groups" not in state_dict

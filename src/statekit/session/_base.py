@@ -14,6 +14,7 @@ import abc
 import asyncio
 import inspect
 import itertools
+import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
@@ -44,6 +45,7 @@ from statekit.session._revisions import (
     restart_missing,
     revision_of,
 )
+from statekit.session._log import log_missing, log_timed
 from statekit.session._sync import BlockingTwins
 
 T = TypeVar("T")
@@ -253,8 +255,10 @@ class SessionBase(BlockingTwins, abc.ABC):
         key = self.key(session_id, user_id)
         _check_names(modules)
         results = await self._load(key, modules, strict)
-        if results is None and not allow_not_exist:
-            raise SessionNotFoundError(f"no {self._source(key)}")
+        if results is None:
+            if not allow_not_exist:
+                raise SessionNotFoundError(f"no {self._source(key)}")
+            log_missing(self._source(key))
         return results or {}
 
     save_session_state = asave
@@ -429,6 +433,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         self, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
     ) -> dict[str, LoadResult] | None:
         """Load the modules and remember the revision; ``None`` when the session is missing."""
+        started = time.perf_counter()
         raw = await self._read(key)
         if raw is None:
             self._revisions.remember(key, MISSING)
@@ -442,6 +447,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         except StateVersionError as err:
             raise err.located(self._source(key)) from err.__cause__
         self._revisions.remember(key, Expected(raw=raw))
+        log_timed("loaded", lambda: self._source(key), len(raw), started)
         return results
 
     async def _save_modules(self, key: SessionKey, modules: Mapping[str, StateModule], *, overwrite: bool) -> None:
@@ -453,6 +459,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         Returns:
             What is stored now (the next save's expectation).
         """
+        started = time.perf_counter()
         if expected is None and not overwrite:
             expected = self._revisions.get(key)
         if expected is None or overwrite:
@@ -462,6 +469,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
         written = Expected(raw=raw)
         self._revisions.remember(key, written)
+        log_timed("saved", lambda: self._source(key), len(raw), started)
         return written
 
     async def _run_codec(self, work: Callable[..., T], *args: Any) -> T:

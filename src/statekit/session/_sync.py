@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
@@ -175,11 +175,25 @@ class BlockingTwins:
         """Blocking :meth:`adelete`."""
         return self._block("delete", lambda: self._async.adelete(session_id, user_id))
 
-    def close(self) -> None:
-        """Blocking :meth:`aclose`; also stops the helper thread of the blocking twins."""
+    def close(self) -> Awaitable[None]:
+        """Close the session, from plain code or (awaited) from async code.
+
+        Outside an event loop it blocks, like the other twins, and also stops
+        the helper thread of the blocking twins. Inside a running loop it
+        returns a coroutine to await: ``await session.close()`` is what
+        AgentScope code writes.
+        """
+        if loop_running():
+            return self._close_in_loop()
         self._block("close", self._async.aclose)
         if self._portal is not None:
             self._portal.stop()
+        return _Done()
+
+    async def _close_in_loop(self) -> None:
+        await self._async.aclose()
+        if self._portal is not None:
+            await asyncio.to_thread(self._portal.stop)
 
     def __enter__(self) -> Self:
         return self
@@ -187,7 +201,9 @@ class BlockingTwins:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        if error is not None and loop_running():
+        if loop_running():
+            if error is None:
+                refuse_inside_loop("close")  # `with` cannot await: `async with` can
             return  # close() cannot block here either: let the first misuse be the error reported
         self.close()
 
@@ -199,3 +215,10 @@ class BlockingTwins:
                 weakref.finalize(self, self._portal.stop)
             portal = self._portal
         return portal.call(make)
+
+
+class _Done:
+    """What a blocking :meth:`BlockingTwins.close` returns: already done, awaitable anyway."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()

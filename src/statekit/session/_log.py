@@ -1,0 +1,33 @@
+"""What sessions tell the ``statekit`` logger: where, how big, how long; never state.
+
+- DEBUG: each save and load, with the place (file or Redis key), the size in
+  bytes and the time taken.
+- INFO: a load skipped because the session does not exist and
+  ``allow_not_exist`` is true, so that a silent fresh start shows in the logs
+  (AgentScope logs the same words).
+- WARNING: keys a non-strict load ignored (logged by the state layer).
+
+Values never reach the log: they may hold secrets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger("statekit")
+
+__all__ = ["log_missing", "log_timed", "logger"]
+
+
+def log_timed(what: str, source: Callable[[], str], size: int, started: float) -> None:
+    """DEBUG ``saved 1234 bytes to sessions/chat.json in 2.1 ms`` (``source`` built only when logged)."""
+    if logger.isEnabledFor(logging.DEBUG):
+        elapsed = (time.perf_counter() - started) * 1000
+        logger.debug("%s %d bytes %s %s in %.1f ms", what, size, "to" if what == "saved" else "from", source(), elapsed)
+
+
+def log_missing(source: str) -> None:
+    """INFO: the session does not exist, so the load changed nothing."""
+    logger.info("session %s does not exist; nothing was loaded (allow_not_exist=True)", source)

@@ -1,0 +1,294 @@
+"""statekit's side of AgentScope compatibility: overrides on every path, tuples,
+``del``, error classes, logging and ``close()`` (issue 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentscope_like import InMemoryMemory, Msg, Toolkit
+from statekit import JSONSession, StateModule, from_config, state_field, stateful
+from statekit._module import build
+from statekit.errors import (
+    SessionError,
+    SessionNotFoundError,
+    StateAttributeError,
+    StateDumpError,
+    StatekitError,
+    StateLoadError,
+)
+
+
+class Agent(StateModule):
+    """A plain module holding overriding ones, in AgentScope's style."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "Friday"
+        self.memory = InMemoryMemory()
+        self.toolkit = Toolkit()
+        self.toolkit.create_tool_group("web")
+        self.register_state("name")
+
+
+class Returns(StateModule):
+    """An override returning whatever the test puts in ``self.out``."""
+
+    def __init__(self, out: Any) -> None:
+        super().__init__()
+        self.out = out
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.out  # type: ignore[no-any-return]
+
+
+class Holder(StateModule):
+    def __init__(self, child: StateModule) -> None:
+        super().__init__()
+        self.child = child
+
+
+class Fragile(StateModule):
+    """Loads in place, then fails on a bad item: half-loaded unless restored."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[int] = [1, 2]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"items": list(self.items)}
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:  # type: ignore[override]
+        self.items.clear()
+        for item in state_dict["items"]:
+            if not isinstance(item, int):
+                raise ValueError(f"bad item {item!r}")
+            self.items.append(item)
+
+
+async def _memory_with(text: str) -> InMemoryMemory:
+    memory = InMemoryMemory()
+    await memory.add(Msg("user", text, "user"), marks="seen")
+    return memory
+
+
+# -- overrides on every path ---------------------------------------------------------
+
+
+async def test_a_nested_override_is_dumped_through_it() -> None:
+    agent = Agent()
+    await agent.memory.add(Msg("user", "hi", "user"))
+    agent.toolkit.groups["web"].active = True
+    state = agent.state_dict()
+    assert state["toolkit"] == {"active_groups": ["web"]}
+    assert [item[0]["content"] for item in state["memory"]["content"]] == ["hi"]
+    assert state["memory"]["_compressed_summary"] == ""
+
+
+async def test_overrides_round_trip_through_a_session(tmp_path: Path) -> None:
+    agent = Agent()
+    await agent.memory.add(Msg("user", "hi", "user"), marks=["a"])
+    agent.toolkit.groups["web"].active = True
+    session = JSONSession(tmp_path)
+    await session.asave("s", agent=agent)
+    fresh = Agent()
+    await session.aload("s", allow_not_exist=False, agent=fresh)
+    assert [(m.content, marks) for m, marks in fresh.memory.content] == [("hi", ["a"])]
+    assert fresh.toolkit.groups["web"].active
+
+
+def test_an_override_result_is_copied_and_its_tuples_become_lists() -> None:
+    inner = [1, 2]
+    module = Returns({"pairs": [({"a": inner}, ("x", "y"))]})
+    state = Holder(module).state_dict()["child"]
+    assert state == {"pairs": [[{"a": [1, 2]}, ["x", "y"]]]}
+    inner.append(3)
+    assert state["pairs"][0][0]["a"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("out", "path", "words"),
+    [
+        ({"bad": {1: "x"}}, "child.bad", "keys must be strings"),
+        ({"bad": [math.nan]}, "child.bad[0]", "not a finite number"),
+        ({"bad": {1, 2}}, "child.bad", "set"),
+        (["not", "a", "dict"], "child", "not an object"),
+    ],
+)
+def test_an_override_result_json_cannot_hold_is_refused_with_its_path(out: Any, path: str, words: str) -> None:
+    with pytest.raises(StateDumpError) as caught:
+        Holder(Returns(out)).state_dict()
+    assert [p.dotted for p in caught.value.problems] == [path]
+    assert words in str(caught.value)
+
+
+def test_an_override_that_raises_is_named_with_its_path() -> None:
+    class Broken(StateModule):
+        def state_dict(self) -> dict[str, Any]:
+            raise RuntimeError("boom")
+
+    with pytest.raises(StateDumpError, match=r"child: .*Broken.state_dict\(\) raised RuntimeError: boom"):
+        Holder(Broken()).state_dict()
+
+
+async def test_a_failing_override_load_restores_every_module(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    memory, fragile, agent = await _memory_with("saved"), Fragile(), Agent()
+    await session.asave("s", memory=memory, fragile=fragile, agent=agent)
+    document = (tmp_path / "s.json").read_text(encoding="utf-8").replace("[\n      1,", '[\n      "x",')
+    (tmp_path / "s.json").write_text(document, encoding="utf-8")
+
+    memory2, fragile2, agent2 = await _memory_with("kept"), Fragile(), Agent()
+    fragile2.items.append(3)
+    agent2.name = "Kept"
+    with pytest.raises(StateLoadError, match=r"fragile: Fragile.load_state_dict\(\) raised ValueError: bad item 'x'"):
+        await session.aload("s", memory=memory2, fragile=fragile2, agent=agent2)
+    assert [m.content for m, _ in memory2.content] == ["kept"]
+    assert fragile2.items == [1, 2, 3]
+    assert agent2.name == "Kept"
+
+
+def test_the_override_gets_a_private_copy_and_strict() -> None:
+    seen: list[tuple[dict[str, Any], bool]] = []
+
+    class Spy(StateModule):
+        def state_dict(self) -> dict[str, Any]:
+            return {}
+
+        def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:  # type: ignore[override]
+            seen.append((state_dict, strict))
+
+    data = {"child": {"deep": [1]}}
+    Holder(Spy()).load_state_dict(data, strict=False)
+    assert seen == [({"deep": [1]}, False)]
+    assert seen[0][0]["deep"] is not data["child"]["deep"]
+
+
+def test_a_load_result_from_an_override_is_reported_under_its_path() -> None:
+    class Inner(StateModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = 1
+            self.register_state("a")
+
+        def load_state_dict(self, state_dict: Any, strict: bool = True) -> Any:
+            return super().load_state_dict(state_dict, strict)
+
+    result = Holder(Inner()).load_state_dict({"child": {"a": 2, "zzz": 0}}, strict=False)
+    assert result.unexpected_keys == ["child.zzz"]
+
+
+def test_super_state_dict_leaves_a_replaced_registered_value_to_the_override() -> None:
+    memory = InMemoryMemory()
+    memory.content.append((Msg("user", "hi", "user"), []))
+    assert memory.state_dict()["content"][0][0]["content"] == "hi"
+
+
+def test_build_and_from_config_go_through_the_override(tmp_path: Path) -> None:
+    @stateful
+    class Team(StateModule):
+        toolkit: Toolkit | None = state_field(default=None)
+
+    config = tmp_path / "team.yaml"
+    config.write_text("toolkit:\n  active_groups: []\n", encoding="utf-8")
+    team = from_config(Team, config)
+    assert isinstance(team.toolkit, Toolkit)
+    built = build(InMemoryMemory, {"_compressed_summary": "s", "content": []})
+    assert built._compressed_summary == "s"
+    with pytest.raises(StateLoadError, match="InMemoryMemory.load_state_dict"):
+        build(InMemoryMemory, {"content": [42]})
+
+
+# -- tuples, del, error classes --------------------------------------------------------
+
+
+def test_registered_tuples_are_json_arrays() -> None:
+    class Pairs(StateModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pairs = [("a", 1)]
+            self.register_state("pairs")
+            self.codec = (1, 2)
+            self.register_state("codec", custom_to_json=lambda value: (value, {"k": (3,)}))
+
+    assert Pairs().state_dict() == {"pairs": [["a", 1]], "codec": [[1, 2], {"k": [3]}]}
+
+
+def test_deleting_a_registered_attribute_drops_it_from_the_state() -> None:
+    agent = Agent()
+    agent.c = 1  # type: ignore[attr-defined]
+    agent.register_state("c")
+    assert "c" in agent.state_dict()
+    del agent.c  # type: ignore[attr-defined]
+    assert "c" not in agent.state_dict()
+    with pytest.raises(StateLoadError, match="c: unknown key"):
+        agent.load_state_dict({**agent.state_dict(), "c": 1})
+
+
+def test_error_classes_are_what_agentscope_code_catches(tmp_path: Path) -> None:
+    with pytest.raises(AttributeError) as caught:
+        Agent().register_state("missing")
+    assert isinstance(caught.value, StateAttributeError) and isinstance(caught.value, StatekitError)
+    with pytest.raises(ValueError) as not_found:
+        JSONSession(tmp_path).load("nope", allow_not_exist=False, agent=Agent())
+    assert isinstance(not_found.value, SessionNotFoundError)
+
+
+# -- logging ----------------------------------------------------------------------------
+
+
+async def test_logs_say_where_and_how_much_but_never_what(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="statekit")
+    session = JSONSession(tmp_path)
+    memory = await _memory_with("secret-token-123")
+    await session.asave("s", "u", memory=memory)
+    await session.aload("s", "u", memory=InMemoryMemory())
+    await session.aload("gone", "u", memory=InMemoryMemory())
+    size = (tmp_path / "@u" / "s.json").stat().st_size
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "statekit"]
+    assert messages[0][0] == "DEBUG" and messages[0][1].startswith(f"saved {size} bytes to {tmp_path / '@u' / 's.json'} in ")
+    assert messages[1][0] == "DEBUG" and messages[1][1].startswith(f"loaded {size} bytes from ")
+    assert messages[2][0] == "INFO" and "does not exist" in messages[2][1]
+    assert not any("secret-token-123" in text for _, text in messages)
+
+
+def test_a_non_strict_load_warns_about_ignored_keys(caplog: pytest.LogCaptureFixture) -> None:
+    agent = Agent()
+    with caplog.at_level(logging.WARNING, logger="statekit"):
+        agent.load_state_dict({**agent.state_dict(), "mood": "secret-value"}, strict=False)
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "mood" in caplog.records[0].getMessage()
+    assert "secret-value" not in caplog.records[0].getMessage()
+
+
+# -- close ------------------------------------------------------------------------------
+
+
+def test_close_blocks_outside_a_loop(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s", agent=Agent())
+    session.close()
+    assert session._portal is None or session._portal._loop is None
+
+
+async def test_close_is_awaited_inside_a_loop(tmp_path: Path) -> None:
+    closed: list[bool] = []
+
+    class Watched(JSONSession):
+        async def _close(self) -> None:
+            closed.append(True)
+
+    session = Watched(tmp_path)
+    await session.close()
+    assert closed == [True]
+
+
+async def test_a_blocking_with_block_inside_a_loop_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="cannot be called inside a running event loop"):
+        with JSONSession(tmp_path):
+            await asyncio.sleep(0)
