@@ -8,8 +8,11 @@ statekit twin; its generic tests run on JSONSession and RedisSession instead
 (see the note on TablestoreSessionTest).
 """
 import os
+import uuid
 from typing import Any, Union
 from unittest import IsolatedAsyncioTestCase
+
+import pytest
 
 from agentscope_like import (
     AgentBase,
@@ -22,6 +25,7 @@ from agentscope_like import (
 )
 from statekit.session import JSONSession
 from statekit.session.redis import RedisSession
+from statekit.testing import RedisServer
 
 
 class MyAgent(AgentBase):
@@ -319,19 +323,17 @@ class TablestoreSessionTest(IsolatedAsyncioTestCase):
 
 
 class TablestoreSessionOnRedisTest(TablestoreSessionTest):
-    """The same tests on RedisSession (fakeredis, as AgentScope's Redis test)."""
+    """The same tests on RedisSession, against the suite's real redis-server
+    (statekit's conditional saves run a Lua script, which fakeredis lacks)."""
+
+    @pytest.fixture(autouse=True)
+    def _use_server(self, redis_server: RedisServer) -> None:
+        self._server = redis_server
 
     async def asyncSetUp(self) -> None:
         """Create the session under test."""
         import tempfile
 
-        import fakeredis.aioredis
-
         self._tmp = tempfile.TemporaryDirectory()
-        self._redis = fakeredis.aioredis.FakeRedis()
-        self.session = RedisSession(connection_pool=self._redis.connection_pool)
-
-    async def asyncTearDown(self) -> None:
-        """Close the session and the fake server's client."""
-        await super().asyncTearDown()
-        await self._redis.aclose()
+        prefix = f"agentscope-{uuid.uuid4().hex}:"
+        self.session = RedisSession(self._server.host, self._server.port, key_prefix=prefix)
