@@ -34,7 +34,7 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit._fields import field_codec
-from statekit._json import JSONValueError, copy_any, describe, is_json_type, make_checker, make_copier, type_name
+from statekit._json import JSONValueError, copy_any, copy_loose, describe, is_json_type, make_checker, make_copier, type_name
 from statekit._versions import versioned_structure, versioned_unstructure
 from statekit.errors import PathSegment, StateVersionError
 
@@ -389,7 +389,7 @@ def dump_with(to_json: Hook) -> Hook:
             data = to_json(value)
         except Exception as exc:
             raise CodecError(f"to_json raised {type(exc).__name__}: {exc}") from exc
-        return copy_any(data)
+        return copy_loose(data)
 
     return dump
 

@@ -70,8 +70,6 @@ def _copy_any(value: Any) -> Any:
         return value
     if kind is float and value - value == 0.0:  # NaN and infinities have no JSON form
         return value
-    if kind is tuple:  # a JSON array, as json.dumps writes it (AgentScope's memories hold pairs)
-        return [_copy_any(v) for v in value]
     raise _Bad
 
 
@@ -83,13 +81,34 @@ def copy_any(value: Any) -> Any:
     """Deep-copy JSON data, raising :class:`JSONValueError` on anything else.
 
     Scalars come back as they are (they are immutable); lists and dicts are
-    rebuilt so that the copy shares no container with ``value``; tuples become
-    lists, as ``json.dumps`` writes them.
+    rebuilt so that the copy shares no container with ``value``.
     """
     try:
         return _copy_any(value)
     except _Bad:
         raise _fail(Any, value) from None
+
+
+def copy_loose(value: Any) -> Any:
+    """:func:`copy_any`, but tuples are arrays, as ``json.dumps`` writes them.
+
+    For what users hand over untyped: registered attributes, ``to_json``
+    results and overriding ``state_dict()`` results (AgentScope's memories
+    hold ``(message, marks)`` pairs). Typed fields keep refusing tuples.
+    """
+    try:
+        return _copy_any(value)
+    except _Bad:
+        return copy_any(_untuple(value))  # tuples are rare: a second pass only then
+
+
+def _untuple(value: Any) -> Any:
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return [_untuple(v) for v in value]
+    if kind is dict:
+        return {k: _untuple(v) for k, v in value.items()}
+    return value
 
 
 def _fail(tp: Any, value: Any) -> JSONValueError:
@@ -356,9 +375,8 @@ def _any_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
         out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
     elif type(value) is dict:
         _dict_problems(dict, Any, value, path, out)
-    elif type(value) is list or (tp is Any and type(value) is tuple):
-        for index, element in enumerate(value):
-            find_problems(Any, element, (*path, index), out)
+    elif type(value) is list:
+        _list_problems(list, Any, value, path, out)
     elif type(value) not in _SCALARS or (type(value) is float and value - value != 0.0):
         out.append((path, f"{describe(value)} is not JSON data"))
 

@@ -32,7 +32,7 @@ from statekit._plan import (
     make_plan,
     module_class,
 )
-from statekit._json import JSONValueError, copy_any, describe, with_article
+from statekit._json import JSONValueError, copy_loose, describe, with_article
 from statekit._limits import MAX_DEPTH, depth_message, path_too_deep, too_deep
 from statekit._versions import VERSION_KEY, Migration, define_versions, tag, upgrade
 from statekit.errors import (
@@ -202,7 +202,7 @@ def _check_registered(module: StateModule, name: str) -> None:
     if isinstance(value, StateModule):
         return
     try:
-        copy_any(value)
+        copy_loose(value)
     except JSONValueError as exc:
         raise StateDefinitionError(
             f"{type(module).__qualname__}.{name} is not JSON data ({exc}); "
@@ -298,9 +298,9 @@ def _dump_child(module: StateModule, path: Path, live: bool = False) -> dict[str
 
 
 def _dump_registered(owner: StateModule, dump: Callable[[Any], Any], value: Any, path: Path, lax: bool) -> Any:
-    if lax and dump is copy_any:
+    if lax and dump is copy_loose:
         try:
-            return copy_any(value)
+            return copy_loose(value)
         except JSONValueError:
             return value  # for the overriding state_dict() to replace; its result is checked
     return _dump_value(owner, dump, value, path, Any)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from statekit._convert import problems_of
-from statekit._json import JSONValueError, copy_any, describe
+from statekit._json import JSONValueError, copy_any, copy_loose, describe
 from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, format_path
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def dump_override(module: StateModule, path: Path) -> dict[str, Any]:
     if not isinstance(state, Mapping):
         raise StateDumpError([Problem(path, f"{name}.state_dict() returned {describe(state)}, not an object")])
     try:
-        copied: dict[str, Any] = copy_any(dict(state))
+        copied: dict[str, Any] = copy_loose(dict(state))
     except JSONValueError as exc:
         raise StateDumpError([Problem(p, m) for p, m in problems_of(exc, path)]) from exc
     return copied
@@ -77,7 +77,7 @@ def defer(module: StateModule, state: Any, path: Path, strict: bool, problems: l
         problems.append(Problem(path, f"expected an object of state, got {describe(state)}"))
         return None
     try:
-        data = copy_any(dict(state))
+        data = copy_loose(dict(state))
     except JSONValueError as exc:
         problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
         return None
@@ -121,7 +121,7 @@ def _raised(module: object, exc: BaseException) -> str:
 def _snapshot(module: StateModule) -> tuple[dict[str, Any], Any]:
     """The module's attributes (shallow) and its own state (deep), before its load."""
     try:
-        state = copy_any(dict(module.state_dict()))
+        state = copy_loose(dict(module.state_dict()))
     except Exception:  # noqa: BLE001 - then attributes alone are restored
         state = None
     return _attributes(module), state
@@ -143,7 +143,7 @@ def _restore(item: Deferred) -> Problem | None:
     attributes, state = item.snapshot
     try:
         _set_attributes(item.module, attributes)
-        if state is not None and copy_any(dict(item.module.state_dict())) != state:
+        if state is not None and copy_loose(dict(item.module.state_dict())) != state:
             item.module.load_state_dict(state, strict=False)  # the override changed objects in place
     except Exception as exc:  # noqa: BLE001 - reported, never hidden
         return Problem(item.path, f"could not be restored ({type(exc).__name__}: {exc}); it may be half-loaded")

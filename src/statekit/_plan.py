@@ -28,7 +28,7 @@ from statekit._convert import (
 )
 from statekit._fast import fast_structure, with_fallback
 from statekit._fields import FieldCodec, field_codec
-from statekit._json import copy_any, type_name
+from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
 
 Dump = Callable[[Any], Any]
@@ -178,6 +178,6 @@ def _load_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Load:
 
 def any_hooks(codec: FieldCodec) -> tuple[Dump, Load]:
     """Hooks of an attribute registered imperatively (no type: JSON data)."""
-    dump: Dump = copy_any if codec.to_json is None else dump_with(codec.to_json)
+    dump: Dump = copy_loose if codec.to_json is None else dump_with(codec.to_json)
     load: Load = copy_any if codec.from_json is None else load_with(codec.from_json)
     return dump, load

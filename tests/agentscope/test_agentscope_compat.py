@@ -292,3 +292,19 @@ async def test_a_blocking_with_block_inside_a_loop_is_refused(tmp_path: Path) ->
     with pytest.raises(SessionError, match="cannot be called inside a running event loop"):
         with JSONSession(tmp_path):
             await asyncio.sleep(0)
+
+
+def test_to_json_tuples_are_arrays_through_a_session_but_typed_fields_refuse_them(tmp_path: Path) -> None:
+    @stateful
+    class Span(StateModule):
+        span: Any = state_field(default=None, to_json=lambda v: (v, (v,)), from_json=lambda d: d[0])
+        raw: Any = state_field(default=None)
+
+    session = JSONSession(tmp_path)
+    session.save("s", span=Span(span=3))
+    assert '"span": [\n      3,\n      [\n        3\n      ]\n    ]' in (tmp_path / "s.json").read_text(encoding="utf-8")
+    loaded = Span()
+    session.load("s", span=loaded)
+    assert loaded.span == 3
+    with pytest.raises(StateDumpError):
+        session.save("s", span=Span(raw=(1, 2)))
