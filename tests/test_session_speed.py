@@ -10,6 +10,7 @@ the loaded state and every refusal are the same as through ``state_dict`` /
 from __future__ import annotations
 
 import gc
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from statekit import StateModule, state_field, stateful
 from statekit._gc import paused_gc
 from statekit._module import dump_many, load_many
 from statekit.codecs import JSON
-from statekit.errors import StateDumpError, StateLoadError, format_path
+from statekit.errors import DocumentError, StateDumpError, StateLoadError, format_path
 from statekit.session import JSONSession
 from strategies import state_modules, teams
 
@@ -135,3 +136,20 @@ def test_paused_gc_overlapping_in_threads_restores_the_collector_once_all_end() 
     for thread in threads:
         thread.join()
     assert gc.isenabled()
+
+
+def test_an_integer_beyond_64_bits_loads_exactly_and_is_refused_on_save(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_text('{"log": {"level": 0, "blocks": [], "content": "", "extra": {"n": 18446744073709551616}}}')
+    log = Log()
+    session = JSONSession(tmp_path)
+    session.load("s", log=log)
+    assert log.extra == {"n": 2**64}
+    with pytest.raises(StateDumpError):
+        session.save("s", log=log)
+
+
+@pytest.mark.parametrize(("raw", "where"), [(b'{"log": {"level": 1,}}', ":1:20"), (b'{"log": "\xff"}', ":1:10")])
+def test_a_document_the_decoder_refuses_is_named_with_its_line_and_column(tmp_path: Path, raw: bytes, where: str) -> None:
+    (tmp_path / "s.json").write_bytes(raw)
+    with pytest.raises(DocumentError, match=re.escape(f"s.json{where}")):
+        JSONSession(tmp_path).load("s", log=Log())

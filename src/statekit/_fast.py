@@ -40,9 +40,9 @@ def fast_structure(tp: Any, conv: cattrs.Converter, *, fresh: bool = False) -> F
     Args:
         tp: The type to build.
         conv: The converter whose hooks stand behind it.
-        fresh: The data comes straight from ``orjson.loads`` and nobody else
+        fresh: The data comes straight from the JSON codec's decoder and nobody else
             holds it: JSON-typed values are checked, not copied, and what
-            sits under ``Any`` is not walked (orjson only makes JSON data).
+            sits under ``Any`` is not walked (it makes only JSON data).
     """
     if not is_ours(conv.get_structure_hook(tp)):
         return _via_cattrs(tp, conv)

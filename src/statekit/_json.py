@@ -77,6 +77,10 @@ def _bad() -> str:
     raise _Bad
 
 
+def _reject(value: Any) -> Any:
+    raise _Bad
+
+
 def copy_any(value: Any) -> Any:
     """Deep-copy JSON data, raising :class:`JSONValueError` on anything else.
 
@@ -277,12 +281,12 @@ def make_checker(tp: Any, *, fresh: bool = False) -> Copier:
     """Like :func:`make_copier`, but validate in place and return the value itself.
 
     For values about to be encoded at once (a session save) or freshly decoded
-    by orjson (a session load), where a copy would protect nothing. Where a
+    by the JSON codec (a session load), where a copy would protect nothing. Where a
     value may need converting (``float`` slots holding ints), it is copied.
 
     Args:
         tp: A JSON type (see :func:`is_json_type`).
-        fresh: The value comes straight from ``orjson.loads``, so everything
+        fresh: The value comes straight from the JSON codec's decoder, so everything
             under ``Any`` is JSON data already and is not walked.
     """
     if _converts(tp):
@@ -315,12 +319,33 @@ def _checker(tp: Any, any_check: Copier) -> Copier:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (list, dict):
         item = _checker(args[-1], any_check)
-        if item is _trusted:  # fresh orjson data: keys are strings, items JSON data
+        if item is _trusted:  # freshly decoded JSON: keys are strings, items JSON data
             return _kind_checked(origin, None)
         if item is any_check:  # one walk checks keys and items alike
             return _kind_checked(origin, any_check)
         return _list_checker(item) if origin is list else _dict_checker(item)
-    return _union_copier({_kind_of(a): _checker(a, any_check) for a in args})
+    return _union_checker({_kind_of(a): _member_checker(a, any_check) for a in args})
+
+
+def _member_checker(tp: Any, any_check: Copier) -> Copier | None:
+    """A union member's checker; ``None`` when matching its JSON kind is check enough."""
+    if tp is None or tp in _SCALARS:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp in (list, dict) or (origin in (list, dict) and args[-1] is Any):
+        if any_check is _trusted:
+            return None
+    return _checker(tp, any_check)
+
+
+def _union_checker(by_kind: dict[object, Copier | None]) -> Copier:
+    def check(value: Any) -> Any:
+        member = by_kind.get(type(value), _reject)
+        if member is None:
+            return value
+        return member(value)
+
+    return check
 
 
 def _list_checker(item: Copier) -> Copier:

@@ -521,7 +521,7 @@ def load_many(
         document: ``{name: state}``; keys nobody asked for are ignored.
         strict: As for :meth:`StateModule.load_state_dict`; a requested module
             missing from the document is a problem when strict, else reported.
-        fresh: ``document`` comes straight from ``orjson.loads`` and nobody
+        fresh: ``document`` comes straight from the JSON codec's decoder and nobody
             else holds it: its JSON values are checked and kept, not copied.
 
     Returns:

@@ -53,7 +53,7 @@ class FieldPlan:
         load_lenient: The same, unknown record keys ignored.
         encode: Like ``dump``, for data encoded at once (a session save):
             JSON-typed values are validated, not copied.
-        load_fresh: Like ``load_strict``, for data fresh from ``orjson.loads``
+        load_fresh: Like ``load_strict``, for data fresh from the JSON codec
             that nobody else holds (a session load): nothing is copied.
     """
 

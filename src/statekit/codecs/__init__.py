@@ -4,7 +4,7 @@ A codec knows nothing of state modules or storage. It turns plain JSON data
 into bytes and back, and, only after a load has failed, re-reads the bytes once
 to tell the line and column of each problem.
 
-- :data:`JSON`: pretty-printed UTF-8 JSON (orjson).
+- :data:`JSON`: pretty-printed UTF-8 JSON (orjson writes, msgspec reads).
 - :data:`JSON_COMPACT`: the same on one line (for Redis).
 - :data:`YAML`: block-style, human-editable UTF-8 YAML (libyaml, safe only).
 """
@@ -38,10 +38,10 @@ class Codec:
             a load has failed.
         loads_unique: Like ``loads``, refusing a key written twice where
             ``loads`` does not check (JSON); ``None`` when ``loads`` already does.
-        fast: Encodes and decodes at C speed with orjson. A session then
+        fast: Encodes and decodes at C speed (orjson, msgspec). A session then
             encodes straight from the live objects on the calling thread (no
-            snapshot), and keeps the decoded data instead of copying it (orjson
-            makes only JSON data: string keys, finite numbers, no tuples).
+            snapshot), and keeps the decoded data instead of copying it (the
+            decoder makes only JSON data: string keys, finite numbers, no tuples).
     """
 
     name: str
