@@ -270,7 +270,7 @@ class ReActAgent(AgentBase):
         self._sys_prompt = sys_prompt
         self.model = model
         self.formatter = formatter
-        self.memory = memory or InMemoryMemory()
+        self.memory: Any = memory or InMemoryMemory()
         self.toolkit = toolkit or Toolkit()
         self.plan_notebook = None
         if plan_notebook:

@@ -41,6 +41,14 @@ from typing import ClassVar, TypeVar
 from urllib.parse import unquote
 
 from statekit.errors import InvalidSessionIdError, SessionError
+from statekit.session._agentscope import (
+    Layout,
+    check_layout,
+    check_legacy_key,
+    legacy_name,
+    list_legacy,
+    refuse_case_twin,
+)
 from statekit.session._base import SessionBase, SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._revisions import Expected
@@ -189,17 +197,26 @@ class FileSession(SessionBase):
 
     Args:
         save_dir: The folder (created on the first save).
+        layout: ``"statekit"`` (the layout above) or ``"agentscope"``:
+            AgentScope 1.x's ``{user_id}_{session_id}.json`` names, to open and
+            keep writing its session folders (see
+            :mod:`statekit.session._agentscope`).
+
+    Raises:
+        SessionError: An unknown layout.
     """
 
     offload_codec: ClassVar[bool] = True
     lock_timeout: ClassVar[float] = LOCK_TIMEOUT
     """Seconds a save waits for another writer of the same session before giving up."""
 
-    def __init__(self, save_dir: str | os.PathLike[str] = "./") -> None:
+    def __init__(self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit") -> None:
         self.save_dir = Path(save_dir)
+        self.layout = check_layout(layout)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(save_dir={str(self.save_dir)!r})"
+        layout = "" if self.layout == "statekit" else f", layout={self.layout!r}"
+        return f"{type(self).__name__}(save_dir={str(self.save_dir)!r}{layout})"
 
     def session_path(self, session_id: str, user_id: str | None = None) -> Path:
         """The file a session is stored in (whether or not it exists yet).
@@ -210,12 +227,19 @@ class FileSession(SessionBase):
         return self._path(self.key(session_id, user_id))
 
     def _folder(self, user_id: str) -> Path:
-        return self.save_dir / (USER_MARK + encode_id(user_id)) if user_id else self.save_dir
+        if user_id and self.layout == "statekit":
+            return self.save_dir / (USER_MARK + encode_id(user_id))
+        return self.save_dir
 
     def _path(self, key: SessionKey) -> Path:
+        if self.layout == "agentscope":
+            return self.save_dir / legacy_name(key, self.codec.suffix)
         return self._folder(key.user_id) / (encode_id(key.session_id) + self.codec.suffix)
 
     def _check_key(self, key: SessionKey) -> None:
+        if self.layout == "agentscope":
+            check_legacy_key(key, self.codec.suffix)
+            return
         for what, value in (("user_id", key.user_id), ("session_id", key.session_id)):
             size = len(encode_id(value)) if value else 0
             if size > MAX_NAME_LENGTH:
@@ -228,7 +252,10 @@ class FileSession(SessionBase):
         return str(self._path(key))
 
     async def _read(self, key: SessionKey) -> bytes | None:
-        return await self._io(key, _read_file)
+        data = await self._io(key, _read_file)
+        if data is None and self.layout == "agentscope":
+            await asyncio.to_thread(refuse_case_twin, self.save_dir, key, self.codec.suffix)
+        return data
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         await self._write_if_locked(key, data, None)
@@ -258,7 +285,11 @@ class FileSession(SessionBase):
         folder = self._folder(user_id)
 
         def work() -> list[str]:
-            return _list_folder(folder, self.codec.suffix) if check_path(self.save_dir, folder, folder=True) else []
+            if not check_path(self.save_dir, folder, folder=True):
+                return []
+            if self.layout == "agentscope":
+                return list_legacy(folder, user_id, self.codec.suffix)
+            return _list_folder(folder, self.codec.suffix)
 
         return await asyncio.to_thread(work)
 

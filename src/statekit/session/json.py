@@ -13,6 +13,8 @@ class JSONSession(FileSession):
 
     Args:
         save_dir: The folder (created on the first save).
+        layout: ``"statekit"`` or ``"agentscope"`` (AgentScope 1.x's file
+            names ``{user_id}_{session_id}.json``, to open its folders).
     """
 
     codec: ClassVar[Codec] = JSON

@@ -1,0 +1,150 @@
+"""Data AgentScope 1.0.21 wrote opens unchanged: its JSON file names and format
+(``layout="agentscope"``) and its Redis values (issue 10)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import fakeredis
+import pytest
+
+from agentscope_like import InMemoryMemory, Msg, ReActAgent, Toolkit
+from agentscope_like import DashScopeChatFormatter, DashScopeChatModel
+from statekit import JSONSession, StateModule
+from statekit.errors import InvalidSessionIdError, SessionError
+from statekit.session.redis import RedisSession
+
+TEXT = "héllo 😀 — 你好"
+
+
+def _agent() -> ReActAgent:
+    return ReActAgent("Friday", "You are helpful.", DashScopeChatModel("qwen-max"), DashScopeChatFormatter(), Toolkit())
+
+
+def _agentscope_document() -> dict[str, Any]:
+    """What AgentScope 1.0.21's ReActAgent.state_dict() holds after one message."""
+    message = {"id": "m1", "name": "user", "role": "user", "content": TEXT, "metadata": {}, "timestamp": "2025-01-01 10:00:00.000"}
+    return {
+        "agent": {
+            "memory": {"_compressed_summary": "", "content": [[message, ["hint"]]]},
+            "toolkit": {"active_groups": []},
+            "name": "Friday",
+            "_sys_prompt": "You are helpful.",
+        }
+    }
+
+
+def _write_as_agentscope(folder: Path, name: str, states: dict[str, Any]) -> Path:
+    """AgentScope's JSONSession.save_session_state: json.dumps(ensure_ascii=False), UTF-8."""
+    path = folder / name
+    with open(path, "w", encoding="utf-8", errors="surrogatepass") as file:
+        file.write(json.dumps(states, ensure_ascii=False))
+    return path
+
+
+def _read_as_agentscope(path: Path, **modules: StateModule) -> None:
+    """AgentScope's JSONSession.load_session_state."""
+    with open(path, encoding="utf-8", errors="surrogatepass") as file:
+        states = json.loads(file.read())
+    for name, module in modules.items():
+        if name in states:
+            module.load_state_dict(states[name])
+
+
+@pytest.mark.parametrize(("user_id", "session_id", "name"), [("Alice", "Chat_1", "Alice_Chat_1.json"), ("", "Chat 1", "Chat 1.json")])
+def test_agentscope_files_round_trip_under_their_own_names(tmp_path: Path, user_id: str, session_id: str, name: str) -> None:
+    old = _write_as_agentscope(tmp_path, name, _agentscope_document())
+    session = JSONSession(tmp_path, layout="agentscope")
+    assert session.session_path(session_id, user_id) == old
+
+    agent = _agent()
+    session.load(session_id, user_id, allow_not_exist=False, agent=agent)
+    assert [(m.content, marks) for m, marks in agent.memory.content] == [(TEXT, ["hint"])]
+    assert agent.name == "Friday"
+
+    agent.name = "Saturday"
+    session.save(session_id, user_id, agent=agent)
+    assert sorted(os.listdir(tmp_path)) == [name]  # same file, no temporary left behind
+    assert TEXT in old.read_text(encoding="utf-8")  # non-ASCII kept as is, as AgentScope writes it
+
+    back = _agent()
+    _read_as_agentscope(old, agent=back)  # AgentScope reads statekit's file
+    assert back.name == "Saturday"
+    assert [(m.content, marks) for m, marks in back.memory.content] == [(TEXT, ["hint"])]
+
+
+def test_the_statekit_layout_does_not_read_agentscope_names(tmp_path: Path) -> None:
+    _write_as_agentscope(tmp_path, "Alice_Chat_1.json", _agentscope_document())
+    assert not JSONSession(tmp_path).exists("Chat_1", "Alice")
+    assert JSONSession(tmp_path, layout="agentscope").exists("Chat_1", "Alice")
+
+
+@pytest.mark.parametrize(
+    ("user_id", "session_id", "words"),
+    [
+        ("", "../escape", "holds a path separator"),
+        ("a/b", "s", "holds a path separator"),
+        ("a", "b\\c", "holds a path separator"),
+        ("", "..", "holds '..'"),
+        ("", "C:evil", "starts with a drive"),
+        ("", ".hidden", "hidden file"),
+        ("", "x\x00y", "NUL"),
+        ("x" * 60, "é" * 100, "over 255 bytes"),
+    ],
+)
+def test_unsafe_ids_are_refused_and_nothing_is_written(tmp_path: Path, user_id: str, session_id: str, words: str) -> None:
+    session = JSONSession(tmp_path / "sessions", layout="agentscope")
+    with pytest.raises(InvalidSessionIdError, match=words):
+        session.save(session_id, user_id, agent=_agent())
+    with pytest.raises(InvalidSessionIdError):
+        session.load(session_id, user_id, agent=_agent())
+    assert list(tmp_path.rglob("*")) == []
+
+
+@pytest.mark.parametrize("allow_not_exist", [True, False])
+def test_another_case_of_the_name_is_an_error_not_a_fresh_start(tmp_path: Path, allow_not_exist: bool) -> None:
+    _write_as_agentscope(tmp_path, "Alice_s.json", _agentscope_document())
+    session = JSONSession(tmp_path, layout="agentscope")
+    with pytest.raises(SessionError, match="Alice_s.json exists: ids are case-sensitive"):
+        session.load("s", "alice", allow_not_exist=allow_not_exist, agent=_agent())
+
+
+def test_listing_goes_by_name(tmp_path: Path) -> None:
+    for name in ("alice_s1.json", "alice_s_2.json", "bob_s1.json", "solo.json", "notes.txt", ".alice_s9.json"):
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    session = JSONSession(tmp_path, layout="agentscope")
+    assert session.list_sessions("alice") == ["s1", "s_2"]
+    assert session.list_sessions() == ["alice_s1", "alice_s_2", "bob_s1", "solo"]
+
+
+def test_legacy_names_collide_as_in_agentscope(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path, layout="agentscope")
+    assert session.session_path("c", "a_b") == session.session_path("b_c", "a") == tmp_path / "a_b_c.json"
+
+
+def test_an_unknown_layout_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="layout must be one of 'statekit', 'agentscope'"):
+        JSONSession(tmp_path, layout="flat")  # type: ignore[arg-type]
+
+
+async def test_a_redis_value_agentscope_wrote_loads_with_the_defaults() -> None:
+    server = fakeredis.FakeServer()
+    client = fakeredis.aioredis.FakeRedis(server=server)
+    value = json.dumps(_agentscope_document(), ensure_ascii=False)
+    await client.set("myapp:user_id:default_user:session:chat-1:state", value)
+    async with RedisSession(client=client, key_prefix="myapp:") as session:
+        agent = _agent()
+        await session.aload("chat-1", allow_not_exist=False, agent=agent)
+        assert session.session_key("a:b", "u:v") == "myapp:user_id:u%3Av:session:a%3Ab:state"
+    assert [(m.content, marks) for m, marks in agent.memory.content] == [(TEXT, ["hint"])]
+    await client.aclose()
+
+
+def test_memory_written_by_agentscope_keeps_its_pairs(tmp_path: Path) -> None:
+    memory = InMemoryMemory()
+    _write_as_agentscope(tmp_path, "m.json", {"memory": {"_compressed_summary": "sum", "content": [[Msg("a", "x", "user").to_dict(), []]]}})
+    JSONSession(tmp_path, layout="agentscope").load("m", memory=memory)
+    assert memory._compressed_summary == "sum" and len(memory.content) == 1
