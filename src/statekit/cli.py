@@ -30,6 +30,7 @@ from statekit._cli_support import (
     open_store,
     read_session,
 )
+from statekit._cli_import import import_folder
 from statekit._cli_migrate import Outcome, migrate_sessions
 from statekit._config import Document, read_document
 from statekit._module import StateModule
@@ -55,6 +56,7 @@ examples:
   statekit list --dir sessions --user alice
   statekit delete --redis-url redis://localhost:6379/0 --user alice chat-1
   statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run
+  statekit import-agentscope old_sessions sessions --user-id alice
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
 Classes are named package.module:Class (or path/to/file.py:Class); the
@@ -114,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_list(commands)
     _add_delete(commands)
     _add_migrate(commands)
+    _add_import_agentscope(commands)
     return parser
 
 
@@ -468,6 +471,38 @@ def _report(outcomes: Sequence[Outcome], *, dry_run: bool) -> int:
     done = "would migrate" if dry_run else "migrated"
     print(f"{done} {counts['migrated']}, unchanged {counts['unchanged']}, failed {counts['failed']}")
     return INVALID if counts["failed"] else OK
+
+
+# -- import-agentscope -------------------------------------------------------------------
+
+
+def _add_import_agentscope(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "import-agentscope",
+        "Copy an AgentScope 1.x JSONSession folder into statekit's layout (docs/agentscope.md).",
+        _run_import_agentscope,
+        "examples:\n  statekit import-agentscope old_sessions sessions\n"
+        "  statekit import-agentscope old_sessions sessions --user-id alice --user-id bob\n\n"
+        "AgentScope names files {user_id}_{session_id}.json: a name with '_' is copied only when\n"
+        "exactly one --user-id fits it (--user-id '' reads the whole name as a session of no user).\n"
+        "Every file copied and every name that cannot be split is reported; old files are only read.\n"
+        "Exit status 1 if any file was not copied.",
+    )
+    sub.add_argument("old_dir", metavar="OLD_DIR", help="the folder AgentScope's JSONSession saved into")
+    sub.add_argument("new_dir", metavar="NEW_DIR", help="the folder of statekit's JSONSession")
+    sub.add_argument("--user-id", action="append", default=[], metavar="USER", help="a user whose files to split off (repeatable)")
+    sub.add_argument("--overwrite", action="store_true", help="replace sessions already in NEW_DIR")
+
+
+def _run_import_agentscope(args: argparse.Namespace) -> int:
+    old_dir = Path(args.old_dir)
+    if not old_dir.is_dir():
+        raise UsageError(f"{old_dir} is not a folder")
+    done = asyncio.run(
+        import_folder(old_dir, Path(args.new_dir), args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr)
+    )
+    return OK if done else INVALID
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m statekit.cli (python -m statekit: __main__.py)

@@ -1,0 +1,90 @@
+"""``statekit import-agentscope``: copy an AgentScope 1.x session folder into statekit's layout.
+
+AgentScope names files ``{user_id}_{session_id}.json``, so a name with ``_``
+does not say where the user ends: ``a_b_c.json`` may be user ``a``, ``a_b`` or
+no user at all. A name without ``_`` is a session of no user; any other name is
+split only by the ``--user-id`` values given (``--user-id ""``: "the whole name
+is a session of no user"), and a name that matches none, or more than one, is
+reported and left alone. Old files are only read; sessions already in the new
+folder are kept unless ``--overwrite``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+import attrs
+
+from statekit.errors import ConflictError, StatekitError
+from statekit.session import MISSING_REVISION, JSONSession
+from statekit.session._agentscope import legacy_files, split_stem
+
+SUFFIX = ".json"
+
+
+@attrs.frozen
+class Split:
+    """One old file and every ``(user_id, session_id)`` its name can stand for."""
+
+    name: str
+    pairs: list[tuple[str, str]]
+
+
+def plan_import(old_dir: Path, users: list[str]) -> list[Split]:
+    """Every session file of ``old_dir`` with the ids its name splits into."""
+    return [Split(stem + SUFFIX, split_stem(stem, users)) for stem in legacy_files(old_dir, SUFFIX)]
+
+
+async def import_folder(old_dir: Path, new_dir: Path, users: list[str], *, overwrite: bool, out: TextIO, err: TextIO) -> bool:
+    """Copy every file whose name splits one way; report each one.
+
+    Returns:
+        Whether every file was copied.
+    """
+    old, new = JSONSession(old_dir, layout="agentscope"), JSONSession(new_dir)
+    ok = True
+    splits = plan_import(old_dir, users)
+    for split in splits:
+        if len(split.pairs) != 1:
+            print(_ambiguous(split, users), file=err)
+            ok = False
+        elif not await _copy(old, new, *split.pairs[0], overwrite=overwrite, out=out, err=err):
+            ok = False
+    copied = sum(1 for split in splits if len(split.pairs) == 1)
+    print(f"{len(splits)} session file(s) in {old_dir}; {copied} with one reading of their name", file=out)
+    return ok
+
+
+async def _copy(old: JSONSession, new: JSONSession, user_id: str, session_id: str, *, overwrite: bool, out: TextIO, err: TextIO) -> bool:
+    source = old.session_path(session_id, user_id)
+    try:
+        document = await old.aread_document(session_id, user_id)
+        if document is None:
+            raise StatekitError(f"{source} disappeared")
+        expected = None if overwrite else MISSING_REVISION
+        await new.awrite_document(session_id, document.data, user_id, expected_revision=expected, overwrite=overwrite)
+    except ConflictError:
+        print(f"kept {new.session_path(session_id, user_id)}: it exists (--overwrite replaces it)", file=err)
+        return False
+    except StatekitError as exc:
+        print(f"failed {source}: {exc}", file=err)
+        return False
+    print(f"copied {source} -> {new.session_path(session_id, user_id)} (user_id {user_id!r}, session_id {session_id!r})", file=out)
+    return True
+
+
+def _ambiguous(split: Split, users: list[str]) -> str:
+    stem = split.name[: -len(SUFFIX)]
+    readings = split.pairs or _every_reading(stem)
+    shown = ", ".join(f"({user!r}, {session!r})" for user, session in readings)
+    if not users:
+        hint = "name its user with --user-id USER (or --user-id '' if it has none)"
+    else:
+        hint = "no --user-id given fits it" if not split.pairs else "more than one --user-id fits it"
+    return f"cannot split {split.name}: it may be {shown}; {hint}"
+
+
+def _every_reading(stem: str) -> list[tuple[str, str]]:
+    cuts = [i for i, char in enumerate(stem) if char == "_" and 0 < i < len(stem) - 1]
+    return [("", stem)] + [(stem[:i], stem[i + 1 :]) for i in cuts]

@@ -1,0 +1,83 @@
+"""``statekit import-agentscope``: an AgentScope 1.x folder into statekit's layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentscope_like import InMemoryMemory, Msg
+from statekit import JSONSession
+from statekit.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return status, out, err
+
+
+def _old_folder(tmp_path: Path) -> Path:
+    old = tmp_path / "old"
+    old.mkdir()
+    for name, text in [("solo.json", "one"), ("alice_chat_1.json", "two"), ("bob_x.json", "three")]:
+        memory = {"_compressed_summary": "", "content": [[Msg("u", text, "user").to_dict(), []]]}
+        (old / name).write_text(json.dumps({"memory": memory}, ensure_ascii=False), encoding="utf-8")
+    (old / "notes.txt").write_text("not a session", encoding="utf-8")
+    return old
+
+
+def _texts(folder: Path, session_id: str, user_id: str) -> list[str]:
+    memory = InMemoryMemory()
+    JSONSession(folder).load(session_id, user_id, allow_not_exist=False, memory=memory)
+    return [m.content for m, _ in memory.content]  # type: ignore[misc]
+
+
+def test_names_split_by_the_given_users_are_copied_and_the_rest_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = _old_folder(tmp_path), tmp_path / "new"
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    status, out, err = run(capsys, "import-agentscope", str(old), str(new), "--user-id", "alice")
+    assert status == 1
+    assert f"copied {old / 'solo.json'} -> {new / 'solo.json'} (user_id '', session_id 'solo')" in out
+    assert f"copied {old / 'alice_chat_1.json'} -> {new / '@alice' / 'chat_1.json'}" in out
+    assert "3 session file(s)" in out
+    assert err == "cannot split bob_x.json: it may be ('', 'bob_x'), ('bob', 'x'); no --user-id given fits it\n"
+    assert _texts(new, "solo", "") == ["one"]
+    assert _texts(new, "chat_1", "alice") == ["two"]
+    assert not JSONSession(new).exists("x", "bob")
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # old files only read
+
+
+def test_without_user_ids_every_name_with_an_underscore_asks_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = _old_folder(tmp_path), tmp_path / "new"
+    status, out, err = run(capsys, "import-agentscope", str(old), str(new))
+    assert status == 1
+    assert "copied" in out and "solo.json" in out
+    assert "cannot split alice_chat_1.json: it may be ('', 'alice_chat_1'), ('alice', 'chat_1'), ('alice_chat', '1');" in err
+    assert "--user-id USER (or --user-id '' if it has none)" in err
+
+
+def test_an_existing_session_is_kept_unless_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = _old_folder(tmp_path), tmp_path / "new"
+    users = ["--user-id", "alice", "--user-id", "bob"]
+    assert run(capsys, "import-agentscope", str(old), str(new), *users)[0] == 0
+    status, _, err = run(capsys, "import-agentscope", str(old), str(new), *users)
+    assert status == 1 and f"kept {new / 'solo.json'}: it exists (--overwrite replaces it)" in err
+    assert run(capsys, "import-agentscope", str(old), str(new), *users, "--overwrite")[0] == 0
+    assert _texts(new, "x", "bob") == ["three"]
+
+
+def test_a_broken_file_is_reported_and_the_others_copied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = _old_folder(tmp_path), tmp_path / "new"
+    (old / "broken.json").write_text('{"memory": NaN}', encoding="utf-8")
+    status, out, err = run(capsys, "import-agentscope", str(old), str(new), "--user-id", "alice", "--user-id", "bob")
+    assert status == 1
+    assert f"failed {old / 'broken.json'}:" in err
+    assert _texts(new, "solo", "") == ["one"]
+
+
+def test_a_missing_old_folder_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "import-agentscope", str(tmp_path / "nope"), str(tmp_path / "new"))
+    assert status == 2 and "is not a folder" in err
