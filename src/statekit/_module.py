@@ -21,6 +21,7 @@ import cattrs
 
 from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of, unknown_key
 from statekit._cycles import TooDeep, module_problem, value_problem
+from statekit._gc import paused_gc
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
 from statekit._overrides import Deferred, defer, dump_override, join_paths, run_overrides
 from statekit._plan import (
@@ -138,7 +139,8 @@ class StateModule:
             StateDumpError: A value is not JSON data, a ``to_json`` failed, or
                 the state holds itself or nests deeper than ``MAX_DEPTH``.
         """
-        state = _dump_root(self, (), lax=type(self).state_dict is not StateModule.state_dict)
+        with paused_gc():  # building many containers would run the collector for nothing
+            state = _dump_root(self, (), lax=type(self).state_dict is not StateModule.state_dict)
         if too_deep(state):
             raise StateDumpError([Problem(path_too_deep(state) or (), depth_message())])
         return state
@@ -160,8 +162,9 @@ class StateModule:
         """
         refuse_too_deep(state)
         loader = _Loader(strict)
-        loader.plan(self, state, ())
-        return loader.commit()
+        with paused_gc():
+            loader.plan(self, state, ())
+            return loader.commit()
 
 
 class _StatefulFlag(threading.local):

@@ -59,6 +59,11 @@ FORMAT_VERSION = 1
 MAX_ID_LENGTH = 200
 """The longest ``session_id`` or ``user_id``, in characters."""
 
+INLINE_DECODE_BYTES = 1 << 20
+"""Documents up to this size are decoded on the event loop even by backends that
+offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
+
+
 @attrs.frozen
 class SessionKey:
     """Which session: checked ids, ready for a backend to map to its storage.
@@ -472,8 +477,10 @@ class SessionBase(BlockingTwins, abc.ABC):
         log_timed("saved", lambda: self._source(key), len(raw), started)
         return written
 
-    async def _run_codec(self, work: Callable[..., T], *args: Any) -> T:
-        if self.offload_codec:
+    async def _run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:
+        """Run ``work`` in a worker thread when the backend asks for it, unless
+        ``size`` (bytes to decode) is small enough that the hop would cost more."""
+        if self.offload_codec and (size is None or size > INLINE_DECODE_BYTES):
             return await asyncio.to_thread(work, *args)
         return work(*args)
 
@@ -489,7 +496,7 @@ class SessionBase(BlockingTwins, abc.ABC):
 
     async def _decode(self, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
         try:
-            document = await self._run_codec(without_gc(self.codec.loads), raw, None)
+            document = await self._run_codec(without_gc(self.codec.loads), raw, None, size=len(raw))
         except DocumentError as err:  # named here, so that a good load never builds the name
             raise DocumentError(err.reason, source=self._source(key), line=err.line, column=err.column) from None
         if not isinstance(document, dict):
