@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from statekit._config import Document, codec_for
-from statekit._module import build
+from statekit._module import build, overrides_load
 from statekit._schema import require_stateful_class
 from statekit.codecs import Codec
 from statekit.errors import (
@@ -54,6 +54,8 @@ def load_class(spec: str) -> type[Any]:
         if not hasattr(target, part):
             raise UsageError(f"{module_name} has no attribute {qualname!r}")
         target = getattr(target, part)
+    if overrides_load(target):
+        return target  # type: ignore[no-any-return]  # built with no arguments, loaded through its override
     try:
         return require_stateful_class(target, module_hint="the command needs a @stateful class")
     except StatekitError as exc:

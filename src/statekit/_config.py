@@ -17,7 +17,7 @@ import attrs
 
 from statekit.codecs import JSON, YAML, Codec, with_document_positions
 from statekit._json import describe
-from statekit._module import LoadResult, StateModule, build
+from statekit._module import LoadResult, StateModule, build, overrides_load
 from statekit._schema import require_stateful_class
 from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError, StateVersionError
 
@@ -110,9 +110,12 @@ def from_config(cls: type[T], source: ConfigSource, *, strict: bool = True) -> T
         DocumentError: The file cannot be read or parsed.
         StateLoadError: Every problem (wrong type, missing required field,
             unknown key), each with its file, line, column and field path.
-        StateDefinitionError: ``cls`` is not a ``@stateful`` class.
+        StateDefinitionError: ``cls`` is not a ``@stateful`` class (or a
+            module class overriding ``load_state_dict``, built with no
+            arguments and loaded through it).
     """
-    require_stateful_class(cls, module_hint="create one and load it with seed()")
+    if not overrides_load(cls):
+        require_stateful_class(cls, module_hint="create one and load it with seed()")
     document = read_document(source)
     try:
         return build(cls, document.data, strict=strict)

@@ -601,6 +601,11 @@ def _build_module(cls: type, data: Any, loader: _Loader, path: Path, *, fill_def
         return None
 
 
+def overrides_load(cls: object) -> bool:
+    """Whether ``cls`` is a module class with its own ``load_state_dict()`` (built and loaded through it)."""
+    return isinstance(cls, type) and issubclass(cls, StateModule) and cls.load_state_dict is not StateModule.load_state_dict
+
+
 def _build_by_override(cls: type, data: Mapping[str, Any], loader: _Loader, path: Path) -> Any:
     """Build with no arguments, then load through the class's own ``load_state_dict()``."""
     try:

@@ -198,6 +198,8 @@ def test_build_and_from_config_go_through_the_override(tmp_path: Path) -> None:
     config.write_text("toolkit:\n  active_groups: []\n", encoding="utf-8")
     team = from_config(Team, config)
     assert isinstance(team.toolkit, Toolkit)
+    (tmp_path / "memory.yaml").write_text("_compressed_summary: from a config\ncontent: []\n", encoding="utf-8")
+    assert from_config(InMemoryMemory, tmp_path / "memory.yaml")._compressed_summary == "from a config"
     built = build(InMemoryMemory, {"_compressed_summary": "s", "content": []})
     assert built._compressed_summary == "s"
     with pytest.raises(StateLoadError, match="InMemoryMemory.load_state_dict"):

@@ -76,10 +76,22 @@ def test_agentscope_files_round_trip_under_their_own_names(tmp_path: Path, user_
     assert [(m.content, marks) for m, marks in back.memory.content] == [(TEXT, ["hint"])]
 
 
-def test_the_statekit_layout_does_not_read_agentscope_names(tmp_path: Path) -> None:
-    _write_as_agentscope(tmp_path, "Alice_Chat_1.json", _agentscope_document())
-    assert not JSONSession(tmp_path).exists("Chat_1", "Alice")
-    assert JSONSession(tmp_path, layout="agentscope").exists("Chat_1", "Alice")
+@pytest.mark.parametrize(("user_id", "session_id", "name"), [("Alice", "Chat_1", "Alice_Chat_1.json"), ("", "Chat", "Chat.json")])
+def test_the_statekit_layout_names_an_agentscope_file_instead_of_starting_fresh(
+    tmp_path: Path, user_id: str, session_id: str, name: str
+) -> None:
+    _write_as_agentscope(tmp_path, name, _agentscope_document())
+    session = JSONSession(tmp_path)
+    assert not session.exists(session_id, user_id)
+    with pytest.raises(SessionError, match=f"{name} looks like AgentScope 1.x's file of this session"):
+        session.load(session_id, user_id, allow_not_exist=True, agent=_agent())
+    assert JSONSession(tmp_path, layout="agentscope").exists(session_id, user_id)
+
+
+def test_a_statekit_session_under_the_legacy_name_is_not_taken_for_agentscope_s(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.save("alice_chat_1", "", agent=_agent())  # statekit's session of no user, file alice_chat_1.json
+    assert session.load("chat_1", "alice", agent=_agent()) == {}
 
 
 @pytest.mark.parametrize(

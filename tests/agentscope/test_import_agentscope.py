@@ -81,3 +81,16 @@ def test_a_broken_file_is_reported_and_the_others_copied(tmp_path: Path, capsys:
 def test_a_missing_old_folder_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(capsys, "import-agentscope", str(tmp_path / "nope"), str(tmp_path / "new"))
     assert status == 2 and "is not a folder" in err
+
+
+def test_validate_goes_through_an_overriding_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    standins = Path(__file__).parent / "agentscope_like.py"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"memory": {"_compressed_summary": "", "content": []}}), encoding="utf-8")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"memory": {"content": [42]}}), encoding="utf-8")
+    module = f"memory={standins}:InMemoryMemory"
+    assert run(capsys, "validate", str(good), "--module", module)[0] == 0
+    status, _, err = run(capsys, "validate", str(bad), "--module", module)
+    assert status == 1
+    assert "memory: InMemoryMemory.load_state_dict() raised ValueError: Invalid item format" in err

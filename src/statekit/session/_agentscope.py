@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Literal
 
 from statekit.errors import InvalidSessionIdError, SessionError
-from statekit.session._base import SessionKey
+from statekit.session._base import META_KEY, SessionKey
 
 Layout = Literal["statekit", "agentscope"]
 LAYOUTS: tuple[Layout, ...] = ("statekit", "agentscope")
@@ -32,6 +33,8 @@ MAX_FILE_NAME = 255
 """Bytes in a file name, on the common file systems."""
 
 _DRIVE = re.compile(r"[A-Za-z]:")
+META_MARK = f'"{META_KEY}"'.encode()
+"""How a document statekit wrote begins (its metadata key comes first)."""
 
 
 def check_layout(layout: object) -> Layout:
@@ -102,6 +105,44 @@ def refuse_case_twin(folder: Path, key: SessionKey, suffix: str) -> None:
             f"no {folder / name}, but {twin} exists: ids are case-sensitive, so this is another session; "
             "load it under the ids its name holds"
         )
+
+
+def refuse_agentscope_file(save_dir: Path, key: SessionKey, suffix: str, wanted: Path) -> None:
+    """In statekit's layout, raise when a missing session has an AgentScope-named file.
+
+    Without this, pointing statekit at an AgentScope folder starts every
+    session with a user (or a capital letter) fresh, silently. A file under
+    the legacy name that statekit wrote (it starts with the metadata key) is
+    another session of statekit's, not a sign.
+
+    Raises:
+        SessionError: Naming both files and the two ways to open the old one.
+    """
+    if suffix != ".json":
+        return
+    try:
+        check_legacy_key(key, suffix)
+    except InvalidSessionIdError:
+        return  # no AgentScope file can have this name safely
+    path = save_dir / legacy_name(key, suffix)
+    if path == wanted or not _plain_file(path) or _written_by_statekit(path):
+        return
+    raise SessionError(
+        f"no {wanted}, but {path} looks like AgentScope 1.x's file of this session: open the folder with "
+        f'JSONSession(save_dir, layout="agentscope"), or copy it with `statekit import-agentscope` (docs/agentscope.md)'
+    )
+
+
+def _plain_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _written_by_statekit(path: Path) -> bool:
+    with open(path, "rb") as file:
+        return META_MARK in file.read(256)
 
 
 def legacy_files(folder: Path, suffix: str) -> list[str]:

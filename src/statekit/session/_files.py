@@ -47,6 +47,7 @@ from statekit.session._agentscope import (
     check_legacy_key,
     legacy_name,
     list_legacy,
+    refuse_agentscope_file,
     refuse_case_twin,
 )
 from statekit.session._base import SessionBase, SessionKey
@@ -255,6 +256,8 @@ class FileSession(SessionBase):
         data = await self._io(key, _read_file)
         if data is None and self.layout == "agentscope":
             await asyncio.to_thread(refuse_case_twin, self.save_dir, key, self.codec.suffix)
+        elif data is None:
+            await asyncio.to_thread(refuse_agentscope_file, self.save_dir, key, self.codec.suffix, self._path(key))
         return data
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
