@@ -34,7 +34,7 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit._fields import field_codec
-from statekit._json import JSONValueError, copy_any, copy_loose, describe, is_json_type, make_checker, make_copier, type_name
+from statekit._json import JSONValueError, copy_any, copy_loose, describe, fast_checker, is_json_type, make_copier, type_name
 from statekit._versions import versioned_structure, versioned_unstructure
 from statekit.errors import PathSegment, StateVersionError
 
@@ -72,13 +72,25 @@ def make_encode_converter() -> cattrs.Converter:
 
     The same hooks, except that JSON-typed values are validated in place
     instead of copied: the result is encoded at once, before anything can
-    change the objects, so a copy would protect nothing.
+    change the objects, so a copy would protect nothing. Its hooks raise bare
+    errors; the caller runs the copying hook to say what is wrong, and where.
     """
     conv = make_converter()
     conv.register_unstructure_hook_factory(
-        lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), make_checker
+        lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), fast_checker
     )
+    conv.register_unstructure_hook_factory(_is_record_list, _record_list_unstructure)
     return conv
+
+
+def _is_record_list(tp: Any) -> bool:
+    args = typing.get_args(tp)
+    return typing.get_origin(tp) is list and len(args) == 1 and _is_record(args[0])
+
+
+def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+    item = conv.get_unstructure_hook(typing.get_args(tp)[0])
+    return lambda value: [item(v) for v in value]
 
 
 def _unsupported(tp: Any) -> Any:

@@ -244,25 +244,31 @@ def _union_copier(by_kind: dict[object, Copier]) -> Copier:
     return copy
 
 
+_PLAIN = frozenset((str, int, bool, _NONE))
+
+
 def _check_any(value: Any) -> Any:
-    """Validate JSON data in place (no copy); return it."""
+    """Validate JSON data about to be encoded by orjson, in place; return it.
+
+    orjson itself refuses non-string keys, objects, sets, bytes, integers
+    beyond 64 bits and subclasses (with statekit's options); this walk refuses
+    what it would write without a word: NaN and infinities (as ``null``),
+    tuples (as arrays), enums and UUIDs (as their values). Containers of plain
+    scalars only are checked in C (``issuperset`` over their item types).
+    """
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
     if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _Bad
-            kind = type(item)
-            if kind is not str and kind is not int:
-                _check_any(item)
+        items: Any = value.values()
     elif kind is list:
-        for item in value:
-            kind = type(item)
-            if kind is not str and kind is not int:
-                _check_any(item)
-    elif kind is not float or value - value != 0.0:
+        items = value
+    elif kind in _PLAIN or (kind is float and value - value == 0.0):
+        return value
+    else:
         raise _Bad
+    if not _PLAIN.issuperset(map(type, items)):
+        for item in items:
+            if type(item) not in _PLAIN:
+                _check_any(item)
     return value
 
 
@@ -277,33 +283,19 @@ def _converts(tp: Any) -> bool:
     return any(_converts(arg) for arg in typing.get_args(tp))
 
 
-def make_checker(tp: Any, *, fresh: bool = False) -> Copier:
-    """Like :func:`make_copier`, but validate in place and return the value itself.
+def fast_checker(tp: Any, *, fresh: bool = False) -> Copier:
+    """Like :func:`fast_copier`, but validate in place and return the value itself.
 
     For values about to be encoded at once (a session save) or freshly decoded
-    by the JSON codec (a session load), where a copy would protect nothing. Where a
-    value may need converting (``float`` slots holding ints), it is copied.
+    by the JSON codec (a session load), where a copy would protect nothing.
+    Where a value may need converting (``float`` slots holding ints), it is
+    copied. Raises a bare error: the caller runs the copying hook to report.
 
     Args:
         tp: A JSON type (see :func:`is_json_type`).
-        fresh: The value comes straight from the JSON codec's decoder, so everything
-            under ``Any`` is JSON data already and is not walked.
+        fresh: The value comes straight from the JSON codec's decoder, so
+            everything under ``Any`` is JSON data already and is not walked.
     """
-    if _converts(tp):
-        return make_copier(tp)
-    fast = fast_checker(tp, fresh=fresh)
-
-    def check(value: Any) -> Any:
-        try:
-            return fast(value)
-        except _Bad:
-            raise _fail(tp, value) from None
-
-    return check
-
-
-def fast_checker(tp: Any, *, fresh: bool = False) -> Copier:
-    """The checker of :func:`make_checker` raising a bare error, for the fast paths."""
     if _converts(tp):
         return _fast_copier(tp)
     return _checker(tp, _trusted if fresh else _check_any)

@@ -273,6 +273,8 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False) -
         dump = plan.encode if live else plan.dump
         if isinstance(value, StateModule):
             out[plan.name] = _dump_child(value, (*path, plan.name), live)
+        elif live and dump is not None:
+            out[plan.name] = _encode_value(obj, plan, value, (*path, plan.name))
         elif dump is not None:
             out[plan.name] = _dump_value(obj, dump, value, (*path, plan.name), plan.tp)
         elif plan.is_state or plan.module_type is not None:
@@ -307,6 +309,15 @@ def _dump_registered(owner: StateModule, dump: Callable[[Any], Any], value: Any,
         except JSONValueError:
             return value  # for the overriding state_dict() to replace; its result is checked
     return _dump_value(owner, dump, value, path, Any)
+
+
+def _encode_value(owner: object, plan: FieldPlan, value: Any, path: Path) -> Any:
+    """A live hook raises a bare error; the copying hook then says what is wrong, and where."""
+    assert plan.encode is not None and plan.dump is not None
+    try:
+        return plan.encode(value)
+    except Exception:  # noqa: BLE001 - the copying hook reports it
+        return _dump_value(owner, plan.dump, value, path, plan.tp)
 
 
 def _dump_value(owner: object, dump: Callable[[Any], Any], value: Any, path: Path, tp: Any) -> Any:
