@@ -93,3 +93,31 @@ def _bump(counter: Counter) -> Callable[[], None]:
         counter.count += 1
 
     return bump
+
+
+async def test_the_ttl_slides_on_the_cluster_too(cluster: RedisCluster) -> None:
+    async with RedisSession.from_url(cluster.url, key_prefix=f"ttl-{uuid.uuid4().hex}:", key_ttl=300) as session:
+        client, key = session.get_client(), session.session_key("s", "u")
+        await session.asave("s", "u", counter=Counter(count=1))
+        await client.expire(key, 5)
+        await session.aload("s", "u", counter=Counter())
+        assert 295 <= await client.ttl(key) <= 300
+        await client.expire(key, 5)
+        await session.asave("s", "u", counter=Counter(count=2))  # the compare-and-set path
+        assert 295 <= await client.ttl(key) <= 300
+
+
+async def test_thirty_two_tasks_with_their_own_objects_lose_no_update(cluster: RedisCluster) -> None:
+    prefix = f"tasks-{uuid.uuid4().hex}:"
+
+    async def worker() -> None:
+        counter = Counter()
+        async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+            for _ in range(5):
+                await session.aupdate("shared", _bump(counter), user_id="u", retries=200, counter=counter)
+
+    await asyncio.gather(*(worker() for _ in range(32)))
+    final = Counter()
+    async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+        await session.aload("shared", "u", allow_not_exist=False, counter=final)
+    assert final.count == 160

@@ -16,10 +16,10 @@ from workers import run_workers
 
 from statekit import ConflictError, StoredDocument
 from statekit.errors import DocumentError, SessionError
-from statekit.session import MISSING_REVISION, JSONSession, SessionKey, YAMLSession, _revisions, revision_of
+from statekit.session import MISSING_REVISION, JSONSession, SessionBase, SessionKey, YAMLSession, _revisions, revision_of
 from statekit.session._files import FileSession
 from statekit.session.redis import RedisSession
-from statekit.testing import Chat, Counter, RedisServer, SessionFactory
+from statekit.testing import CHECKS, Chat, Counter, RedisServer, SessionFactory
 
 
 @pytest.fixture(params=[JSONSession, YAMLSession])
@@ -214,3 +214,46 @@ def test_memory_keeps_recent_bytes_and_only_hashes_of_older_sessions(
         session.save("big", counter=Counter(count=3))
     session.close()
     other.close()
+
+
+async def test_tasks_sharing_one_session_object_lose_no_update(backend: SessionFactory) -> None:
+    """aupdate compares against what its own load saw, not what the shared object saw last."""
+
+    async def worker(session: SessionBase) -> None:
+        counter = Counter()
+
+        def bump() -> None:
+            counter.count += 1
+
+        for _ in range(5):
+            await session.aupdate("one-object", bump, user_id="u", retries=200, counter=counter)
+
+    async with backend() as session:
+        await asyncio.gather(*(worker(session) for _ in range(16)))
+        final = Counter()
+        await session.aload("one-object", "u", allow_not_exist=False, counter=final)
+    assert final.count == 80
+
+
+def test_the_contract_catches_a_compare_and_set_that_is_not_atomic() -> None:
+    """A backend that yields between reading and writing loses updates; check_update_races says so."""
+    store: dict[tuple[str, str], bytes] = {}
+
+    class SlowDictSession(SessionBase):
+        async def _read(self, key: SessionKey) -> bytes | None:
+            await asyncio.sleep(0)
+            return store.get((key.user_id, key.session_id))
+
+        async def _write(self, key: SessionKey, data: bytes) -> None:
+            await asyncio.sleep(0)
+            store[key.user_id, key.session_id] = data
+
+        async def _delete(self, key: SessionKey) -> bool:
+            return store.pop((key.user_id, key.session_id), None) is not None
+
+        async def _list(self, user_id: str) -> list[str]:
+            return [session_id for owner, session_id in store if owner == user_id]
+
+    with pytest.raises(AssertionError):
+        asyncio.run(CHECKS["update_races"](SlowDictSession))
+    asyncio.run(CHECKS["stale_save_conflicts"](SlowDictSession))  # one writer at a time is fine

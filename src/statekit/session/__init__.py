@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from statekit.session._base import FORMAT_VERSION, META_KEY, SessionBase, SessionKey
-from statekit.session._revisions import MISSING_REVISION, StoredDocument, revision_of
+from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, revision_of
 from statekit.session.json import JSONSession
 from statekit.session.yaml import YAMLSession
 
@@ -22,6 +22,7 @@ __all__ = [
     "FORMAT_VERSION",
     "META_KEY",
     "MISSING_REVISION",
+    "Expected",
     "JSONSession",
     "RedisSession",
     "SessionBase",

@@ -259,7 +259,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
-        results = await self._load(key, modules, strict)
+        results, _ = await self._load(key, modules, strict)
         if results is None:
             if not allow_not_exist:
                 raise SessionNotFoundError(f"no {self._source(key)}")
@@ -305,12 +305,13 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
         fresh: dict[str, Any] | None = None
         for attempt in itertools.count():
-            if await self._load(key, modules, True) is None:
+            results, seen = await self._load(key, modules, True)
+            if results is None:
                 fresh = restart_missing(modules, fresh)
             if inspect.isawaitable(outcome := mutate()):
                 await outcome
-            try:
-                await self._save_modules(key, modules, overwrite=False)
+            try:  # against what this attempt loaded, not what the object saw last: tasks may share it
+                await self._save_modules(key, modules, expected=seen)
                 return
             except ConflictError:
                 if attempt >= retries:
@@ -436,13 +437,18 @@ class SessionBase(BlockingTwins, abc.ABC):
 
     async def _load(
         self, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
-    ) -> dict[str, LoadResult] | None:
-        """Load the modules and remember the revision; ``None`` when the session is missing."""
+    ) -> tuple[dict[str, LoadResult] | None, Expected]:
+        """Load the modules and remember what was read.
+
+        Returns:
+            The load results (``None`` when the session is missing) and what
+            was read, for a save that must find it still there.
+        """
         started = time.perf_counter()
         raw = await self._read(key)
         if raw is None:
             self._revisions.remember(key, MISSING)
-            return None
+            return None, MISSING
         document = await self._decode(raw, key)
         try:
             with paused_gc():
@@ -451,12 +457,20 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
         except StateVersionError as err:
             raise err.located(self._source(key)) from err.__cause__
-        self._revisions.remember(key, Expected(raw=raw))
+        seen = Expected(raw=raw)
+        self._revisions.remember(key, seen)
         log_timed("loaded", lambda: self._source(key), len(raw), started)
-        return results
+        return results, seen
 
-    async def _save_modules(self, key: SessionKey, modules: Mapping[str, StateModule], *, overwrite: bool) -> None:
-        await self._store(key, await self._encode(modules), None, overwrite=overwrite)
+    async def _save_modules(
+        self,
+        key: SessionKey,
+        modules: Mapping[str, StateModule],
+        *,
+        overwrite: bool = False,
+        expected: Expected | None = None,
+    ) -> None:
+        await self._store(key, await self._encode(modules), expected, overwrite=overwrite)
 
     async def _store(self, key: SessionKey, raw: bytes, expected: Expected | None, *, overwrite: bool) -> Expected:
         """Write ``raw``: unconditionally, or only over what is expected (else remembered).
