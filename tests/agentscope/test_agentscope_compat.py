@@ -310,3 +310,18 @@ def test_to_json_tuples_are_arrays_through_a_session_but_typed_fields_refuse_the
     assert loaded.span == 3
     with pytest.raises(StateDumpError):
         session.save("s", span=Span(raw=(1, 2)))
+
+
+async def test_registered_tuples_are_arrays_through_a_session_too(tmp_path: Path) -> None:
+    class Pairs(StateModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pairs: list[Any] = [("a", 1), ("b", (2, 3))]
+            self.register_state("pairs")
+
+    session = JSONSession(tmp_path)
+    await session.asave("s", pairs=Pairs())
+    loaded = Pairs()
+    loaded.pairs = []
+    await session.aload("s", pairs=loaded)
+    assert loaded.pairs == [["a", 1], ["b", [2, 3]]]
