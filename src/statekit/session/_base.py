@@ -36,7 +36,6 @@ from statekit.errors import (
 )
 from statekit.session._revisions import (
     MISSING,
-    MISSING_REVISION,
     Expected,
     RevisionMemory,
     StoredDocument,
@@ -178,7 +177,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             data: The whole new document.
             expected: What must be stored: ``expected.matches(stored_bytes)``
                 says (``None`` for nothing stored), and ``expected.revision``
-                is its revision (:data:`MISSING_REVISION` for nothing stored),
+                is its revision (:data:`~statekit.session.MISSING_REVISION` for nothing stored),
                 for storages that compare revisions themselves.
 
         Returns:
