@@ -253,8 +253,8 @@ async def test_logs_say_where_and_how_much_but_never_what(tmp_path: Path, caplog
     await session.aload("gone", "u", memory=InMemoryMemory())
     size = (tmp_path / "@u" / "s.json").stat().st_size
     messages = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "statekit"]
-    assert messages[0][0] == "DEBUG" and messages[0][1].startswith(f"saved {size} bytes to {tmp_path / '@u' / 's.json'} in ")
-    assert messages[1][0] == "DEBUG" and messages[1][1].startswith(f"loaded {size} bytes from ")
+    assert messages[0][0] == "DEBUG" and messages[0][1].startswith(f"saved memory ({size} bytes) to {tmp_path / '@u' / 's.json'} in ")
+    assert messages[1][0] == "DEBUG" and messages[1][1].startswith(f"loaded memory ({size} bytes) from ")
     assert messages[2][0] == "INFO" and "does not exist" in messages[2][1]
     assert not any("secret-token-123" in text for _, text in messages)
 

@@ -376,10 +376,13 @@ class SessionBase(BlockingTwins, abc.ABC):
         key = self.key(session_id, user_id)
         if expected_revision is not None and overwrite:
             raise SessionError("give expected_revision or overwrite=True, not both")
+        started = time.perf_counter()
         document = _with_meta(data, self._source(key))
         raw = await self._run_codec(self.codec.dumps, document)
         expected = None if expected_revision is None else Expected(revision=expected_revision)
-        return (await self._store(key, raw, expected, overwrite=overwrite)).revision
+        revision = (await self._store(key, raw, expected, overwrite=overwrite)).revision
+        log_timed("saved", [name for name in document if name != META_KEY], lambda: self._source(key), len(raw), started)
+        return revision
 
     def location(self, session_id: str, user_id: str | None = None) -> str:
         """Where the session is (or would be) stored: a file path, a Redis key."""
@@ -458,7 +461,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise err.located(self._source(key)) from err.__cause__
         seen = Expected(raw=raw)
         self._revisions.remember(key, seen)
-        log_timed("loaded", lambda: self._source(key), len(raw), started)
+        log_timed("loaded", list(modules), lambda: self._source(key), len(raw), started)
         return results, seen
 
     async def _save_modules(
@@ -469,7 +472,10 @@ class SessionBase(BlockingTwins, abc.ABC):
         overwrite: bool = False,
         expected: Expected | None = None,
     ) -> None:
-        await self._store(key, await self._encode(modules), expected, overwrite=overwrite)
+        started = time.perf_counter()
+        raw = await self._encode(modules)
+        await self._store(key, raw, expected, overwrite=overwrite)
+        log_timed("saved", list(modules), lambda: self._source(key), len(raw), started)
 
     async def _store(self, key: SessionKey, raw: bytes, expected: Expected | None, *, overwrite: bool) -> Expected:
         """Write ``raw``: unconditionally, or only over what is expected (else remembered).
@@ -477,7 +483,6 @@ class SessionBase(BlockingTwins, abc.ABC):
         Returns:
             What is stored now (the next save's expectation).
         """
-        started = time.perf_counter()
         if expected is None and not overwrite:
             expected = self._revisions.get(key)
         if expected is None or overwrite:
@@ -487,7 +492,6 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
         written = Expected(raw=raw)
         self._revisions.remember(key, written)
-        log_timed("saved", lambda: self._source(key), len(raw), started)
         return written
 
     async def _run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:

@@ -21,11 +21,15 @@ logger = logging.getLogger("statekit")
 __all__ = ["log_missing", "log_timed", "logger"]
 
 
-def log_timed(what: str, source: Callable[[], str], size: int, started: float) -> None:
-    """DEBUG ``saved 1234 bytes to sessions/chat.json in 2.1 ms`` (``source`` built only when logged)."""
+def log_timed(what: str, names: list[str], source: Callable[[], str], size: int, started: float) -> None:
+    """DEBUG ``saved agent, notes (1234 bytes) to sessions/chat.json in 2.1 ms``.
+
+    Module names only (never their state); ``source`` is built only when logged.
+    """
     if logger.isEnabledFor(logging.DEBUG):
         elapsed = (time.perf_counter() - started) * 1000
-        logger.debug("%s %d bytes %s %s in %.1f ms", what, size, "to" if what == "saved" else "from", source(), elapsed)
+        where = "to" if what == "saved" else "from"
+        logger.debug("%s %s (%d bytes) %s %s in %.1f ms", what, ", ".join(names), size, where, source(), elapsed)
 
 
 def log_missing(source: str) -> None:
