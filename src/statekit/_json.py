@@ -313,21 +313,54 @@ def _checker(tp: Any, any_check: Copier) -> Copier:
         item = _checker(args[-1], any_check)
         if item is _trusted:  # freshly decoded JSON: keys are strings, items JSON data
             return _kind_checked(origin, None)
-        if item is any_check:  # one walk checks keys and items alike
+        if item is any_check:  # one walk checks the items
             return _kind_checked(origin, any_check)
+        kind = _walked_kind(args[-1])
+        if origin is list and kind is not None:
+            return _list_of(kind, any_check)
         return _list_checker(item) if origin is list else _dict_checker(item)
-    return _union_checker({_kind_of(a): _member_checker(a, any_check) for a in args})
+    return _union_checker(union_members(tp, fresh=any_check is _trusted))
+
+
+def _walked_kind(tp: Any) -> type | None:
+    """``dict`` or ``list`` when a value of ``tp`` is that kind, walked as JSON data."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp in (list, dict):
+        return tp  # type: ignore[no-any-return]
+    if origin in (list, dict) and args[-1] is Any:
+        return origin  # type: ignore[no-any-return]
+    return None
+
+
+def union_members(tp: Any, *, fresh: bool = False) -> dict[object, Copier | None]:
+    """Checkers of a JSON union's members by JSON kind; ``None`` where the kind is check enough.
+
+    For the fast paths: they raise bare errors. Not for unions with ``float``
+    (an int there is converted, see :func:`fast_checker`).
+    """
+    any_check = _trusted if fresh else _check_any
+    return {_kind_of(a): _member_checker(a, any_check) for a in typing.get_args(tp)}
 
 
 def _member_checker(tp: Any, any_check: Copier) -> Copier | None:
-    """A union member's checker; ``None`` when matching its JSON kind is check enough."""
     if tp is None or tp in _SCALARS:
         return None
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp in (list, dict) or (origin in (list, dict) and args[-1] is Any):
-        if any_check is _trusted:
-            return None
+    if _walked_kind(tp) is not None:  # the kind matched already
+        return None if any_check is _trusted else any_check
     return _checker(tp, any_check)
+
+
+def _list_of(kind: type, any_check: Copier) -> Copier:
+    def check(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Bad
+        for element in value:
+            if type(element) is not kind:
+                raise _Bad
+            any_check(element)
+        return value
+
+    return check
 
 
 def _union_checker(by_kind: dict[object, Copier | None]) -> Copier:
