@@ -20,6 +20,7 @@ import pytest
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH, path_too_deep, too_deep
 from statekit._config import from_config
+from statekit.codecs import YAML
 from statekit.cli import main as cli_main
 from statekit.errors import DocumentError, SessionError
 from statekit.session import JSONSession, YAMLSession
@@ -257,3 +258,14 @@ def test_a_json_session_load_keeps_the_last_duplicate_as_documented(tmp_path: Pa
     session.load("s1", note=note)
     assert note.text == "second"
     session.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "what"),
+    [(b"1: a\n", "'1' is read as an integer"), (b"a: {b: 1, 0.25}\n", "'0.25' is read as a number"), (b"null: 1\n", "'null' is read as null")],
+)
+def test_a_yaml_key_that_is_not_a_string_is_refused_with_its_line(raw: bytes, what: str) -> None:
+    """Found by the fuzz test: a float key reached the state layer and broke its error message."""
+    with pytest.raises(DocumentError, match=f"the key {what}.*keys must be strings") as caught:
+        YAML.loads(raw, "k.yaml")
+    assert caught.value.line == 1

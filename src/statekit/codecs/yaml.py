@@ -50,6 +50,8 @@ WITH_LIBYAML: bool = _BaseLoader is not yaml.SafeLoader
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MAP_TAG = "tag:yaml.org,2002:map"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_KINDS = {"int": "an integer", "float": "a number", "bool": "true/false", "null": "null", "seq": "a list", "map": "a mapping"}
 _STR_ONLY = {str}
 _NOT_JSON_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
 _MAX_WIDTH = 1 << 30
@@ -142,13 +144,18 @@ class _Loader(_BaseLoader):
 
 
 def _refuse_duplicates(node: MappingNode) -> None:
+    """Refuse a key written twice, or one that is not a string (``1:``, ``null:``), as JSON would."""
     seen: set[str] = set()
     for key_node, _ in node.value:
-        if type(key_node) is ScalarNode:
-            if key_node.value in seen:
-                message = f"the key {key_node.value!r} appears twice in this mapping (the second would replace the first)"
-                raise ConstructorError(None, None, message, key_node.start_mark)
-            seen.add(key_node.value)
+        if key_node.tag != _STR_TAG and key_node.tag != _MERGE_TAG:
+            kind = _KINDS.get(key_node.tag.rsplit(":", 1)[-1], "not a string")
+            shown = repr(key_node.value) if isinstance(key_node, ScalarNode) else "here"
+            message = f"the key {shown} is read as {kind}; keys must be strings (quote a scalar key)"
+            raise ConstructorError(None, None, message, key_node.start_mark)
+        if key_node.value in seen:
+            message = f"the key {key_node.value!r} appears twice in this mapping (the second would replace the first)"
+            raise ConstructorError(None, None, message, key_node.start_mark)
+        seen.add(key_node.value)
 
 
 def _refuse_tag(loader: yaml.SafeLoader, node: Node) -> Any:

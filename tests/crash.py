@@ -1,0 +1,168 @@
+"""Crash test: SIGKILL a process in the middle of saving, again and again.
+
+A forked child saves a growing session in a loop (save ``n`` holds ``n``
+entries) and reports each completed save on a pipe; the parent kills it with
+SIGKILL at a random moment. After every kill the session must load strictly
+and equal the last completed save or the one in flight, and once the next save
+has succeeded no temporary or lock file may remain beside it.
+
+CI runs 50 kills per file backend (tests/test_crash.py). The long run::
+
+    python -m tests.crash --kills 300            # both backends
+    python -m tests.crash --kills 1000 --backend yaml --seed 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import attrs
+
+from statekit import StateModule, state_field, stateful
+from statekit.session import JSONSession, YAMLSession
+from statekit.session._files import FileSession
+
+BACKENDS: dict[str, Callable[[Path], FileSession]] = {"json": JSONSession, "yaml": YAMLSession}
+SESSION_ID = "crash"
+
+
+@stateful
+class Log(StateModule):
+    """The growing state: ``n`` entries after save ``n``."""
+
+    entries: list[str] = state_field(factory=list)
+    count: int = state_field(default=0)
+
+
+def expected(count: int) -> Log:
+    """The state of save number ``count``."""
+    log = Log(count=count)
+    log.entries = [f"entry {i}: " + "x" * (i % 97) + " é😀" for i in range(count)]
+    return log
+
+
+@attrs.define
+class Report:
+    """What a run saw."""
+
+    kills: int = 0
+    torn_saves: int = 0
+    """Kills that left a temporary file behind (the save was cut mid-write)."""
+    lost: int = 0
+    """Kills after which the session was neither the last save nor the one in flight."""
+    leftovers: int = 0
+    """Temporary or lock files still there after the next save."""
+
+
+def _child(make: Callable[[Path], FileSession], folder: Path, start: int, progress: int) -> None:
+    async def loop() -> None:
+        session = make(folder)
+        count = start
+        while True:
+            count += 1
+            await session.asave(SESSION_ID, log=expected(count))
+            os.write(progress, f"{count}\n".encode())
+
+    asyncio.run(loop())
+
+
+def _run_child(make: Callable[[Path], FileSession], folder: Path, start: int, rng: random.Random) -> int:
+    """Fork a saver, kill it at a random moment; return the last save it reported."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's code
+        os.close(read_end)
+        try:
+            _child(make, folder, start, write_end)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    time.sleep(rng.uniform(0.0, 0.04))
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    with os.fdopen(read_end, "rb") as pipe:
+        reported = pipe.read().split()
+    return int(reported[-1]) if reported else start
+
+
+def _check(session: FileSession, reported: int, report: Report) -> int:
+    """Load strictly after a kill; return the save number found."""
+    path = session.session_path(SESSION_ID)
+    if any(p.name.endswith(".tmp") for p in path.parent.iterdir()):
+        report.torn_saves += 1
+    log = Log()
+    session.load(SESSION_ID, log=log)  # strict: raises on anything damaged
+    if log.count not in (reported, reported + 1) or log != expected(log.count):
+        report.lost += 1
+    return log.count
+
+
+def _next_save_cleans(session: FileSession, count: int, report: Report) -> None:
+    session.save(SESSION_ID, log=expected(count))
+    path = session.session_path(SESSION_ID)
+    others = [p.name for p in path.parent.iterdir() if p != path]
+    report.leftovers += len(others)
+    if session.list_sessions() != [SESSION_ID]:
+        report.leftovers += 1
+
+
+def run(backend: str, kills: int, seed: int = 0) -> Report:
+    """Kill a saving child ``kills`` times on one backend.
+
+    Args:
+        backend: ``"json"`` or ``"yaml"``.
+        kills: How many SIGKILLs.
+        seed: For the random kill moments.
+
+    Returns:
+        What was seen; a good run has ``lost == leftovers == 0``.
+    """
+    rng = random.Random(seed)
+    report = Report()
+    make = BACKENDS[backend]
+    with TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        session = make(folder)
+        session.save(SESSION_ID, log=expected(0))
+        count = 0
+        for _ in range(kills):
+            reported = _run_child(make, folder, count, rng)
+            report.kills += 1
+            found = _check(session, reported, report)
+            count = found + 1
+            _next_save_cleans(session, count, report)
+        session.close()
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``python -m tests.crash --kills 300``."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kills", type=int, default=300, help="SIGKILLs per backend (default 300)")
+    parser.add_argument("--backend", choices=[*BACKENDS, "all"], default="all")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    failed = False
+    for backend in BACKENDS if args.backend == "all" else [args.backend]:
+        started = time.monotonic()
+        report = run(backend, args.kills, args.seed)
+        failed |= bool(report.lost or report.leftovers)
+        print(
+            f"{backend}: {report.kills} kills, {report.torn_saves} cut mid-save, "
+            f"{report.lost} lost, {report.leftovers} files left after the next save "
+            f"({time.monotonic() - started:.0f} s)"
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
