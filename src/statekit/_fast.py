@@ -10,6 +10,7 @@ reports every problem with its path. Correct data never pays for reporting.
 from __future__ import annotations
 
 import linecache
+import types
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ import cattrs
 from statekit._fields import field_codec
 from statekit._convert import is_ours, type_hints
 from statekit._versions import VERSION_KEY, tag
-from statekit._json import copy_any, dict_copier, fast_checker, fast_copier, is_json_type, list_copier
+from statekit._json import copy_any, dict_copier, fast_checker, fast_copier, is_json_type, list_copier, union_members
 
 Fast = Callable[[Any], Any]
 
@@ -125,8 +126,25 @@ def _field_lines(
         return [*lines, f"    {var} = __fj_{var}(__copy({var}))"]
     if tp in _SCALAR_CHECKS:
         return [*lines, f"    if type({var}) is not {_SCALAR_CHECKS[tp]}:", "        raise __Bail"]
+    if fresh and _inline_union(tp, conv):
+        return [*lines, *_union_lines(tp, var, names)]
     names[f"__h_{var}"] = fast_structure(tp, conv, fresh=fresh)
     return [*lines, f"    {var} = __h_{var}({var})"]
+
+
+def _inline_union(tp: Any, conv: cattrs.Converter) -> bool:
+    """A JSON union (``str | list[dict[str, Any]]``) checked inline in a fresh load."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType) or not is_json_type(tp):
+        return False
+    return float not in typing.get_args(tp) and is_ours(conv.get_structure_hook(tp))
+
+
+def _union_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
+    """Plain kinds pass; another member's checker runs; any other kind bails (KeyError)."""
+    members = union_members(tp, fresh=True)
+    names[f"__p_{var}"] = frozenset(kind for kind, check in members.items() if check is None)
+    names[f"__m_{var}"] = {kind: check for kind, check in members.items() if check is not None}
+    return [f"    if type({var}) not in __p_{var}:", f"        __m_{var}[type({var})]({var})"]
 
 
 def _compile(cls: type, body: list[str], names: dict[str, Any]) -> Fast:
