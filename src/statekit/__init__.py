@@ -9,9 +9,11 @@ from statekit._config import from_config, seed
 from statekit._convert import make_converter
 from statekit._fields import state_field
 from statekit._module import LoadResult, StateModule, stateful
+from statekit._secrets import generate_secret_key
 from statekit._versions import Migration
 from statekit._schema import json_schema, session_schema
 from statekit.errors import (
+    SecretError,
     BackendAuthError,
     BackendUnavailableError,
     ConflictError,
@@ -34,6 +36,8 @@ except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tr
 
 __all__ = [
     "__version__",
+    "SecretError",
+    "generate_secret_key",
     "MISSING_REVISION",
     "BackendAuthError",
     "BackendUnavailableError",

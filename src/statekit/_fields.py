@@ -15,10 +15,18 @@ METADATA_KEY = "statekit"
 
 @attrs.frozen
 class FieldCodec:
-    """The per-field codec of a state field (both ``None`` when cattrs does it)."""
+    """The per-field codec of a state field (both ``None`` when cattrs does it).
+
+    ``secret``: never written in clear (see :mod:`statekit._secrets`).
+    """
 
     to_json: Callable[[Any], Any] | None = None
     from_json: Callable[[Any], Any] | None = None
+    secret: bool = False
+
+
+def _hidden(_: object) -> str:
+    return "<secret>"
 
 
 def field_codec(field: attrs.Attribute[Any]) -> FieldCodec | None:
@@ -40,6 +48,7 @@ def state_field(
     kw_only: bool = ...,
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
+    secret: bool = ...,
 ) -> T: ...
 @overload
 def state_field(
@@ -54,6 +63,7 @@ def state_field(
     kw_only: bool = ...,
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
+    secret: bool = ...,
 ) -> T: ...
 @overload
 def state_field(
@@ -67,6 +77,7 @@ def state_field(
     kw_only: bool = ...,
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
+    secret: bool = ...,
 ) -> T: ...
 @overload
 def state_field(
@@ -79,6 +90,7 @@ def state_field(
     kw_only: bool = ...,
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
+    secret: bool = ...,
 ) -> Any: ...
 def state_field(
     *,
@@ -93,6 +105,7 @@ def state_field(
     kw_only: bool = False,
     alias: str | None = None,
     metadata: Mapping[Any, Any] | None = None,
+    secret: bool = False,
 ) -> Any:
     """Declare an attribute of a ``@stateful`` class as part of its state.
 
@@ -113,17 +126,20 @@ def state_field(
         kw_only: Make the constructor argument keyword-only.
         alias: The constructor argument's name, when not the attribute's.
         metadata: Extra attrs metadata (the ``"statekit"`` key is reserved).
+        secret: Never write the value in clear (an API key, a token): left out
+            of saved documents, or encrypted when the session has a
+            ``secret_key``; ``repr()`` shows ``<secret>``. See docs/secrets.md.
 
     Returns:
         An attrs field definition (typed as the value for mypy).
     """
     meta = dict(metadata or {})
-    meta[METADATA_KEY] = FieldCodec(to_json=to_json, from_json=from_json)
+    meta[METADATA_KEY] = FieldCodec(to_json=to_json, from_json=from_json, secret=secret)
     return attrs.field(
         default=default,
         factory=factory,
         validator=validator,
-        repr=repr,
+        repr=_hidden if secret and repr else repr,
         eq=eq,
         init=init,
         kw_only=kw_only,

@@ -34,10 +34,12 @@ from statekit._plan import (
     module_class,
 )
 from statekit._json import JSONValueError, copy_loose, describe, with_article
+from statekit._secrets import hidden, open_secret, seal_into
 from statekit._limits import MAX_DEPTH, depth_message, path_too_deep, too_deep
 from statekit._versions import VERSION_KEY, Migration, define_versions, tag, upgrade
 from statekit.errors import (
     PathSegment,
+    SecretError,
     Problem,
     StateAttributeError,
     StateDefinitionError,
@@ -273,6 +275,8 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False) -
         dump = plan.encode if live else plan.dump
         if isinstance(value, StateModule):
             out[plan.name] = _dump_child(value, (*path, plan.name), live)
+        elif plan.secret:
+            seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
         elif live and dump is not None:
             out[plan.name] = _encode_value(obj, plan, value, (*path, plan.name))
         elif dump is not None:
@@ -369,7 +373,7 @@ class _Loader:
         for name, spec in keys.items():
             if name in state:
                 self._plan_key(module, name, spec, state[name], (*path, name))
-            elif self.strict:
+            elif self.strict and not _is_secret(spec):
                 self.problem((*path, name), "required key is missing")
             else:
                 self.missing.append(format_path((*path, name)))
@@ -384,6 +388,9 @@ class _Loader:
             self.unexpected.append(format_path(path))
 
     def _plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
+        if _is_secret(spec):
+            self._plan_secret(module, spec, data, path)
+            return
         current = getattr(module, name)
         if data is None and isinstance(spec, FieldPlan) and spec.nullable:
             self.assignments.append((module, name, None))
@@ -393,6 +400,16 @@ class _Loader:
             self._plan_field(module, spec, data, path)
         elif spec is not None:
             self._plan_value(module, name, spec[1], data, path)
+
+    def _plan_secret(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+        try:
+            data = open_secret(data)
+        except SecretError as exc:
+            self.problem(path, str(exc))
+            return
+        before = len(self.problems)
+        self._plan_field(module, plan, data, path)
+        hidden(self.problems, before, path)
 
     def _plan_field(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
         if plan.module_type is not None:
@@ -637,6 +654,10 @@ def _plan_of_class(cls: type) -> ClassPlan:
     return plan if plan is not None else _late_plan(cls)
 
 
+def _is_secret(spec: Any) -> bool:
+    return isinstance(spec, FieldPlan) and spec.secret
+
+
 def _is_state_plan(plan: FieldPlan) -> bool:
     return plan.is_state or plan.module_type is not None
 
@@ -656,16 +677,20 @@ def _build_field(
         load = plan.load_strict if loader.strict else plan.load_lenient
         assert load is not None
         try:
-            value = load(data[name])
+            value = load(open_secret(data[name]) if plan.secret else data[name])
+        except SecretError as exc:
+            loader.problem(path, str(exc))
+            return
         except Exception as exc:  # noqa: BLE001 - reported with its path
-            loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+            problems = problems_of(exc, path) if not plan.secret else [(path, "not a valid value for this secret field (details hidden)")]
+            loader.problems.extend(Problem(p, m) for p, m in problems)
             return
     kwargs[plan.field.alias or name] = value
 
 
 def _missing_field(plan: FieldPlan, loader: _Loader, path: Path, fill_defaults: bool) -> None:
     required = plan.field.default is attrs.NOTHING and plan.field.init
-    if not _is_state_plan(plan) or fill_defaults:
+    if not _is_state_plan(plan) or fill_defaults or plan.secret:
         if required:
             loader.problem(path, "required key is missing")
     elif loader.strict or required:

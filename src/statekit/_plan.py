@@ -55,6 +55,7 @@ class FieldPlan:
             JSON-typed values are validated, not copied.
         load_fresh: Like ``load_strict``, for data fresh from the JSON codec
             that nobody else holds (a session load): nothing is copied.
+        secret: Declared ``state_field(secret=True)``: sealed or left out.
     """
 
     field: attrs.Attribute[Any]
@@ -67,6 +68,7 @@ class FieldPlan:
     load_lenient: Load | None = None
     encode: Dump | None = None
     load_fresh: Load | None = None
+    secret: bool = False
 
     @property
     def name(self) -> str:
@@ -100,13 +102,15 @@ def _field_plan(
 ) -> FieldPlan | None:
     codec = field_codec(field)
     module_type = module_class(tp, module_base)
+    if codec is not None and codec.secret and module_type is not None:
+        raise StateDefinitionError(f"{cls.__qualname__}.{field.name}: secret=True is for values, not for a nested module")
     if codec is None or module_type is not None:
         # Not declared as state: only a StateModule it holds at run time is state.
         nullable = type(None) in typing.get_args(tp)
         return FieldPlan(field=field, is_state=codec is not None, module_type=module_type, nullable=nullable)
     dump, strict, loose = value_hooks(cls, field.name, tp, codec, conv)
     encode, fresh = _session_hooks(tp, codec, conv, dump, strict)
-    return FieldPlan(field, True, None, False, tp, dump, strict, loose, encode, fresh)
+    return FieldPlan(field, True, None, False, tp, dump, strict, loose, encode, fresh, codec.secret)
 
 
 def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dump, strict: Load) -> tuple[Dump, Load]:
@@ -122,6 +126,11 @@ def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dum
 def check_record(cls: type, converter: cattrs.Converter | None) -> None:
     """Make the hooks of every field of a value record now, so bad types fail here."""
     conv = converter or DEFAULT_CONVERTER
+    for field in attrs.fields(cls):
+        if (field_codec(field) or FieldCodec()).secret:
+            raise StateDefinitionError(
+                f"{cls.__qualname__}.{field.name}: secret=True is for fields of a StateModule, not of a value record"
+            )
     try:
         hints = type_hints(cls)
     except NameError:

@@ -34,6 +34,7 @@ from statekit._cli_import import import_folder
 from statekit._cli_migrate import Outcome, migrate_sessions
 from statekit._config import Document, read_document
 from statekit._module import StateModule
+from statekit._secrets import mask_secrets
 from statekit._schema import json_schema, session_schema
 from statekit.codecs import JSON, YAML
 from statekit.errors import SessionNotFoundError, StatekitError
@@ -203,7 +204,7 @@ def _run_show(args: argparse.Namespace) -> int:
     data = modules_of(document.data) if isinstance(document.data, dict) else document.data
     if args.module is not None:
         data = _pick_module(data, args.module, document.source)
-    _print_data(data, as_json=args.json, out=sys.stdout)
+    _print_data(mask_secrets(data), as_json=args.json, out=sys.stdout)
     return OK
 
 

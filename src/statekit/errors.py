@@ -275,3 +275,10 @@ def _rebuild_conflict(message: str, source: str) -> ConflictError:
 
 class MissingExtraError(StatekitError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
+
+
+class SecretError(StatekitError):
+    """A secret field cannot be sealed or opened: a malformed key, a wrong key, an altered value.
+
+    The message never quotes the key or the secret.
+    """

@@ -23,6 +23,7 @@ import attrs
 
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
+from statekit._secrets import SecretBox, secrets_with
 from statekit._module import LoadResult, StateModule, check_modules, dump_many, load_many
 from statekit.codecs import JSON, Codec, with_document_positions
 from statekit.errors import (
@@ -145,6 +146,22 @@ class SessionBase(BlockingTwins, abc.ABC):
     codec: ClassVar[Codec] = JSON
     offload_codec: ClassVar[bool] = False
     default_user_id: ClassVar[str] = ""
+    _secret_box: SecretBox | None = None
+
+    def use_secret_key(self, secret_key: str | bytes | None) -> None:
+        """Encrypt ``state_field(secret=True)`` values with this key (``None``: leave them out).
+
+        The built-in backends take it as ``secret_key=`` in their constructor;
+        an own backend may call this. See docs/secrets.md.
+
+        Args:
+            secret_key: 32 bytes or their URL-safe base64 (:func:`statekit.generate_secret_key`).
+
+        Raises:
+            SecretError: The key is malformed (the message never shows it).
+            MissingExtraError: ``cryptography`` is missing (``statekit[crypto]``).
+        """
+        self._secret_box = None if secret_key is None else SecretBox(secret_key)
 
     # -- the storage primitives a backend implements -------------------------------
 
@@ -453,7 +470,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             return None, MISSING
         document = await self._decode(raw, key)
         try:
-            with paused_gc():
+            with paused_gc(), secrets_with(self._secret_box):
                 results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
         except StateLoadError as err:
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
@@ -505,9 +522,9 @@ class SessionBase(BlockingTwins, abc.ABC):
         """The document of ``modules``, encoded (a ``StateDumpError`` names any bad value)."""
         meta = {META_KEY: {"format": FORMAT_VERSION}}
         if self.codec.fast:  # straight from the live objects, before anything can change them
-            with paused_gc():
+            with paused_gc(), secrets_with(self._secret_box):
                 return self.codec.dumps({**meta, **dump_many(modules, live=True)})
-        with paused_gc():
+        with paused_gc(), secrets_with(self._secret_box):
             document = {**meta, **dump_many(modules)}  # a snapshot: encoded in another thread
         return await self._run_codec(without_gc(self.codec.dumps), document)
 

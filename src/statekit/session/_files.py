@@ -202,6 +202,8 @@ class FileSession(SessionBase):
             AgentScope 1.x's ``{user_id}_{session_id}.json`` names, to open and
             keep writing its session folders (see
             :mod:`statekit.session._agentscope`).
+        secret_key: Encrypt ``state_field(secret=True)`` values with this key
+            (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
 
     Raises:
         SessionError: An unknown layout.
@@ -211,9 +213,12 @@ class FileSession(SessionBase):
     lock_timeout: ClassVar[float] = LOCK_TIMEOUT
     """Seconds a save waits for another writer of the same session before giving up."""
 
-    def __init__(self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit") -> None:
+    def __init__(
+        self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: str | bytes | None = None
+    ) -> None:
         self.save_dir = Path(save_dir)
         self.layout = check_layout(layout)
+        self.use_secret_key(secret_key)
 
     def __repr__(self) -> str:
         layout = "" if self.layout == "statekit" else f", layout={self.layout!r}"

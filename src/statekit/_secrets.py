@@ -1,0 +1,193 @@
+"""Secret fields (``state_field(secret=True)``): never written in clear.
+
+Without a key, a secret field is left out of what is saved (and a strict load
+does not require it). With a key given to the session, its JSON value is
+stored as ``{"__secret__": "v1:<token>"}``: AES-256-GCM (``cryptography``, the
+``statekit[crypto]`` extra) with a synthetic nonce, an HMAC of the value, so
+that re-saving unchanged state writes the same bytes (revisions are content
+hashes) while any change to the token, or a wrong key, fails authentication.
+
+The session tells the state layer its key through a context variable for the
+duration of one synchronous dump or load, so the hot path pays nothing for
+classes without secrets.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import contextvars
+import hashlib
+import hmac
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+
+from statekit.errors import MissingExtraError, PathSegment, Problem, SecretError, StateDumpError
+
+SECRET_KEY = "__secret__"
+"""The only key of the object that stands for an encrypted secret in a document."""
+
+MASK = "<secret>"
+"""What ``statekit show`` prints instead of an encrypted secret."""
+
+_VERSION = "v1:"
+_NONCE = 12
+
+
+def generate_secret_key() -> str:
+    """A new random key for ``secret_key=``: 32 bytes, URL-safe base64 (44 characters).
+
+    Keep it out of the code and out of the session store (an environment
+    variable, a secrets manager).
+    """
+    return base64.urlsafe_b64encode(os.urandom(32)).decode("ascii")
+
+
+class SecretBox:
+    """Seals and opens secret values with one key.
+
+    Args:
+        key: 32 bytes, or their URL-safe base64 (what :func:`generate_secret_key` returns).
+
+    Raises:
+        SecretError: The key is not 32 bytes (the message never shows it).
+        MissingExtraError: ``cryptography`` is not installed.
+    """
+
+    def __init__(self, key: str | bytes) -> None:
+        try:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        except ImportError:
+            raise MissingExtraError("secret_key= needs the cryptography package: pip install 'statekit[crypto]'") from None
+        raw = _key_bytes(key)
+        self._cipher = AESGCM(hmac.digest(raw, b"statekit secret encryption", hashlib.sha256))
+        self._nonce_key = hmac.digest(raw, b"statekit secret nonce", hashlib.sha256)
+
+    def __repr__(self) -> str:
+        return "SecretBox(<key hidden>)"
+
+    def seal(self, value: Any) -> dict[str, str]:
+        """The stored form of a JSON value: ``{"__secret__": "v1:..."}``."""
+        plain = orjson.dumps(value)
+        nonce = hmac.digest(self._nonce_key, plain, hashlib.sha256)[:_NONCE]
+        token = base64.urlsafe_b64encode(nonce + self._cipher.encrypt(nonce, plain, None))
+        return {SECRET_KEY: _VERSION + token.decode("ascii")}
+
+    def open(self, sealed: Any) -> Any:
+        """The JSON value a sealed secret holds.
+
+        Raises:
+            SecretError: Not a token this statekit wrote, a wrong key, or an altered token.
+        """
+        from cryptography.exceptions import InvalidTag
+
+        token = sealed.get(SECRET_KEY) if is_sealed(sealed) else None
+        if not isinstance(token, str) or not token.startswith(_VERSION):
+            raise SecretError("not an encrypted secret written by statekit")
+        try:
+            data = base64.urlsafe_b64decode(token[len(_VERSION) :])
+            plain = self._cipher.decrypt(data[:_NONCE], data[_NONCE:], None)
+        except (binascii.Error, ValueError, InvalidTag):
+            raise SecretError("cannot decrypt the secret: wrong secret_key, or the stored value was altered") from None
+        return orjson.loads(plain)
+
+
+def _key_bytes(key: object) -> bytes:
+    if isinstance(key, str):
+        key = key.encode("ascii", errors="replace")
+    if isinstance(key, bytes) and len(key) == 44:
+        with contextlib.suppress(binascii.Error, ValueError):
+            key = base64.urlsafe_b64decode(key)
+    if not isinstance(key, bytes) or len(key) != 32:
+        raise SecretError(
+            "secret_key must be 32 random bytes or their URL-safe base64 (44 characters); "
+            "make one with statekit.generate_secret_key()"
+        )
+    return key
+
+
+def is_sealed(data: Any) -> bool:
+    """Whether ``data`` is the stored form of an encrypted secret."""
+    return type(data) is dict and len(data) == 1 and SECRET_KEY in data
+
+
+def mask_secrets(data: Any) -> Any:
+    """A copy of plain data with every encrypted secret replaced by :data:`MASK`."""
+    if is_sealed(data):
+        return MASK
+    if type(data) is dict:
+        return {key: mask_secrets(value) for key, value in data.items()}
+    if type(data) is list:
+        return [mask_secrets(value) for value in data]
+    return data
+
+
+_BOX: contextvars.ContextVar[SecretBox | None] = contextvars.ContextVar("statekit_secret_box", default=None)
+
+
+def current_box() -> SecretBox | None:
+    """The key of the session dumping or loading right now (``None``: no key)."""
+    return _BOX.get()
+
+
+@contextlib.contextmanager
+def secrets_with(box: SecretBox | None) -> Iterator[None]:
+    """Let the dumps and loads inside the block seal and open secrets with ``box``."""
+    token = _BOX.set(box)
+    try:
+        yield
+    finally:
+        _BOX.reset(token)
+
+
+def open_secret(data: Any) -> Any:
+    """The JSON value of a secret field as loaded: opened with the current key.
+
+    Raises:
+        SecretError: Encrypted but no key, a wrong key, or clear text where
+            the session has a key (it would replace the secret unauthenticated).
+    """
+    box = current_box()
+    if not is_sealed(data):
+        if box is not None:
+            raise SecretError("expected an encrypted secret (the session has a secret_key); a value in clear is refused")
+        return data
+    if box is None:
+        raise SecretError("the secret is encrypted: give the session the secret_key it was saved with")
+    return box.open(data)
+
+
+def hidden(problems: list[Problem], since: int, path: tuple[PathSegment, ...]) -> None:
+    """Replace the messages of a secret field's problems (they could quote the value)."""
+    for index in range(since, len(problems)):
+        problems[index] = Problem(path, "not a valid value for this secret field (details hidden)")
+
+
+def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value: Any, path: tuple[PathSegment, ...]) -> None:
+    """Put a secret field's sealed value in ``out``, or nothing when there is no key.
+
+    Raises:
+        StateDumpError: The value cannot be dumped (without quoting it).
+    """
+    box = current_box()
+    if box is None:
+        return
+    try:
+        data = dump(value)
+    except Exception as exc:  # noqa: BLE001 - the message might quote the secret
+        problem = Problem(path, f"the secret's value cannot be saved ({type(exc).__name__}; details hidden)")
+        raise StateDumpError([problem]) from None
+    out[name] = box.seal(data)
+
+
+def without_secrets(data: Any) -> Any:
+    """A copy of plain data without its encrypted secrets (to check the rest of it)."""
+    if type(data) is dict:
+        return {key: without_secrets(value) for key, value in data.items() if not is_sealed(value)}
+    if type(data) is list:
+        return [without_secrets(value) for value in data]
+    return data

@@ -1,0 +1,226 @@
+"""``state_field(secret=True)``: never written in clear (issue 9, secrets)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+import pytest
+import redis
+
+from statekit import (
+    JSONSession,
+    SecretError,
+    StateLoadError,
+    StateModule,
+    YAMLSession,
+    generate_secret_key,
+    state_field,
+    stateful,
+)
+from statekit._secrets import SecretBox
+from statekit.cli import main
+from statekit.errors import StateDefinitionError, StateDumpError
+from statekit.session import SessionBase
+from statekit.session.redis import RedisSession
+from statekit.testing import RedisServer
+
+TOKEN = "sk-live-7c1e4a9b2f0d-DO-NOT-LEAK"
+
+
+@stateful
+class Client(StateModule):
+    name: str = state_field(default="assistant")
+    api_key: str = state_field(default="", secret=True)
+    turns: int = state_field(default=0)
+
+
+@stateful
+class Agent(StateModule):
+    client: Client = state_field(factory=Client)
+    notes: list[str] = state_field(factory=list)
+
+
+def agent_with_token() -> Agent:
+    agent = Agent()
+    agent.client.api_key = TOKEN
+    agent.client.turns = 3
+    agent.notes.append("hello")
+    return agent
+
+
+Factory = Callable[[str | None], SessionBase]
+
+
+@pytest.fixture(params=["json", "yaml", pytest.param("redis", marks=pytest.mark.redis)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Factory, Callable[[], list[bytes]]]]:
+    """A factory of sessions (given a key or None) on one storage, and a reader of every stored byte."""
+    if request.param in ("json", "yaml"):
+        kind = JSONSession if request.param == "json" else YAMLSession
+        yield (lambda key: kind(tmp_path, secret_key=key)), lambda: [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    prefix = f"secrets-{uuid.uuid4().hex}:"
+    raw = redis.Redis(host=server.host, port=server.port)
+    yield (
+        (lambda key: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key)),
+        lambda: [_as_bytes(raw.get(k)) for k in raw.keys(f"{prefix}*")],
+    )
+    raw.close()
+
+
+def _as_bytes(value: object) -> bytes:
+    assert isinstance(value, bytes)
+    return value
+
+
+def test_without_a_key_the_secret_is_left_out_and_not_required(store: Any) -> None:
+    make, stored = store
+    with make(None) as session:
+        session.save("s1", agent=agent_with_token())
+        fresh = Agent()
+        fresh.client.api_key = "kept"
+        session.load("s1", agent=fresh)  # strict: the missing secret is not a problem
+    assert (fresh.client.api_key, fresh.client.turns, fresh.notes) == ("kept", 3, ["hello"])
+    assert all(TOKEN.encode() not in blob and b"api_key" not in blob for blob in stored())
+
+
+def test_with_a_key_the_secret_is_encrypted_and_comes_back(store: Any) -> None:
+    make, stored = store
+    key = generate_secret_key()
+    with make(key) as session:
+        session.save("s1", agent=agent_with_token())
+    with make(key) as session:
+        fresh = Agent()
+        session.load("s1", agent=fresh)
+    assert fresh.client.api_key == TOKEN
+    blobs = stored()
+    assert blobs and all(TOKEN.encode() not in blob and b"DO-NOT-LEAK" not in blob for blob in blobs)
+    assert any(b"__secret__" in blob for blob in blobs)
+
+
+def test_resaving_unchanged_state_writes_the_same_bytes(store: Any) -> None:
+    make, stored = store
+    key = generate_secret_key()
+    agent = agent_with_token()
+    with make(key) as session:
+        session.save("s1", agent=agent)
+        first = stored()
+        session.save("s1", agent=agent)
+        assert stored() == first
+
+
+def test_a_wrong_key_is_a_clear_error_that_changes_nothing(store: Any) -> None:
+    make, _ = store
+    with make(generate_secret_key()) as session:
+        session.save("s1", agent=agent_with_token())
+    target = Agent()
+    target.client.turns = 9
+    for key in (generate_secret_key(), None):
+        with make(key) as session, pytest.raises(StateLoadError) as caught:
+            session.load("s1", agent=target)
+        (problem,) = caught.value.problems
+        assert problem.dotted == "agent.client.api_key"
+        expected = "wrong secret_key" if key else "give the session the secret_key it was saved with"
+        assert expected in problem.message
+        assert TOKEN not in str(caught.value)
+    assert (target.client.api_key, target.client.turns, target.notes) == ("", 9, [])
+
+
+def test_an_altered_token_or_clear_text_is_refused_with_a_key(tmp_path: Path) -> None:
+    key = generate_secret_key()
+    session = JSONSession(tmp_path, secret_key=key)
+    session.save("s1", agent=agent_with_token())
+    path = session.session_path("s1")
+    document = orjson.loads(path.read_bytes())
+    sealed = document["agent"]["client"]["api_key"]["__secret__"]
+    for forged in ({"__secret__": sealed[:-4] + "AAAA"}, "sk-attacker"):
+        document["agent"]["client"]["api_key"] = forged
+        path.write_bytes(orjson.dumps(document))
+        target = Agent()
+        with pytest.raises(StateLoadError, match=r"agent\.client\.api_key: (cannot decrypt|expected an encrypted)"):
+            session.load("s1", agent=target)
+        assert target.client.api_key == ""
+    session.close()
+
+
+def test_state_dict_and_repr_never_show_the_secret() -> None:
+    agent = agent_with_token()
+    assert agent.state_dict() == {"client": {"name": "assistant", "turns": 3}, "notes": ["hello"]}
+    assert TOKEN not in repr(agent) and "api_key=<secret>" in repr(agent.client)
+    fresh = Agent()
+    fresh.load_state_dict({"client": {"name": "x", "turns": 1}, "notes": []})
+    assert fresh.client.api_key == ""
+
+
+def test_errors_about_a_secret_never_quote_it(tmp_path: Path) -> None:
+    @stateful
+    class Mode(StateModule):
+        level: Literal["low", "high"] = state_field(default="low", secret=True)
+        blob: Any = state_field(default=None, secret=True)
+
+    key = generate_secret_key()
+    session = JSONSession(tmp_path, secret_key=key)
+    session.save("s1", mode=Mode())
+    path = session.session_path("s1")
+    before = path.read_bytes()
+    with pytest.raises(StateDumpError) as dumped:
+        session.save("s1", mode=Mode(blob={"text": TOKEN, "bad": float("nan")}))
+    assert TOKEN not in str(dumped.value) and dumped.value.__cause__ is None
+    assert path.read_bytes() == before
+    document = orjson.loads(before)
+    document["mode"]["level"] = SecretBox(key).seal(TOKEN)  # well encrypted, but not "low" or "high"
+    path.write_bytes(orjson.dumps(document))
+    target = Mode()
+    with pytest.raises(StateLoadError) as loaded:
+        session.load("s1", mode=target)
+    assert [(p.dotted, p.message) for p in loaded.value.problems] == [
+        ("mode.level", "not a valid value for this secret field (details hidden)")
+    ]
+    assert TOKEN not in str(loaded.value) and target.level == "low"
+    session.close()
+
+
+def test_a_malformed_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    with pytest.raises(SecretError, match="32 random bytes") as caught:
+        JSONSession(tmp_path, secret_key="short-" + TOKEN)
+    assert TOKEN not in str(caught.value)
+
+
+def test_secret_is_for_module_values_only() -> None:
+    with pytest.raises(StateDefinitionError, match="secret=True is for fields of a StateModule"):
+
+        @stateful
+        class Record:
+            token: str = state_field(default="", secret=True)
+
+
+def test_statekit_show_masks_the_secret_and_validate_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with JSONSession(tmp_path, secret_key=generate_secret_key()) as session:
+        session.save("s1", agent=agent_with_token())
+        path = session.session_path("s1")
+    assert main(["show", str(path)]) == 0
+    out, _ = capsys.readouterr()
+    assert "api_key: <secret>" in out and "__secret__" not in out
+    monkeypatch.setattr(sys, "path", [str(Path(__file__).parent), *sys.path])
+    assert main(["validate", str(path), "--module", "agent=test_secrets:Agent"]) == 0
+
+
+def test_key_rotation_is_a_load_with_the_old_key_then_a_save_with_the_new(tmp_path: Path) -> None:
+    old, new = generate_secret_key(), generate_secret_key()
+    with JSONSession(tmp_path, secret_key=old) as session:
+        session.save("s1", agent=agent_with_token())
+        agent = Agent()
+        session.load("s1", agent=agent)
+    with JSONSession(tmp_path, secret_key=new) as session:
+        session.save("s1", agent=agent)
+        again = Agent()
+        session.load("s1", agent=again)
+    assert again.client.api_key == TOKEN
+    assert again.client == agent.client
