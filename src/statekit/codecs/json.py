@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from statekit._limits import depth_message, path_too_deep, too_deep
+from statekit._limits import depth_message, path_too_deep, shallow_bytes, too_deep
 from statekit.codecs._positions import Path, Position, first_bad_value, line_columns, nearest, prefixes
 from statekit.errors import DocumentError, StateDumpError
 
@@ -69,7 +69,7 @@ def _dumps(data: Any, options: int) -> bytes:
         out = orjson.dumps(data, option=options)
     except orjson.JSONEncodeError as err:
         raise StateDumpError([first_bad_value(data, int64=True)]) from err
-    if too_deep(data):
+    if not shallow_bytes(out) and too_deep(data):
         raise StateDumpError([first_bad_value(data, int64=True)])
     return out
 
@@ -94,7 +94,7 @@ def loads(raw: bytes, source: str | None = None) -> Any:
         data = _DECODER.decode(raw)
     except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
         data = _orjson_loads(raw, source)  # the same refusal, with its line and column
-    if too_deep(data):
+    if not shallow_bytes(raw) and too_deep(data):
         raise _depth_error(raw, data, source)
     return data
 
