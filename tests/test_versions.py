@@ -177,7 +177,7 @@ def test_version_2_data_loads_into_version_3() -> None:
     assert agent == v3_expected()
 
 
-def test_migrations_run_outermost_first_each_on_its_own_copy() -> None:
+def test_migrations_run_outermost_first_on_a_private_copy_handed_from_step_to_step() -> None:
     calls: list[tuple[str, object]] = []
     returned: list[dict[str, Any]] = []
 
@@ -206,7 +206,7 @@ def test_migrations_run_outermost_first_each_on_its_own_copy() -> None:
     data = {"child": {"level": 1}}
     parent = Parent()
     parent.load_state_dict(data)
-    assert calls == [("outer_1", {"child": {"level": 1}}), ("outer_2", False), ("inner", {"level": 10})]
+    assert calls == [("outer_1", {"child": {"level": 1}}), ("outer_2", True), ("inner", {"level": 10})]
     assert parent.child.level == 11
     assert data == {"child": {"level": 1}}
 

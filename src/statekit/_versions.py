@@ -5,8 +5,8 @@ into its own state (modules and value records alike); a version-1 class writes
 nothing, so data saved before versions existed (or by AgentScope) is version 1.
 Loading runs the migrations of each class on that class's own data, outermost
 first (a module's migrations see its nested states as they were saved, and the
-nested classes then migrate what the outer migrations left), each on a private
-deep copy, before anything is structured. Data already at the class's version
+nested classes then migrate what the outer migrations left), on a private deep
+copy, before anything is structured. Data already at the class's version
 costs one key lookup.
 """
 
@@ -136,8 +136,15 @@ def _check_found(cls: type, found: object, current: int, path: Path) -> None:
 
 
 def _migrate(cls: type, data: dict[str, Any], found: int, versions: Versions, path: Path) -> dict[str, Any]:
+    """Run the steps from ``found`` on one private deep copy, handed from step to step.
+
+    Each step owns what it gets: the first a copy nobody else holds, the next
+    what the step before returned (a big session is copied once per class, not
+    once per step).
+    """
+    data = _private_copy(data)
     for step in range(found, versions.current):
-        data = _step(cls, versions.migrations[step], _private_copy(data), step, found, versions.current, path)
+        data = _step(cls, versions.migrations[step], data, step, found, versions.current, path)
     return data
 
 
