@@ -17,8 +17,10 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import enum
+import itertools
 import types
 import typing
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePath
 from typing import Any
@@ -399,7 +401,7 @@ def corruptions(
     if not candidates:
         raise ValueError("nothing to corrupt")  # every module here has state: never happens
     deep = [c for c in candidates if len(c[1]) >= 3]
-    if deep and draw(st.booleans()):
+    if deep and draw(st.booleans()):  # type: ignore[arg-type]
         candidates = deep  # small trees have many shallow places: reach the deep ones too
     wanted = draw(st.integers(min_count, max_count))
     chosen: list[tuple[str, StatePath, Node]] = []
@@ -474,7 +476,7 @@ def live_equal(a: Any, b: Any) -> bool:
         keys = list(a.state_dict())
         if keys != list(b.state_dict()):
             return False
-        fields = [f.name for f in attrs.fields(type(a)) if f.eq] if attrs.has(type(a)) else []
+        fields = [f.name for f in attrs.fields(type(a)) if f.eq] if attrs.has(type(a)) else []  # type: ignore[arg-type]
         return all(live_equal(getattr(a, k), getattr(b, k)) for k in dict.fromkeys([*fields, *keys]))
     if attrs.has(type(a)):
         return all(live_equal(getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a)) if f.eq)
@@ -509,3 +511,108 @@ agents_v1 = st.builds(
     memory=st.builds(MemoryV1, notes=st.lists(st.builds(NoteV1, text=texts), max_size=4)),
 )
 """Agents of version 1 of :mod:`version_models` (saved before versions existed)."""
+
+
+# ------------------------------------------------- value types and data for them
+
+
+class Shade(enum.Enum):
+    """An enum whose values are strings, for :data:`value_types`."""
+
+    LIGHT = "light"
+    DARK = "dark"
+
+
+_LEAF_TYPES: list[Any] = [
+    str, int, float, bool, type(None), Any, dt.date, dt.datetime, uuid.UUID, PurePath,
+    Shade, typing.Literal["a", "b", 1],
+]
+_record_names = iter(f"Rec{n}" for n in itertools.count())
+
+
+_REFUSED = object()
+
+
+def _record_type(field_types: list[Any]) -> Any:
+    """A new ``@stateful`` value record with one field per type (``f0``, ``f1``...)."""
+    from statekit import StateDefinitionError, stateful
+
+    namespace = {"__annotations__": {f"f{i}": tp for i, tp in enumerate(field_types)}}
+    try:
+        return stateful(type(next(_record_names), (), namespace))
+    except StateDefinitionError:
+        return _REFUSED  # a field type statekit refuses: filtered out
+
+
+def _records_of(fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(fields, min_size=1, max_size=3).map(_record_type).filter(lambda tp: tp is not _REFUSED)
+
+
+value_types: st.SearchStrategy[Any] = st.recursive(
+    st.sampled_from(_LEAF_TYPES),
+    lambda inner: st.one_of(
+        inner.map(lambda tp: list[tp]),  # type: ignore[valid-type]
+        inner.map(lambda tp: dict[str, tp]),  # type: ignore[valid-type]
+        inner.map(lambda tp: typing.Optional[tp]),
+        inner.map(lambda tp: tuple[tp, ...]),  # type: ignore[valid-type]
+        st.tuples(inner, inner).map(lambda pair: tuple[pair[0], pair[1]]),  # type: ignore[valid-type]
+        st.tuples(inner, inner).map(lambda pair: typing.Union[pair[0], pair[1]]),
+        _records_of(inner),
+        _records_of(inner),
+    ),
+    max_leaves=5,
+)
+"""Annotations statekit may hold: scalars, dates, enums, literals, containers,
+unions and freshly made records (some refused at definition: callers reject those)."""
+
+record_types = _records_of(st.one_of(st.sampled_from(_LEAF_TYPES), value_types))
+"""Freshly made ``@stateful`` records whose fields are :data:`value_types`."""
+
+
+def data_for(tp: Any, noisy: bool = False) -> st.SearchStrategy[Any]:
+    """JSON data shaped like ``tp``: valid for it, but for near misses that enums,
+    literals and records draw; ``noisy``: any scalar may be of another JSON kind."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp in _LEAF_DATA:
+        leaf = _LEAF_DATA[tp]
+        return st.one_of(leaf, _NEAR_MISSES.get(tp, json_scalars)) if noisy else leaf
+    if tp is Shade:
+        return st.sampled_from(["light", "dark", "dim"])
+    if origin is typing.Literal:
+        return st.sampled_from([*args, "c", True])
+    if origin is list or origin is tuple:
+        items = [data_for(a, noisy) for a in args if a is not Ellipsis]
+        if origin is tuple and Ellipsis not in args:
+            return st.tuples(*items).map(list)
+        return st.lists(items[0], max_size=3)
+    if origin is dict:
+        return st.dictionaries(texts, data_for(args[1], noisy), max_size=3)
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of([data_for(a, noisy) for a in args])
+    if attrs.has(tp):
+        fields = {f.name: data_for(f.type, noisy) for f in attrs.fields(tp)}
+        return st.fixed_dictionaries(fields, optional={"zz_extra": json_scalars})
+    return json_data
+
+
+_NEAR_MISSES: dict[Any, st.SearchStrategy[Any]] = {
+    bool: st.sampled_from([0, 1, 1.0]),
+    int: st.sampled_from([True, False, 1.0]),
+    float: st.sampled_from([True, "1.5"]),
+    str: st.sampled_from([1, None, True]),
+    type(None): st.sampled_from([0, "", False]),
+}
+"""Values of a neighbouring kind that a careless check would let through."""
+
+_LEAF_DATA: dict[Any, st.SearchStrategy[Any]] = {
+    str: texts,
+    int: json_ints,
+    float: json_floats | json_ints,
+    bool: st.booleans(),
+    type(None): st.none(),
+    Any: json_data,
+    dt.date: st.dates().map(dt.date.isoformat),
+    dt.datetime: st.datetimes().map(dt.datetime.isoformat),
+    uuid.UUID: st.uuids().map(str),
+    PurePath: texts,
+}

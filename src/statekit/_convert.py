@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 import difflib
 import enum
-import functools
+import contextlib
 import typing
 import uuid
 from collections.abc import Callable, Iterable
@@ -54,7 +54,7 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     Returns:
         A new :class:`cattrs.Converter`.
     """
-    conv = cattrs.Converter(
+    conv = StatekitConverter(
         forbid_extra_keys=forbid_extra_keys,
         detailed_validation=True,
         unstructure_fallback_factory=_unsupported,
@@ -418,10 +418,54 @@ def load_with(from_json: Hook) -> Hook:
     return load
 
 
-@functools.cache
+class StatekitConverter(cattrs.Converter):
+    """A cattrs converter that knows when a hook is registered on it.
+
+    Its lenient twin (:func:`lenient`) is a copy; registering a hook drops the
+    copy, so that a hook registered after first use reaches both.
+    """
+
+    __slots__ = ("_lenient", "generation")
+    _lenient: cattrs.Converter
+    generation: int
+    """How many times a hook was registered: caches of generated code key on it."""
+
+    def _changed(self) -> None:
+        with contextlib.suppress(AttributeError):
+            del self._lenient
+        self.generation = getattr(self, "generation", 0) + 1
+
+    def register_structure_hook(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - cattrs documents these
+        self._changed()
+        return super().register_structure_hook(*args, **kwargs)
+
+    def register_structure_hook_func(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()
+        return super().register_structure_hook_func(*args, **kwargs)
+
+    def register_structure_hook_factory(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()
+        return super().register_structure_hook_factory(*args, **kwargs)
+
+
+def generation(conv: cattrs.Converter) -> int:
+    """A number that changes whenever a hook is registered on ``conv`` (0 for plain cattrs ones)."""
+    return getattr(conv, "generation", 0)
+
+
 def lenient(conv: cattrs.Converter) -> cattrs.Converter:
-    """The same converter, but ignoring unknown keys in value records."""
-    return conv.copy(forbid_extra_keys=False)
+    """The same converter, but ignoring unknown keys in value records.
+
+    Made again after any hook is registered on ``conv`` (a plain cattrs
+    converter, which cannot say so, gets a fresh copy every time).
+    """
+    if not isinstance(conv, StatekitConverter):
+        return conv.copy(forbid_extra_keys=False)
+    try:
+        return conv._lenient  # noqa: SLF001 - our own cache
+    except AttributeError:
+        conv._lenient = conv.copy(forbid_extra_keys=False)  # noqa: SLF001
+        return conv._lenient
 
 
 def problems_of(exc: BaseException, path: tuple[PathSegment, ...] = ()) -> Problems:

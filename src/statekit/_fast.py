@@ -9,6 +9,7 @@ reports every problem with its path. Correct data never pays for reporting.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import types
 import typing
@@ -19,7 +20,7 @@ import attrs
 import cattrs
 
 from statekit._fields import field_codec
-from statekit._convert import is_ours, type_hints
+from statekit._convert import generation, is_ours, iter_types, type_hints
 from statekit._versions import VERSION_KEY, tag
 from statekit._json import copy_any, dict_copier, fast_checker, fast_copier, is_json_type, list_copier, union_members
 
@@ -45,7 +46,9 @@ def fast_structure(tp: Any, conv: cattrs.Converter, *, fresh: bool = False) -> F
             holds it: JSON-typed values are checked, not copied, and what
             sits under ``Any`` is not walked (it makes only JSON data).
     """
-    if not is_ours(conv.get_structure_hook(tp)):
+    if not is_ours(conv.get_structure_hook(tp)) or _runs_from_json(tp):
+        # A user's hook or from_json runs once, in cattrs' path only, so both
+        # paths give the same result and a failure never calls it twice.
         return _via_cattrs(tp, conv)
     if is_json_type(tp):
         return fast_checker(tp, fresh=True) if fresh else fast_copier(tp)
@@ -59,21 +62,62 @@ def fast_structure(tp: Any, conv: cattrs.Converter, *, fresh: bool = False) -> F
     return _via_cattrs(tp, conv)
 
 
+_from_json: dict[Any, bool] = {}
+
+
+def _runs_from_json(tp: Any) -> bool:
+    """Whether structuring ``tp`` calls a field's ``from_json`` (in a record it holds, at any depth)."""
+    try:
+        return _from_json[tp]
+    except (KeyError, TypeError):  # TypeError: an unhashable annotation (computed, not cached)
+        pass
+    found = any(_record_runs_from_json(inner, set()) for inner in iter_types(tp))
+    with contextlib.suppress(TypeError):
+        _from_json[tp] = found
+    return found
+
+
+def _record_runs_from_json(tp: Any, seen: set[type]) -> bool:
+    if not (isinstance(tp, type) and attrs.has(tp)) or tp in seen or _is_module(tp):
+        return False
+    seen.add(tp)
+    hints = _hints_or_empty(tp)
+    for field in attrs.fields(tp):
+        codec = field_codec(field)
+        if codec is not None and codec.from_json is not None:
+            return True
+        if any(_record_runs_from_json(inner, seen) for inner in iter_types(hints.get(field.name, Any))):
+            return True
+    return False
+
+
+def _hints_or_empty(tp: type) -> dict[str, Any]:
+    try:
+        return type_hints(tp)
+    except NameError:
+        return {}
+
+
 def _is_module(tp: type) -> bool:
     return hasattr(tp, "__statekit_plan__")
 
 
 def _via_cattrs(tp: Any, conv: cattrs.Converter) -> Fast:
     hook = conv.get_structure_hook(tp)
-    return lambda value: hook(value, tp)
+
+    def structure(value: Any) -> Any:
+        return hook(value, tp)
+
+    structure.__statekit_via_cattrs__ = True  # type: ignore[attr-defined]
+    return structure
 
 
-_records: dict[tuple[type, cattrs.Converter, bool], Fast | None] = {}
+_records: dict[tuple[type, cattrs.Converter, int, bool], Fast | None] = {}
 
 
 def _cached_record(cls: type, conv: cattrs.Converter, fresh: bool) -> Fast:
     """One generated function per (class, converter, freshness); recursion is late-bound."""
-    key = (cls, conv, fresh)
+    key = (cls, conv, generation(conv), fresh)  # a hook registered later makes new code
     if key in _records:
         built = _records[key]
         return built if built is not None else (lambda value: _records[key](value))  # type: ignore[misc]
@@ -120,11 +164,7 @@ def _field_lines(
     field: attrs.Attribute[Any], tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter, fresh: bool
 ) -> list[str]:
     lines = [f"    {var} = o[{field.name!r}]"]
-    codec = field_codec(field)
-    if codec is not None and codec.from_json is not None:
-        names[f"__fj_{var}"] = codec.from_json
-        return [*lines, f"    {var} = __fj_{var}(__copy({var}))"]
-    if tp in _SCALAR_CHECKS:
+    if tp in _SCALAR_CHECKS and is_ours(conv.get_structure_hook(tp)):
         return [*lines, f"    if type({var}) is not {_SCALAR_CHECKS[tp]}:", "        raise __Bail"]
     if fresh and _inline_union(tp, conv):
         return [*lines, *_union_lines(tp, var, names)]
@@ -157,7 +197,13 @@ def _compile(cls: type, body: list[str], names: dict[str, Any]) -> Fast:
 
 
 def with_fallback(fast: Fast, slow: Callable[[Any, Any], Any], tp: Any) -> Fast:
-    """Run ``fast``; on any exception run cattrs' detailed hook ``slow``."""
+    """Run ``fast``; on any exception run cattrs' detailed hook ``slow``.
+
+    When ``fast`` is cattrs' hook itself, it is not run twice (a user's hook
+    or ``from_json`` would see the data twice).
+    """
+    if getattr(fast, "__statekit_via_cattrs__", False):
+        return lambda value: slow(value, tp)
 
     def structure(value: Any) -> Any:
         try:

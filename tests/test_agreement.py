@@ -1,0 +1,167 @@
+"""The generated fast path and cattrs' path cannot disagree (issue 9, item 10).
+
+A field's load hooks (``FieldPlan.load_strict``, ``load_lenient`` and the
+session's ``load_fresh``) run a fast function first and cattrs' detailed hook
+when it gives up. Whatever the type and the data, they must give what cattrs'
+hook alone gives: an equal value of the same types, or the same problems.
+Any future fast mechanism must keep this file green.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import enum
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import cattrs
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from statekit import StateModule, StateDefinitionError, StateLoadError, make_converter, state_field, stateful
+from statekit._convert import lenient, problems_of
+from statekit._plan import FieldPlan
+
+from strategies import data_for, json_data, record_types, value_types
+
+Outcome = tuple[str, Any]
+
+
+def outcome(run: Callable[[], Any]) -> Outcome:
+    """``("ok", shape of the value)`` or ``("error", the problems, sorted)``."""
+    try:
+        return "ok", shape(run())
+    except Exception as exc:  # noqa: BLE001 - compared, not hidden
+        return "error", sorted((tuple(map(str, p)), m) for p, m in problems_of(exc))
+
+
+def shape(value: Any) -> Any:
+    """The value with every type spelled out (``True`` is not ``1``, a tuple is not a list)."""
+    kind = type(value)
+    if attrs.has(kind):
+        return kind, tuple(shape(getattr(value, f.name)) for f in attrs.fields(kind))
+    if dataclasses.is_dataclass(value):
+        return kind, tuple(shape(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if kind in (list, tuple):
+        return kind, tuple(shape(v) for v in value)
+    if kind in (set, frozenset):
+        return kind, tuple(sorted((repr(shape(v)) for v in value)))
+    if kind is dict:
+        return kind, tuple((k, shape(v)) for k, v in value.items())
+    return kind, value
+
+
+def holder_plan(tp: Any, converter: cattrs.Converter | None = None) -> FieldPlan:
+    """The plan of a field of type ``tp`` in a fresh module class."""
+    namespace = {"__annotations__": {"value": tp}, "value": state_field(default=None)}
+    holder: Any = stateful(converter=converter)(type("Holder", (StateModule,), namespace))
+    plan: FieldPlan = holder.__statekit_plan__.by_name["value"]
+    return plan
+
+
+def assert_agree(plan: FieldPlan, conv: cattrs.Converter, tp: Any, data: Any) -> None:
+    strict, loose = conv.get_structure_hook(tp), lenient(conv).get_structure_hook(tp)
+    expected = outcome(lambda: strict(copy.deepcopy(data), tp))
+    assert plan.load_strict is not None and plan.load_lenient is not None
+    assert outcome(lambda: plan.load_strict(copy.deepcopy(data))) == expected  # type: ignore[misc]
+    if plan.load_fresh is not None:
+        assert outcome(lambda: plan.load_fresh(copy.deepcopy(data))) == expected  # type: ignore[misc]
+    expected_loose = outcome(lambda: loose(copy.deepcopy(data), tp))
+    assert outcome(lambda: plan.load_lenient(copy.deepcopy(data))) == expected_loose  # type: ignore[misc]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fast_and_cattrs_paths_agree_on_random_types_and_data(data: st.DataObject) -> None:
+    tp = data.draw(st.one_of(value_types, record_types), label="type")
+    try:
+        plan = holder_plan(tp)
+    except StateDefinitionError:
+        return  # a type statekit refuses at definition: nothing to compare
+    from statekit._plan import DEFAULT_CONVERTER
+
+    values = st.one_of(data_for(tp), data_for(tp, noisy=True), data_for(tp, noisy=True), json_data)
+    for value in data.draw(st.lists(values, min_size=4, max_size=4), label="data"):
+        assert_agree(plan, DEFAULT_CONVERTER, tp, value)
+
+
+def shouting() -> cattrs.Converter:
+    conv = make_converter()
+    conv.register_structure_hook(str, lambda value, _: str(value).upper())
+    return conv
+
+
+@stateful
+class Line:
+    role: str
+    text: str
+
+
+@pytest.mark.parametrize("data", [{"role": "user", "text": "hi"}, {"role": "user", "text": 3}, {"role": "user"}])
+def test_a_user_hook_for_str_inside_a_record_is_honoured_by_both_paths(data: dict[str, Any]) -> None:
+    conv = shouting()
+    plan = holder_plan(list[Line], conv)
+    assert_agree(plan, conv, list[Line], [data])
+    if "text" in data:
+        assert plan.load_strict([data]) == [Line("USER", str(data["text"]).upper())]  # type: ignore[misc]
+
+
+def test_a_hook_registered_after_first_use_reaches_strict_and_lenient_loads() -> None:
+    conv = make_converter()
+    holder_plan(Line, conv)  # first use: the lenient twin is made now
+    conv.register_structure_hook(str, lambda value, _: str(value).upper())
+    plan = holder_plan(Line, conv)
+    good = {"role": "user", "text": "hi"}
+    assert plan.load_strict(good) == Line("USER", "HI")  # type: ignore[misc]
+    assert plan.load_lenient({**good, "extra": 1}) == Line("USER", "HI")  # type: ignore[misc]
+
+
+def test_from_json_runs_once_when_a_record_fails() -> None:
+    calls: list[Any] = []
+
+    def parse(value: Any) -> str:
+        calls.append(value)
+        return str(value)
+
+    @stateful
+    class Tagged:
+        tag: str = state_field(from_json=parse)
+        count: int = 0
+
+    @stateful
+    class Box(StateModule):
+        items: list[Tagged] = state_field(factory=list)
+
+    box = Box()
+    with pytest.raises(StateLoadError, match=r"items\[1\]\.count: expected an integer"):
+        box.load_state_dict({"items": [{"tag": "a", "count": 1}, {"tag": "b", "count": "x"}]})
+    assert calls == ["a", "b"]
+    calls.clear()
+    box.load_state_dict({"items": [{"tag": "a", "count": 1}]})
+    assert calls == ["a"] and box.items == [Tagged("a", 1)]
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@pytest.mark.parametrize(
+    ("tp", "data"),
+    [
+        (bool, 1),
+        (int, True),
+        (float, 3),
+        (str | None, None),
+        (list[int], [1, "2"]),
+        (tuple[int, str], [1]),
+        (Level, 2),
+        (dict[str, list[Line]], {"a": [{"role": "r", "text": "t", "zz": 1}]}),
+    ],
+)
+def test_edge_cases_agree(tp: Any, data: Any) -> None:
+    from statekit._plan import DEFAULT_CONVERTER
+
+    assert_agree(holder_plan(tp), DEFAULT_CONVERTER, tp, data)
