@@ -8,23 +8,31 @@ out, naming what and where, and that nothing was changed.
 from __future__ import annotations
 
 import os
+import runpy
 import socket
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+import redis
+from fuzz import Agent as FuzzAgent
+from fuzz import sample_agent
 
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH, path_too_deep, too_deep
 from statekit._config import from_config
-from statekit.codecs import YAML
+from statekit.codecs import JSON, YAML, Codec
 from statekit.cli import main as cli_main
-from statekit.errors import DocumentError, SessionError
-from statekit.session import JSONSession, YAMLSession
+from statekit.errors import DocumentError, SessionError, StateDumpError, StatekitError
+from statekit.session import JSONSession, SessionBase, YAMLSession
 from statekit.session._files import FileSession, temp_path
+from statekit.session.redis import RedisSession
+from statekit.testing import RedisServer, SessionFactory
 
 
 def nested(levels: int, leaf: Any = 1) -> Any:
@@ -269,3 +277,108 @@ def test_a_yaml_key_that_is_not_a_string_is_refused_with_its_line(raw: bytes, wh
     with pytest.raises(DocumentError, match=f"the key {what}.*keys must be strings") as caught:
         YAML.loads(raw, "k.yaml")
     assert caught.value.line == 1
+
+
+# --- the hostile-input corpus, through every codec and backend ----------------------------------
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+LARGE: dict[str, bytes] = runpy.run_path(str(CORPUS / "make_corpus.py"))["LARGE"]
+CORPUS_NAMES = sorted(path.name for path in CORPUS.iterdir() if path.suffix != ".py") + sorted(LARGE)
+
+
+def corpus_bytes(name: str) -> bytes:
+    """A corpus file's bytes (the large ones are made on the spot)."""
+    return LARGE[name] if name in LARGE else (CORPUS / name).read_bytes()
+
+
+def test_the_corpus_is_all_there() -> None:
+    assert len(CORPUS_NAMES) >= 50
+    assert {"deep-flow-25000.yaml", "alias-bomb.yaml", "tag-python-object.yaml", "invalid-utf8.yaml"} <= set(CORPUS_NAMES)
+
+
+@pytest.mark.parametrize("name", CORPUS_NAMES)
+def test_every_codec_decodes_the_corpus_or_says_where_it_fails(name: str) -> None:
+    raw = corpus_bytes(name)
+    for codec in (JSON, YAML):
+        for read in (codec.loads, codec.loads_strict):
+            try:
+                data = read(raw, name)
+            except DocumentError as err:
+                assert err.source == name and err.reason
+            else:
+                _check_round_trip(codec, data)
+
+
+def _check_round_trip(codec: Codec, data: Any) -> None:
+    try:
+        raw = codec.dumps(data)
+    except StateDumpError as err:  # read, but not writable in this format (an integer beyond 64 bits in JSON)
+        assert err.problems and err.problems[0].path
+        return
+    again = codec.loads(raw, None)
+    assert again == data or "nan" in raw.decode().lower()  # NaN is not equal to itself
+
+
+def _put(session: SessionBase, raw: bytes, request: pytest.FixtureRequest) -> None:
+    if isinstance(session, FileSession):
+        session.session_path("hostile").write_bytes(raw)
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    client = redis.Redis(host=server.host, port=server.port)
+    try:
+        client.set(cast("RedisSession", session).session_key("hostile"), raw)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("name", CORPUS_NAMES)
+def test_every_backend_loads_the_corpus_or_refuses_it_changing_nothing(
+    name: str, backend: SessionFactory, request: pytest.FixtureRequest
+) -> None:
+    with backend() as session:
+        _put(session, corpus_bytes(name), request)
+        agent = sample_agent()
+        before = agent.state_dict()
+        try:
+            session.load("hostile", agent=agent)
+        except StatekitError as err:
+            assert str(err)
+            assert agent.state_dict() == before
+            return
+        loaded = agent.state_dict()
+        try:
+            session.save("again", agent=agent)
+        except StateDumpError as err:  # read, but not writable in this format: refused, naming the path
+            assert err.problems[0].path
+            return
+        again = FuzzAgent()
+        session.load("again", agent=again)
+        assert again.state_dict() == loaded
+    assert not Path("/tmp/statekit-pwned").exists()  # noqa: S108 - what tag-python-object.yaml would write
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["deep-flow-25000.yaml", "deep-block-25000.yaml", "alias-bomb.yaml", "tag-python-object.yaml", "invalid-utf8.yaml"],
+)
+def test_the_worst_of_the_corpus_is_refused_by_the_yaml_session(name: str, tmp_path: Path) -> None:
+    with YAMLSession(tmp_path) as session:
+        session.session_path("hostile").write_bytes(corpus_bytes(name))
+        with pytest.raises(DocumentError):
+            session.load("hostile", agent=FuzzAgent())
+
+
+def test_a_25000_level_yaml_file_is_refused_without_libyaml_too() -> None:
+    """Run in a child: without the C extension the pure-Python composer would raise RecursionError."""
+    code = (
+        "import yaml\n"
+        "del yaml.CSafeDumper, yaml.CSafeLoader\n"  # as on a PyYAML built without libyaml
+        "import statekit.codecs.yaml as y\n"
+        "assert not y.WITH_LIBYAML\n"
+        "from statekit.errors import DocumentError\n"
+        f"raw = open({str(CORPUS / 'deep-block-25000.yaml')!r}, 'rb').read()\n"
+        "try:\n    y.loads(raw, 'deep.yaml')\nexcept DocumentError as err:\n    print(err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "deep.yaml:2:399: nested deeper than 200 levels" in done.stdout

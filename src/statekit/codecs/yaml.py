@@ -276,32 +276,41 @@ def locate(raw: bytes, paths: Iterable[Path]) -> dict[Path, Position]:
     except yaml.YAMLError:
         return {}
     found: dict[Path, Position] = {}
+    members: dict[int, dict[str, tuple[Node, Mark]]] = {}
     for target in targets:
-        _walk(root, target, found)
+        _walk(root, target, found, members)
     return nearest(found, targets)
 
 
-def _walk(root: Node | None, target: Path, found: dict[Path, Position]) -> None:
+def _walk(root: Node | None, target: Path, found: dict[Path, Position], members: dict[int, dict[str, tuple[Node, Mark]]]) -> None:
     if root is None:
         return
     node, found[()] = root, _position(root.start_mark)
     for depth, segment in enumerate(target, 1):
-        step = _child(node, segment)
+        step = _child(node, segment, members)
         if step is None:
             return
         node, mark = step
         found[target[:depth]] = _position(mark)
 
 
-def _child(node: Node, segment: str | int) -> tuple[Node, Mark] | None:
-    """The child at ``segment`` and where to point at it (a member's key)."""
+def _child(node: Node, segment: str | int, members: dict[int, dict[str, tuple[Node, Mark]]]) -> tuple[Node, Mark] | None:
+    """The child at ``segment`` and where to point at it (a member's key).
+
+    A mapping's members are indexed once (``members``), so that thousands of
+    problems in one mapping cost one pass, not one each.
+    """
     if isinstance(node, SequenceNode) and isinstance(segment, int) and 0 <= segment < len(node.value):
         item: Node = node.value[segment]
         return item, item.start_mark
-    if isinstance(node, MappingNode):
-        for key, value in node.value:
-            if isinstance(key, ScalarNode) and key.value == segment:
-                return value, key.start_mark
+    if isinstance(node, MappingNode) and isinstance(segment, str):
+        index = members.get(id(node))
+        if index is None:
+            index = members[id(node)] = {}
+            for key, value in reversed(node.value):  # the first of equal keys wins, as in a scan
+                if isinstance(key, ScalarNode):
+                    index[key.value] = (value, key.start_mark)
+        return index.get(segment)
     return None
 
 
