@@ -11,15 +11,16 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 import fakeredis
 import orjson
 import pytest
 from redis.asyncio import ConnectionPool, Redis
 
-from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
+from statekit.errors import BackendAuthError, BackendUnavailableError, ConflictError, MissingExtraError, SessionError
 from statekit.session.redis import TIMEOUT, RedisSession
-from statekit.testing import Chat, Counter, Message, RedisServer, free_port, local_redis_server
+from statekit.testing import CHECKS, Chat, Counter, Message, RedisServer, free_port, local_redis_server
 
 pytestmark = pytest.mark.redis
 
@@ -233,3 +234,46 @@ async def test_a_wrong_password_is_not_unavailability() -> None:
                     await session.asave("s", counter=Counter())
         async with RedisSession.from_url(f"redis://:right@{server.host}:{server.port}/0") as session:
             await session.asave("s", counter=Counter())
+
+
+# -- servers that run no Lua: WATCH/MULTI stands in for the compare-and-set script --------
+
+
+@pytest.fixture(scope="module")
+def scriptless_server() -> Iterator[RedisServer]:
+    """A real redis-server whose EVAL and EVALSHA are renamed away (as some proxies do)."""
+    options = ["--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""]
+    with local_redis_server(options=options) as server:
+        yield server
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+async def test_the_contract_holds_on_a_server_without_lua(scriptless_server: RedisServer, name: str) -> None:
+    prefix = f"test-{uuid.uuid4().hex}:"
+    await CHECKS[name](lambda: RedisSession(scriptless_server.host, scriptless_server.port, key_prefix=prefix))
+
+
+async def test_a_stale_save_conflicts_on_a_server_without_lua(scriptless_server: RedisServer, prefix: str) -> None:
+    address = (scriptless_server.host, scriptless_server.port)
+    async with RedisSession(*address, key_prefix=prefix) as first, RedisSession(*address, key_prefix=prefix) as second:
+        await first.asave("s", counter=Counter(count=1))
+        await second.aload("s", counter=Counter())
+        await first.asave("s", counter=Counter(count=2))
+        with pytest.raises(ConflictError):
+            await second.asave("s", counter=Counter(count=99))
+        stored = await first.aread_document("s")
+        assert stored is not None and stored.data["counter"] == {"count": 2}
+
+
+async def test_fakeredis_without_lupa_saves_a_session_twice() -> None:
+    """AgentScope's tests use fakeredis, which runs no Lua unless ``lupa`` is installed."""
+    session = RedisSession(client=fakeredis.FakeAsyncRedis())
+    await session.asave("s", counter=Counter(count=1))
+    await session.asave("s", counter=Counter(count=2))
+    other = RedisSession(client=session.get_client())
+    loaded = Counter()
+    await other.aload("s", counter=loaded)
+    assert loaded.count == 2
+    await session.asave("s", counter=Counter(count=3))
+    with pytest.raises(ConflictError):
+        await other.asave("s", counter=Counter(count=4))

@@ -12,7 +12,8 @@ would otherwise meet).
 
 Every operation touches one key, so a Redis Cluster works as a single server
 does (listing scans every primary). A conditional save is one Lua
-compare-and-set on that key. Each operation is bounded by ``timeout`` seconds
+compare-and-set on that key (``WATCH``/``MULTI`` on servers that run no Lua,
+such as fakeredis without ``lupa``). Each operation is bounded by ``timeout`` seconds
 in all (connecting, retries, the reply): a server that accepts connections but
 never answers is reported as unavailable, not waited on.
 """
@@ -165,6 +166,7 @@ class RedisSession(SessionBase):
                 host=host, port=port, db=db, password=password, connection_pool=connection_pool, **_defaults(kwargs)
             )
         self._client: Client = client
+        self._lua = True  # until the server says it runs no scripts
         self.address = _address(client)
 
     def __repr__(self) -> str:
@@ -234,14 +236,39 @@ class RedisSession(SessionBase):
             await self._client.set(self._key(key), data, ex=self.key_ttl)
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
-        ttl = "" if self.key_ttl is None else str(self.key_ttl)
-        name, revision = self._key(key), expected.revision
         async with self._errors(key):
-            try:
-                done = await self._client.evalsha(_COMPARE_AND_SET_SHA, 1, name, data, revision, ttl)
-            except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
-                done = await self._client.eval(_COMPARE_AND_SET, 1, name, data, revision, ttl)
+            if self._lua:
+                try:
+                    return await self._compare_and_set_lua(self._key(key), data, expected)
+                except _redis_errors.ResponseError as err:
+                    if not _is_unknown_command(err):
+                        raise
+                    self._lua = False  # a server without scripting (fakeredis, some proxies)
+            return await self._compare_and_set_watch(self._key(key), data, expected)
+
+    async def _compare_and_set_lua(self, name: str, data: bytes, expected: Expected) -> bool:
+        ttl = "" if self.key_ttl is None else str(self.key_ttl)
+        revision = expected.revision
+        try:
+            done = await self._client.evalsha(_COMPARE_AND_SET_SHA, 1, name, data, revision, ttl)
+        except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
+            done = await self._client.eval(_COMPARE_AND_SET, 1, name, data, revision, ttl)
         return bool(done)
+
+    async def _compare_and_set_watch(self, name: str, data: bytes, expected: Expected) -> bool:
+        """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
+        async with self._client.pipeline(transaction=True) as pipe:
+            await pipe.watch(name)
+            current = await pipe.get(name)
+            if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
+                return False  # leaving the block resets the pipeline, which unwatches
+            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            pipe.set(name, data, ex=self.key_ttl)
+            try:
+                await pipe.execute()
+            except _redis_errors.WatchError:
+                return False  # another writer changed the key between GET and EXEC
+        return True
 
     async def _delete(self, key: SessionKey) -> bool:
         async with self._errors(key):
@@ -289,6 +316,10 @@ class RedisSession(SessionBase):
         except Exception:  # noqa: BLE001 - the topology is unknown: name the cluster
             return self.address
         return f"cluster node {node.name}" if node is not None else self.address
+
+
+def _is_unknown_command(err: Exception) -> bool:
+    return str(err).lower().startswith("unknown command")
 
 
 def _middles(keys: list[Any], head: str, tail: str) -> Iterator[str]:
