@@ -224,3 +224,15 @@ def test_key_rotation_is_a_load_with_the_old_key_then_a_save_with_the_new(tmp_pa
         session.load("s1", agent=again)
     assert again.client.api_key == TOKEN
     assert again.client == agent.client
+
+
+def test_the_json_schema_accepts_the_encrypted_form_and_never_requires_it(tmp_path: Path) -> None:
+    import jsonschema  # type: ignore[import-untyped]
+
+    from statekit import session_schema
+
+    schema = session_schema(agent=Agent)
+    for key in (None, generate_secret_key()):
+        with JSONSession(tmp_path, secret_key=key) as session:
+            session.save("s1", agent=agent_with_token())
+            jsonschema.Draft202012Validator(schema).validate(orjson.loads(session.session_path("s1").read_bytes()))

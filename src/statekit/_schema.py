@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from statekit._secrets import SECRET_KEY
 from statekit._fields import field_codec
 from statekit._module import StateModule, module_class
 from statekit._versions import VERSION_KEY, tag
@@ -295,9 +296,20 @@ def _attrs_field(field: attrs.Attribute[Any]) -> _Field:
     coded = codec is not None and (codec.from_json is not None or codec.to_json is not None)
     if custom is None and codec is not None and codec.from_json is not None:
         custom = {}  # a custom decoder: any JSON value may be what it wants
+    if codec is not None and codec.secret:
+        return _Field(field.name, field.type, False, _NOTHING, _SEALED)  # never required, never in clear
     required = field.default is attrs.NOTHING
     default = _NOTHING if required or coded else _json_default(field.default)
     return _Field(field.name, field.type, required, default, custom)
+
+
+_SEALED: Schema = {
+    "description": "a secret field, stored encrypted (see docs/secrets.md)",
+    "type": "object",
+    "properties": {SECRET_KEY: {"type": "string"}},
+    "required": [SECRET_KEY],
+    "additionalProperties": False,
+}
 
 
 def _dataclass_fields(cls: type[Any]) -> list[_Field]:
