@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import StateModule, StateDefinitionError, StateLoadError, make_converter, state_field, stateful
-from statekit._convert import lenient, problems_of
+from statekit._convert import lenient
+from statekit._problems import problems_of
 from statekit._plan import FieldPlan
 
 from strategies import data_for, json_data, record_types, value_types

@@ -19,7 +19,8 @@ import attr
 import attrs
 import cattrs
 
-from statekit._convert import dump_problems, lenient, only_extra_keys, problems_of, unknown_key
+from statekit._convert import lenient
+from statekit._problems import dump_problems, only_extra_keys, problems_of, unknown_key
 from statekit._cycles import TooDeep, module_problem, value_problem
 from statekit._gc import paused_gc
 from statekit._fields import METADATA_KEY, FieldCodec, state_field

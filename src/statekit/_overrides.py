@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from statekit._convert import problems_of
+from statekit._problems import problems_of
 from statekit._json import JSONValueError, copy_any, copy_loose, describe
 from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, format_path
 
