@@ -77,3 +77,24 @@ def use_versions() -> None:
         found: object = error.found
         expected: int = error.expected
         print(found, expected, note.tags)
+
+
+@stateful(frozen=True)
+class Line:
+    role: str
+    text: str
+
+
+@stateful
+class LongMemory(StateModule):
+    content: list[Line] = state_field(factory=list, append_only=True)
+    ids: list[int] = state_field(factory=list, append_only=True)
+
+
+def use_append_only() -> None:
+    memory = LongMemory()
+    memory.content.append(Line("user", "hi"))
+    memory.ids.extend([1, 2])
+    first: Line = memory.content[0]
+    size: int = memory.ids[-1]
+    print(first.text, size)

@@ -18,11 +18,13 @@ class FieldCodec:
     """The per-field codec of a state field (both ``None`` when cattrs does it).
 
     ``secret``: never written in clear (see :mod:`statekit._secrets`).
+    ``append_only``: a list that only grows (sessions then save only new items).
     """
 
     to_json: Callable[[Any], Any] | None = None
     from_json: Callable[[Any], Any] | None = None
     secret: bool = False
+    append_only: bool = False
 
 
 def _hidden(_: object) -> str:
@@ -49,6 +51,7 @@ def state_field(
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
     secret: bool = ...,
+    append_only: bool = ...,
 ) -> T: ...
 @overload
 def state_field(
@@ -64,6 +67,7 @@ def state_field(
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
     secret: bool = ...,
+    append_only: bool = ...,
 ) -> T: ...
 @overload
 def state_field(
@@ -78,6 +82,7 @@ def state_field(
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
     secret: bool = ...,
+    append_only: bool = ...,
 ) -> T: ...
 @overload
 def state_field(
@@ -91,6 +96,7 @@ def state_field(
     alias: str | None = ...,
     metadata: Mapping[Any, Any] | None = ...,
     secret: bool = ...,
+    append_only: bool = ...,
 ) -> Any: ...
 def state_field(
     *,
@@ -106,6 +112,7 @@ def state_field(
     alias: str | None = None,
     metadata: Mapping[Any, Any] | None = None,
     secret: bool = False,
+    append_only: bool = False,
 ) -> Any:
     """Declare an attribute of a ``@stateful`` class as part of its state.
 
@@ -129,12 +136,17 @@ def state_field(
         secret: Never write the value in clear (an API key, a token): left out
             of saved documents, or encrypted when the session has a
             ``secret_key``; ``repr()`` shows ``<secret>``. See docs/secrets.md.
+        append_only: The field is a list that only grows at its end (an agent's
+            memory): a session save then writes only the items appended since
+            this session object last loaded or saved it (any other change still
+            rewrites the whole document). Its items must be frozen records or
+            immutable scalars (docs/sessions.md, "Append-only lists").
 
     Returns:
         An attrs field definition (typed as the value for mypy).
     """
     meta = dict(metadata or {})
-    meta[METADATA_KEY] = FieldCodec(to_json=to_json, from_json=from_json, secret=secret)
+    meta[METADATA_KEY] = FieldCodec(to_json=to_json, from_json=from_json, secret=secret, append_only=append_only)
     return attrs.field(
         default=default,
         factory=factory,

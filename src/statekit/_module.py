@@ -54,6 +54,28 @@ T = TypeVar("T")
 Path = tuple[PathSegment, ...]
 
 _LOG = logging.getLogger("statekit")
+
+
+@attrs.frozen
+class HeldList:
+    """An append-only list met by a dump: whose it is, how it encodes, where it goes.
+
+    Attributes:
+        owner: The module holding it.
+        plan: The field's plan.
+        value: The live list.
+        path: The state keys from the document's root to the list.
+        out: The dumped state dict where its encoding belongs (under ``plan.name``).
+    """
+
+    owner: object
+    plan: FieldPlan
+    value: list[Any]
+    path: Path
+    out: dict[str, Any]
+
+
+Held = list[HeldList]
 _REGISTERED = "__statekit_registered__"
 _EMPTY_PLAN = ClassPlan(fields=(), by_name={})
 
@@ -246,9 +268,11 @@ def _extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[
     return out
 
 
-def _dump_root(module: StateModule, path: Path, live: bool = False, lax: bool = False) -> dict[str, Any]:
+def _dump_root(
+    module: StateModule, path: Path, live: bool = False, lax: bool = False, held: Held | None = None
+) -> dict[str, Any]:
     try:
-        return _dump(module, path, live, lax)
+        return _dump(module, path, live, lax, held)
     except TooDeep as exc:
         raise StateDumpError([module_problem(module, path, exc.path)]) from None
 
@@ -263,10 +287,11 @@ def refuse_too_deep(data: Any) -> None:
         raise StateLoadError([Problem(path_too_deep(data) or (), depth_message())])
 
 
-def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False) -> dict[str, Any]:
+def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, held: Held | None = None) -> dict[str, Any]:
     """The state of ``obj``; ``live`` shares validated JSON values instead of
     copying them (for data that is encoded at once, see :func:`dump_many`);
-    ``lax`` passes registered values that are not JSON through (see ``state_dict``)."""
+    ``lax`` passes registered values that are not JSON through (see ``state_dict``);
+    ``held`` collects append-only lists instead of encoding them (see :func:`dump_many`)."""
     if len(path) >= MAX_DEPTH:
         raise TooDeep(path)  # a cycle of modules, or a chain too long to save
     version = tag(type(obj))
@@ -275,9 +300,12 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False) -
         value = getattr(obj, plan.name)
         dump = plan.encode if live else plan.dump
         if isinstance(value, StateModule):
-            out[plan.name] = _dump_child(value, (*path, plan.name), live)
+            out[plan.name] = _dump_child(value, (*path, plan.name), live, held)
         elif plan.secret:
             seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+        elif held is not None and plan.append_only and type(value) is list:
+            held.append(HeldList(obj, plan, value, (*path, plan.name), out))
+            out[plan.name] = None  # filled in by the caller, or left out of a delta
         elif live and dump is not None:
             out[plan.name] = _encode_value(obj, plan, value, (*path, plan.name))
         elif dump is not None:
@@ -287,23 +315,23 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False) -
     for name, hooks in _extras(obj).items():
         value = getattr(obj, name)
         if isinstance(value, StateModule):
-            out[name] = _dump_child(value, (*path, name), live)
+            out[name] = _dump_child(value, (*path, name), live, held)
         elif hooks is not None:
             out[name] = _dump_registered(obj, hooks[0], value, (*path, name), lax)
     return out
 
 
-def _dump_top(module: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
+def _dump_top(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
     """A module given to a session: its own ``state_dict()`` when its class overrides it."""
     if type(module).state_dict is StateModule.state_dict:
-        return _dump_root(module, path, live)
+        return _dump_root(module, path, live, held=held)
     return dump_override(module, path)
 
 
-def _dump_child(module: StateModule, path: Path, live: bool = False) -> dict[str, Any]:
+def _dump_child(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
     """A module's state, through its own ``state_dict()`` when its class overrides it."""
     if type(module).state_dict is StateModule.state_dict:
-        return _dump(module, path, live)
+        return _dump(module, path, live, held=held)
     return dump_override(module, path)
 
 
@@ -314,6 +342,11 @@ def _dump_registered(owner: StateModule, dump: Callable[[Any], Any], value: Any,
         except JSONValueError:
             return value  # for the overriding state_dict() to replace; its result is checked
     return _dump_value(owner, dump, value, path, Any)
+
+
+def encode_held(held: HeldList, start: int = 0) -> Any:
+    """Encode a held append-only list, from item ``start`` on, as a save would."""
+    return _encode_value(held.owner, held.plan, held.value[start:] if start else held.value, held.path)
 
 
 def _encode_value(owner: object, plan: FieldPlan, value: Any, path: Path) -> Any:
@@ -506,7 +539,9 @@ def _state_keys(module: StateModule) -> dict[str, Any]:
     return keys
 
 
-def dump_many(modules: Mapping[str, StateModule], *, live: bool = False) -> dict[str, Any]:
+def dump_many(
+    modules: Mapping[str, StateModule], *, live: bool = False, held: Held | None = None
+) -> dict[str, Any]:
     """``{name: module.state_dict()}``, with error paths that start at the name.
 
     Args:
@@ -514,13 +549,16 @@ def dump_many(modules: Mapping[str, StateModule], *, live: bool = False) -> dict
         live: Validate JSON-typed values but share them with the live objects
             instead of copying them. Only for a caller that encodes the result
             at once, in the same thread, before anything can change the objects.
+        held: Collects every append-only list (with where it goes) instead of
+            encoding it; its place in the result holds ``None`` until the
+            caller fills it in (a session saving only new items).
 
     Raises:
         StatekitError: A value is not a state module.
         StateDumpError: A module's state is not JSON data.
     """
     check_modules(modules)
-    return {name: _dump_top(module, (name,), live) for name, module in modules.items()}
+    return {name: _dump_top(module, (name,), live, held) for name, module in modules.items()}
 
 
 def check_modules(modules: Mapping[str, object]) -> None:

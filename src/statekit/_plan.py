@@ -56,6 +56,8 @@ class FieldPlan:
         load_fresh: Like ``load_strict``, for data fresh from the JSON codec
             that nobody else holds (a session load): nothing is copied.
         secret: Declared ``state_field(secret=True)``: sealed or left out.
+        append_only: Declared ``state_field(append_only=True)``: a list of
+            immutable items that sessions save as deltas.
     """
 
     field: attrs.Attribute[Any]
@@ -69,6 +71,7 @@ class FieldPlan:
     encode: Dump | None = None
     load_fresh: Load | None = None
     secret: bool = False
+    append_only: bool = False
 
     @property
     def name(self) -> str:
@@ -108,9 +111,13 @@ def _field_plan(
         # Not declared as state: only a StateModule it holds at run time is state.
         nullable = type(None) in typing.get_args(tp)
         return FieldPlan(field=field, is_state=codec is not None, module_type=module_type, nullable=nullable)
+    if codec.append_only:
+        check_append_only(cls, field.name, tp, codec)
     dump, strict, loose = value_hooks(cls, field.name, tp, codec, conv)
     encode, fresh = _session_hooks(tp, codec, conv, dump, strict)
-    return FieldPlan(field, True, None, False, tp, dump, strict, loose, encode, fresh, codec.secret)
+    return FieldPlan(
+        field, True, None, False, tp, dump, strict, loose, encode, fresh, secret=codec.secret, append_only=codec.append_only
+    )
 
 
 def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dump, strict: Load) -> tuple[Dump, Load]:
@@ -121,6 +128,40 @@ def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dum
     prepare(ENCODE_CONVERTER, tp)
     fresh = with_fallback(fast_structure(tp, conv, fresh=True), conv.get_structure_hook(tp), tp)
     return _dump_hook(tp, codec, ENCODE_CONVERTER), fresh
+
+
+_IMMUTABLE_ITEMS = (str, int, float, bool)
+
+
+def check_append_only(cls: type, name: str, tp: Any, codec: FieldCodec) -> None:
+    """Refuse ``append_only=True`` unless the field is a ``list`` of immutable items.
+
+    An item changed in place after it was saved would never be saved again, so
+    only frozen records and immutable scalars may be items.
+
+    Raises:
+        StateDefinitionError: Naming the field and what is wrong.
+    """
+    where = f"{cls.__qualname__}.{name}"
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is not list or len(args) != 1:
+        raise StateDefinitionError(f"{where}: append_only=True needs a list[...] field, not {type_name(tp)}")
+    if codec.to_json is not None or codec.from_json is not None or codec.secret:
+        raise StateDefinitionError(f"{where}: append_only=True cannot be combined with to_json=, from_json= or secret=")
+    item = args[0]
+    if item in _IMMUTABLE_ITEMS or is_frozen_record(item):
+        return
+    raise StateDefinitionError(
+        f"{where}: the items of an append_only list must be frozen records (@stateful(frozen=True)) or "
+        f"str, int, float or bool, so that no saved item can change in place; {type_name(item)} is not"
+    )
+
+
+def is_frozen_record(tp: Any) -> bool:
+    """Whether ``tp`` is an attrs class whose instances cannot be changed (``frozen=True``)."""
+    # attrs has no public test; a frozen class's __setattr__ is its _frozen_setattrs
+    setter = getattr(tp, "__setattr__", None)
+    return isinstance(tp, type) and attrs.has(tp) and getattr(setter, "__name__", "") == "_frozen_setattrs"
 
 
 def check_record(cls: type, converter: cattrs.Converter | None) -> None:

@@ -39,7 +39,8 @@ from statekit.errors import (
     StateDumpError,
     StateLoadError,
 )
-from statekit.session._base import META_KEY, SessionBase
+from statekit.session._base import SessionBase
+from statekit.session._delta_save import META_KEY
 
 __all__ = [
     "CHECKS",

@@ -45,16 +45,22 @@ from statekit.session._revisions import (
     restart_missing,
     revision_of,
 )
+from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
+from statekit.session._companion import split
+from statekit.session._delta_save import (
+    FORMAT_VERSION,
+    META_KEY,
+    base_after_load,
+    check_token,
+    is_joined,
+    save_with_appends,
+    token_of,
+    without_token,
+)
 from statekit.session._log import log_missing, log_timed
 from statekit.session._sync import BlockingTwins
 
 T = TypeVar("T")
-
-META_KEY = "__statekit__"
-"""The reserved top-level key of a session document; no module may use it."""
-
-FORMAT_VERSION = 1
-"""The version of the session document this statekit writes (and reads up to)."""
 
 MAX_ID_LENGTH = 200
 """The longest ``session_id`` or ``user_id``, in characters."""
@@ -162,6 +168,8 @@ class SessionBase(BlockingTwins, abc.ABC):
             MissingExtraError: ``cryptography`` is missing (``statekit[crypto]``).
         """
         self._secret_box = None if secret_key is None else SecretBox(secret_key)
+    supports_appends: ClassVar[bool] = False
+    """Whether the backend stores deltas of append-only lists (``_append``); else every save rewrites."""
 
     # -- the storage primitives a backend implements -------------------------------
 
@@ -195,7 +203,9 @@ class SessionBase(BlockingTwins, abc.ABC):
             expected: What must be stored: ``expected.matches(stored_bytes)``
                 says (``None`` for nothing stored), and ``expected.revision``
                 is its revision (:data:`~statekit.session.MISSING_REVISION` for nothing stored),
-                for storages that compare revisions themselves.
+                for storages that compare revisions themselves. After a delta save
+                only ``expected.base`` is known (``expected.only_base``); a
+                backend with ``supports_appends`` checks it.
 
         Returns:
             ``True`` when written; ``False`` when the stored revision differs
@@ -205,6 +215,21 @@ class SessionBase(BlockingTwins, abc.ABC):
             return False
         await self._write(key, data)
         return True
+
+    async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
+        """Store one delta (new items of append-only lists) if the session is still ``base``.
+
+        Only called on backends whose ``supports_appends`` is true.
+
+        Returns:
+            How many bytes the stored deltas grew by; ``None`` when the stored
+            session is not ``base`` any more (then nothing was written).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not store deltas")
+
+    def _companion_source(self, key: SessionKey) -> str:
+        """How error messages name the stored deltas of a session."""
+        return f"{self._source(key)} (appended items)"
 
     async def _exists(self, key: SessionKey) -> bool:
         """Whether the session exists (override when a cheaper test exists)."""
@@ -357,7 +382,9 @@ class SessionBase(BlockingTwins, abc.ABC):
         if raw is None:
             self._revisions.remember(key, MISSING)
             return None
-        stored = StoredDocument(dict(await self._decode(raw, key)), raw, self._source(key), revision_of(raw))
+        data = without_token(await self._decode(raw, key))
+        shown = raw if not is_joined(raw) else await self._run_codec(self.codec.dumps, data)
+        stored = StoredDocument(data, shown, self._source(key), revision_of(raw))
         self._revisions.remember(key, Expected(raw=raw, revision=stored.revision))
         return stored
 
@@ -476,7 +503,11 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
         except StateVersionError as err:
             raise err.located(self._source(key)) from err.__cause__
-        seen = Expected(raw=raw)
+        base = None
+        if token_of(document):  # saved with append-only lists: what the next save compares with
+            with secrets_with(self._secret_box):
+                base = base_after_load(modules, document, raw)
+        seen = Expected(raw=raw, base=base)
         self._revisions.remember(key, seen)
         log_timed("loaded", list(modules), lambda: self._source(key), len(raw), started)
         return results, seen
@@ -490,9 +521,13 @@ class SessionBase(BlockingTwins, abc.ABC):
         expected: Expected | None = None,
     ) -> None:
         started = time.perf_counter()
-        raw = await self._encode(modules)
-        await self._store(key, raw, expected, overwrite=overwrite)
-        log_timed("saved", list(modules), lambda: self._source(key), len(raw), started)
+        if self.supports_appends and self.codec.fast:
+            size = await save_with_appends(self, key, modules, expected, overwrite=overwrite)
+        else:
+            raw = await self._encode(modules)
+            await self._store(key, raw, expected, overwrite=overwrite)
+            size = len(raw)
+        log_timed("saved", list(modules), lambda: self._source(key), size, started)
 
     async def _store(self, key: SessionKey, raw: bytes, expected: Expected | None, *, overwrite: bool) -> Expected:
         """Write ``raw``: unconditionally, or only over what is expected (else remembered).
@@ -529,6 +564,14 @@ class SessionBase(BlockingTwins, abc.ABC):
         return await self._run_codec(without_gc(self.codec.dumps), document)
 
     async def _decode(self, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
+        raw, log, token = split(raw)
+        document = await self._decode_document(raw, key)
+        if log:
+            check_token(document, token, self._source(key), self._companion_source(key))
+            await self._run_codec(merge, document, log, self._companion_source(key), size=len(log))
+        return document
+
+    async def _decode_document(self, raw: bytes, key: SessionKey) -> dict[str, Any]:
         try:
             document = await self._run_codec(without_gc(self.codec.loads), raw, None, size=len(raw))
         except DocumentError as err:  # named here, so that a good load never builds the name
@@ -547,7 +590,7 @@ def _with_meta(data: object, source: str) -> dict[str, Any]:
         raise DocumentError(f"a session document maps module names to states, not a {kind}", source=source)
     if META_KEY in data:
         _check_meta(data[META_KEY], source)
-        return dict(data)
+        return without_token(data)  # written whole: deltas stored beside an older document are not its
     return {META_KEY: {"format": FORMAT_VERSION}, **data}
 
 
@@ -555,8 +598,8 @@ def _check_meta(meta: object, source: str) -> None:
     version = meta.get("format") if isinstance(meta, dict) else None
     if not isinstance(version, int) or isinstance(version, bool):
         raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
-    if version > FORMAT_VERSION:
+    if version > APPENDS_FORMAT:
         raise DocumentError(
-            f"written in session format {version} by a newer statekit; this one reads up to {FORMAT_VERSION}",
+            f"written in session format {version} by a newer statekit; this one reads up to {APPENDS_FORMAT}",
             source=source,
         )

@@ -52,8 +52,10 @@ from statekit.session._agentscope import (
 )
 from statekit.session._base import SessionBase, SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
+from statekit.session._appends import DeltaBase
+from statekit.session._companion import append, base_holds, companion, drop_retired, read_session, retire
 from statekit.session._revisions import Expected
-from statekit.session._safe_files import check_path, read_regular, write_new
+from statekit.session._safe_files import check_path, write_new
 
 R = TypeVar("R")
 
@@ -153,7 +155,7 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def _read_file(path: Path) -> bytes | None:
-    return read_regular(path)
+    return read_session(path)
 
 
 def _delete_file(path: Path) -> bool:
@@ -161,16 +163,38 @@ def _delete_file(path: Path) -> bool:
         path.unlink()
     except FileNotFoundError:
         return False
+    finally:
+        retire(path)  # deltas without their document are nobody's
+        drop_retired(path)
     return True
 
 
 def _replace_if(path: Path, data: bytes, expected: Expected | None, timeout: float) -> bool:
     """Under the session's lock: write ``data`` if what is stored is ``expected`` (``None``: always)."""
     with session_lock(path, timeout):
-        if expected is not None and not expected.matches(_read_file(path)):
+        if expected is not None and not _holds(path, expected):
             return False
+        retire(path)
         atomic_write(path, data, locked=True)
+        drop_retired(path)
         return True
+
+
+def _holds(path: Path, expected: Expected) -> bool:
+    if expected.only_base:
+        assert expected.base is not None
+        return base_holds(path, expected.base)
+    return expected.matches(_read_file(path))
+
+
+def _append_if(path: Path, line: bytes, base: DeltaBase, timeout: float) -> int | None:
+    """Under the session's lock: append a delta if what is stored is ``base``; the bytes added, or ``None``."""
+    with session_lock(path, timeout):
+        if not base_holds(path, base):
+            return None
+        if not line:
+            return 0
+        return append(path, base, line, lambda log, data: atomic_write(log, data, locked=True))
 
 
 def _delete_locked(path: Path, timeout: float) -> bool:
@@ -272,11 +296,21 @@ class FileSession(SessionBase):
         return await self._write_if_locked(key, data, expected)
 
     async def _write_if_locked(self, key: SessionKey, data: bytes, expected: Expected | None) -> bool:
+        return await self._locked_write(key, lambda path: _replace_if(path, data, expected, self.lock_timeout))
+
+    async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
+        return await self._locked_write(key, lambda path: _append_if(path, line, base, self.lock_timeout))
+
+    def _companion_source(self, key: SessionKey) -> str:
+        return str(companion(self._path(key)))
+
+    async def _locked_write(self, key: SessionKey, write: Callable[[Path], R]) -> R:
         path = self._path(key)
 
-        def work() -> bool:
+        def work() -> R:
             check_path(self.save_dir, path)
-            return _replace_if(path, data, expected, self.lock_timeout)
+            check_path(self.save_dir, companion(path))
+            return write(path)
 
         try:
             return await asyncio.to_thread(work)

@@ -20,6 +20,7 @@ import attrs
 from statekit._module import StateModule, dump_many, load_many
 
 if TYPE_CHECKING:
+    from statekit.session._appends import DeltaBase
     from statekit.session._base import SessionKey
 
 MISSING_REVISION: Final = ""
@@ -70,33 +71,47 @@ class Expected:
     Holding the bytes lets a backend that reads the stored bytes anyway (files)
     compare them directly, which costs far less than hashing them; the revision
     is computed only when asked for (Redis sends it to its script).
+
+    A session with append-only lists also has a ``base`` (see
+    :class:`~statekit.session._appends.DeltaBase`): its document's token and how
+    many bytes of deltas follow it. After a delta save only the base is known,
+    and the backend checks that instead of bytes.
     """
 
-    __slots__ = ("_revision", "raw")
+    __slots__ = ("_revision", "base", "raw")
 
-    def __init__(self, *, raw: bytes | None = None, revision: str | None = None) -> None:
-        if raw is None and revision is None:
-            raise TypeError("Expected needs the raw bytes, their revision, or both")
+    def __init__(self, *, raw: bytes | None = None, revision: str | None = None, base: DeltaBase | None = None) -> None:
+        if raw is None and revision is None and base is None:
+            raise TypeError("Expected needs the raw bytes, their revision, or a delta base")
         self.raw = raw
         self._revision = revision
+        self.base = base
+
+    @property
+    def only_base(self) -> bool:
+        """Whether only the delta base is known (after a delta save): check it, not bytes."""
+        return self.raw is None and self._revision is None
 
     @property
     def revision(self) -> str:
         """The expected revision (:data:`MISSING_REVISION`: nothing stored)."""
         if self._revision is None:
-            assert self.raw is not None
+            if self.raw is None:
+                raise TypeError("only the delta base is known: check it with the backend's delta check")
             self._revision = revision_of(self.raw)
         return self._revision
 
     def matches(self, current: bytes | None) -> bool:
         """Whether ``current`` (the stored bytes, ``None`` if none) is what is expected."""
+        if self.only_base:
+            return False  # a backend with deltas checks the base itself; this is for "was it created?"
         if current is None or self.raw is None:
             return (MISSING_REVISION if current is None else revision_of(current)) == self.revision
         return current == self.raw
 
     def without_bytes(self) -> Expected:
         """The same expectation, keeping only the revision (to free memory)."""
-        return self if self.raw is None else Expected(revision=self.revision)
+        return self if self.raw is None else Expected(revision=self.revision, base=self.base)
 
 
 MISSING: Final = Expected(revision=MISSING_REVISION)

@@ -99,6 +99,12 @@ def read_regular(path: Path) -> bytes | None:
         SessionError: The path is a link or not a regular file.
         OSError: The file cannot be read.
     """
+    got = read_regular_stat(path)
+    return None if got is None else got[0]
+
+
+def read_regular_stat(path: Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
+    """Like :func:`read_regular`, reading at most ``limit`` bytes (-1: all), with the file's ``fstat``."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
@@ -108,7 +114,7 @@ def read_regular(path: Path) -> bytes | None:
             raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder") from err
         raise
     with open(fd, "rb") as file:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise not_a_file(path, mode)
-        return file.read()
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise not_a_file(path, status.st_mode)
+        return file.read(limit), status

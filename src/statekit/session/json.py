@@ -18,3 +18,4 @@ class JSONSession(FileSession):
     """
 
     codec: ClassVar[Codec] = JSON
+    supports_appends: ClassVar[bool] = True

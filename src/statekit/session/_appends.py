@@ -1,0 +1,197 @@
+"""Append-only lists: what changed since the last load or save, and the delta that saves it.
+
+A session document whose modules hold ``state_field(append_only=True)`` lists
+carries a random ``token`` in its metadata (``"log"``), new at every full write.
+Items appended later are stored beside it (a file's companion, a Redis list),
+one delta per save, each delta naming its lists by their path from the
+document's root. A load reads the document and its deltas as one state.
+
+A session object remembers, per session, a :class:`DeltaBase`: the document
+as it encodes without its append-only lists (the *skeleton*), and the items
+each list held. A save takes the delta path only when the skeleton is
+byte-for-byte the same and every list still starts with exactly the remembered
+items (the same objects: items are immutable, so the same object is the same
+data); anything else is a full rewrite, so a change is never missed.
+"""
+
+from __future__ import annotations
+
+import operator
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import orjson
+
+from statekit._module import Held, HeldList, encode_held
+from statekit.codecs import json as _json
+from statekit.errors import DocumentError, PathSegment
+
+Path = tuple[PathSegment, ...]
+
+TOKEN_KEY: Final = "log"
+"""The metadata key holding the document's token (a document with deltas)."""
+
+APPENDS_FORMAT: Final = 2
+"""The session format of a document with a token: older statekits refuse it
+instead of loading it without its deltas."""
+
+COMPACT_MIN_BYTES = 1 << 20
+"""Deltas are folded into the document (a full rewrite) once they pass this size
+and a quarter of the document's."""
+
+_HEADER_KEY = "statekit_log"
+
+
+def new_token() -> str:
+    """A fresh random document token (16 hex digits)."""
+    return secrets.token_hex(8)
+
+
+def header(token: str) -> bytes:
+    """The first line of a companion: which document its deltas belong to."""
+    return orjson.dumps({_HEADER_KEY: 1, "document": token}) + b"\n"
+
+
+def header_token(line: bytes) -> str | None:
+    """The document token a companion's first line names (``None``: not a header)."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    token = data.get("document") if isinstance(data, dict) and _HEADER_KEY in data else None
+    return token if isinstance(token, str) else None
+
+
+@attrs.frozen
+class DeltaBase:
+    """What a stored session with append-only lists holds, as a session object last saw it.
+
+    Attributes:
+        token: The document's token.
+        log_len: Bytes of the deltas' complete lines stored with it (0: none yet).
+        doc_len: Bytes of the document (for the compaction threshold).
+        skeleton: The document without metadata, its append-only lists as ``null``, encoded.
+        items: The items of each append-only list, by path.
+    """
+
+    token: str
+    log_len: int
+    doc_len: int
+    skeleton: bytes = attrs.field(repr=False)
+    items: Mapping[Path, tuple[Any, ...]] = attrs.field(repr=False)
+
+    def after(self, written: int, items: Mapping[Path, tuple[Any, ...]]) -> DeltaBase:
+        """The base once ``written`` more bytes of deltas made the lists hold ``items``."""
+        return attrs.evolve(self, log_len=self.log_len + written, items=items)
+
+    def compacts(self, more: int) -> bool:
+        """Whether deltas of ``more`` bytes would take the stored ones past the threshold."""
+        return self.log_len + more > max(COMPACT_MIN_BYTES, self.doc_len // 4)
+
+
+def skeleton_bytes(skeleton: Mapping[str, Any]) -> bytes:
+    """The skeleton's bytes: the compact encoding the comparison uses."""
+    return _json.dumps_compact(skeleton)
+
+
+def new_items(base: DeltaBase | None, skeleton: bytes, held: Held) -> list[tuple[HeldList, int]] | None:
+    """Each list with the index its new items start at, if only appends happened since ``base``.
+
+    Returns:
+        ``None`` when anything else changed (a full rewrite is due).
+    """
+    if base is None or skeleton != base.skeleton or len(held) != len(base.items):
+        return None
+    out: list[tuple[HeldList, int]] = []
+    for entry in held:
+        saved = base.items.get(entry.path)
+        if saved is None or len(entry.value) < len(saved) or not all(map(operator.is_, entry.value, saved)):
+            return None
+        out.append((entry, len(saved)))
+    return out
+
+
+def delta_line(parts: list[tuple[HeldList, int]]) -> bytes:
+    """One companion line with every list's new items (``b""`` when none grew)."""
+    entries = [[list(entry.path), encode_held(entry, start)] for entry, start in parts if len(entry.value) > start]
+    return _json.dumps_compact(entries) + b"\n" if entries else b""
+
+
+def fill(held: Held) -> None:
+    """Put every held list's full encoding in its place, for a full write."""
+    for entry in held:
+        entry.out[entry.plan.name] = encode_held(entry)
+
+
+def base_after_write(token: str, doc_len: int, skeleton: bytes, held: Held) -> DeltaBase:
+    """The base of a document just written in full."""
+    return DeltaBase(token, 0, doc_len, skeleton, {entry.path: tuple(entry.value) for entry in held})
+
+
+def merge(document: dict[str, Any], log: bytes, source: str) -> None:
+    """Append every delta of a companion's complete lines to ``document``'s lists, in place.
+
+    Args:
+        document: The decoded document (its lists are extended).
+        log: The companion's complete lines, its header first.
+        source: The companion's name, for errors.
+
+    Raises:
+        DocumentError: A line is not a delta, or names a place that is not a list.
+    """
+    lines = log.split(b"\n")
+    for number, line in enumerate(lines[1:-1], start=2):
+        try:
+            entries = _json.loads(line, source)
+        except DocumentError as err:
+            raise DocumentError(err.reason, source=source, line=number) from None
+        _apply(document, entries, source, number)
+
+
+def _apply(document: dict[str, Any], entries: Any, source: str, number: int) -> None:
+    if not isinstance(entries, list):
+        raise DocumentError("a delta line is a list of [path, items] pairs", source=source, line=number)
+    for entry in entries:
+        target = _target(document, entry)
+        if target is None:
+            raise DocumentError(f"a delta appends to {entry!r:.80}, which is not a list", source=source, line=number)
+        target.extend(entry[1])
+
+
+def _target(document: dict[str, Any], entry: Any) -> list[Any] | None:
+    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list) and isinstance(entry[1], list)):
+        return None
+    node: Any = document
+    for key in entry[0]:
+        node = node.get(key) if isinstance(node, dict) and isinstance(key, str) else None
+    return node if isinstance(node, list) else None
+
+
+def stored_skeleton(document: Mapping[str, Any], held: Held, meta_key: str) -> bytes | None:
+    """The skeleton of a decoded document, its lists where ``held`` found the live ones.
+
+    Returns:
+        ``None`` when a list is missing or not as long as the live one.
+    """
+    skeleton = {key: value for key, value in document.items() if key != meta_key}
+    for entry in held:
+        if not _blank(skeleton, entry.path, len(entry.value)):
+            return None
+    return skeleton_bytes(skeleton)
+
+
+def _blank(skeleton: dict[str, Any], path: Path, length: int) -> bool:
+    """Replace the list at ``path`` with ``None``, copying the dicts on the way (not the document's)."""
+    node = skeleton
+    for key in path[:-1]:
+        child = node.get(key) if isinstance(key, str) else None
+        if not isinstance(child, dict):
+            return False
+        node[key] = node = dict(child)  # type: ignore[index]
+    last = path[-1]
+    if not isinstance(last, str) or not isinstance(node.get(last), list) or len(node[last]) != length:
+        return False
+    node[last] = None
+    return True

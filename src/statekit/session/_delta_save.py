@@ -1,0 +1,155 @@
+"""Saving and loading sessions whose modules hold append-only lists (see :mod:`._appends`).
+
+A save dumps the modules once, holding the append-only lists back; when only
+appends happened since the session object last loaded or saved (see
+:func:`~statekit.session._appends.new_items`) it stores just the new items,
+otherwise (or once the deltas pass the compaction threshold) it encodes the
+lists too and rewrites the document, with a new token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from statekit._gc import paused_gc
+from statekit._module import Held, StateModule, dump_many
+from statekit._secrets import secrets_with
+from statekit.errors import ConflictError, DocumentError, StatekitError
+from statekit.session._appends import (
+    APPENDS_FORMAT,
+    TOKEN_KEY,
+    DeltaBase,
+    base_after_write,
+    delta_line,
+    fill,
+    new_items,
+    new_token,
+    skeleton_bytes,
+    stored_skeleton,
+)
+from statekit.session._companion import Stored
+from statekit.session._revisions import Expected, conflict_message
+
+if TYPE_CHECKING:
+    from statekit.session._base import SessionBase, SessionKey
+
+META_KEY: Final = "__statekit__"
+"""The reserved top-level key of a session document; no module may use it."""
+
+FORMAT_VERSION: Final = 1
+"""The version of the session document this statekit writes when it has no deltas."""
+
+
+async def save_with_appends(
+    session: SessionBase,
+    key: SessionKey,
+    modules: Mapping[str, StateModule],
+    expected: Expected | None,
+    *,
+    overwrite: bool,
+) -> int:
+    """Save ``modules``: a delta when only appends happened, else the whole document.
+
+    Returns:
+        The bytes written.
+    """
+    held: Held = []
+    with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - its helper
+        skeleton = dump_many(modules, live=True, held=held)
+        if not held:  # nothing append-only: the plain save
+            raw = session.codec.dumps({META_KEY: {"format": FORMAT_VERSION}, **skeleton})
+    if not held:
+        await session._store(key, raw, expected, overwrite=overwrite)  # noqa: SLF001
+        return len(raw)
+    shape = skeleton_bytes(skeleton)
+    if expected is None and not overwrite:
+        expected = session._revisions.get(key)  # noqa: SLF001
+    base = None if overwrite or expected is None else expected.base
+    parts = new_items(base, shape, held)
+    if base is not None and parts is not None:
+        line = delta_line(parts)
+        if not base.compacts(len(line)):
+            await _save_delta(session, key, base, line, held)
+            return len(line)
+    return await _save_full(session, key, skeleton, shape, held, expected, overwrite)
+
+
+async def _save_delta(session: SessionBase, key: SessionKey, base: DeltaBase, line: bytes, held: Held) -> None:
+    items = {entry.path: tuple(entry.value) for entry in held}  # before any await: the lists may grow meanwhile
+    written = await session._append(key, line, base)  # noqa: SLF001 - b"": only the revision check
+    if written is None:
+        source = session._source(key)  # noqa: SLF001
+        raise ConflictError(conflict_message(source, created=False), source=source)
+    session._revisions.remember(key, Expected(base=base.after(written, items)))  # noqa: SLF001
+
+
+async def _save_full(
+    session: SessionBase,
+    key: SessionKey,
+    skeleton: dict[str, Any],
+    shape: bytes,
+    held: Held,
+    expected: Expected | None,
+    overwrite: bool,
+) -> int:
+    token = new_token()
+    with paused_gc():
+        fill(held)
+        raw = session.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token}, **skeleton})
+    base = base_after_write(token, len(raw), shape, held)
+    await session._store(key, raw, expected, overwrite=overwrite)  # noqa: SLF001
+    session._revisions.remember(key, Expected(raw=raw, base=base))  # noqa: SLF001
+    return len(raw)
+
+
+def token_of(document: Mapping[str, Any]) -> str | None:
+    """The document's token (``None``: it has no deltas)."""
+    meta = document.get(META_KEY)
+    token = meta.get(TOKEN_KEY) if isinstance(meta, dict) else None
+    return token if isinstance(token, str) else None
+
+
+def base_after_load(modules: Mapping[str, StateModule], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
+    """What a load just read, as a delta base; ``None`` when a save must rewrite in full.
+
+    The live modules' skeleton must be the stored one (no module, key or value
+    the load left out or changed), and every append-only list as long as stored.
+    """
+    token = token_of(document)
+    if token is None:
+        return None
+    held: Held = []
+    try:
+        with paused_gc():
+            shape = skeleton_bytes(dump_many(modules, live=True, held=held))
+    except StatekitError:
+        return None
+    if not held or stored_skeleton(document, held, META_KEY) != shape:
+        return None
+    doc_len = raw.doc_end if isinstance(raw, Stored) else len(raw)
+    return DeltaBase(token, len(raw) - doc_len, doc_len, shape, {entry.path: tuple(entry.value) for entry in held})
+
+
+def check_token(document: Mapping[str, Any], token: str | None, source: str, log_source: str) -> None:
+    """Refuse deltas whose token the decoded document does not carry."""
+    if token is None or token_of(document) != token:
+        raise DocumentError(
+            f"the appended items in {log_source} name document {token}, but this document is "
+            f"{token_of(document)}: they do not belong together",
+            source=source,
+        )
+
+
+def without_token(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A document to show or write whole: its metadata without the token (and so without deltas)."""
+    out = dict(data)
+    meta = out.get(META_KEY)
+    if isinstance(meta, dict) and TOKEN_KEY in meta:
+        out[META_KEY] = {**{k: v for k, v in meta.items() if k != TOKEN_KEY}, "format": FORMAT_VERSION}
+    return out
+
+
+def is_joined(raw: bytes) -> bool:
+    """Whether a read holds deltas beside the document."""
+    return isinstance(raw, Stored)

@@ -1,0 +1,29 @@
+"""Modules with append-only lists, for the append tests and their worker processes."""
+
+from __future__ import annotations
+
+from statekit import StateModule, state_field, stateful
+
+
+@stateful(frozen=True)
+class Msg:
+    """One message: immutable, so an append-only list may hold it."""
+
+    role: str
+    text: str
+
+
+@stateful
+class Memory(StateModule):
+    """An agent's memory: messages that only grow, and a note that may change."""
+
+    content: list[Msg] = state_field(factory=list, append_only=True)
+    note: str = state_field(default="")
+
+
+@stateful
+class Agent(StateModule):
+    """A module holding a memory and a list of append-only scalars."""
+
+    memory: Memory = state_field(factory=Memory)
+    events: list[int] = state_field(factory=list, append_only=True)

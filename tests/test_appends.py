@@ -1,0 +1,369 @@
+"""Append-only lists: a save after appends writes only the new items, and loads see everything."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from append_models import Agent, Memory, Msg
+from statekit import StateModule, state_field, stateful
+from statekit.errors import ConflictError, DocumentError, StateDefinitionError
+from statekit.session import JSONSession, YAMLSession
+from statekit.session import _appends
+
+
+def _msgs(count: int, start: int = 0) -> list[Msg]:
+    return [Msg("user", f"message {index}") for index in range(start, start + count)]
+
+
+def _load(folder: Path, name: str = "chat") -> Agent:
+    agent = Agent()
+    JSONSession(folder).load(name, agent=agent, allow_not_exist=False)
+    return agent
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+# -- declaring ----------------------------------------------------------------------
+
+
+def test_items_must_be_immutable() -> None:
+    @stateful
+    class Loose:
+        text: str = ""
+
+    with pytest.raises(StateDefinitionError, match=r"Bad\.items: the items of an append_only list must be frozen"):
+
+        @stateful
+        class Bad(StateModule):
+            items: list[Loose] = state_field(factory=list, append_only=True)
+
+
+@pytest.mark.parametrize("annotation", ["list[dict[str, int]]", "list[list[int]]", "dict[str, int]", "tuple[int, ...]"])
+def test_only_lists_of_immutable_items(annotation: str) -> None:
+    namespace: dict[str, Any] = {}
+    source = (
+        "from statekit import StateModule, state_field, stateful\n"
+        "@stateful\n"
+        "class Bad(StateModule):\n"
+        f"    items: {annotation} = state_field(factory=list, append_only=True)\n"
+    )
+    with pytest.raises(StateDefinitionError, match=r"Bad\.items: "):
+        exec(source, namespace)  # noqa: S102 - a class definition under test
+
+
+def test_no_codec_on_append_only_fields() -> None:
+    with pytest.raises(StateDefinitionError, match="cannot be combined with to_json"):
+
+        @stateful
+        class Bad(StateModule):
+            items: list[str] = state_field(factory=list, append_only=True, to_json=list)
+
+
+def test_state_dict_is_unchanged() -> None:
+    agent = Agent()
+    agent.memory.content.extend(_msgs(2))
+    agent.events.append(7)
+    assert agent.state_dict() == {
+        "memory": {"content": [{"role": "user", "text": "message 0"}, {"role": "user", "text": "message 1"}], "note": ""},
+        "events": [7],
+    }
+
+
+# -- what a save writes ------------------------------------------------------------------
+
+
+def test_appends_write_only_the_new_items(tmp_path: Path) -> None:
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(100))
+    session.save("chat", agent=agent)
+    document = (tmp_path / "chat.json").read_bytes()
+    agent.memory.content.append(Msg("assistant", "reply"))
+    agent.events.append(1)
+    session.save("chat", agent=agent)
+    assert (tmp_path / "chat.json").read_bytes() == document
+    lines = (tmp_path / "chat.json.log").read_bytes().splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[1]) == [
+        [["agent", "memory", "content"], [{"role": "assistant", "text": "reply"}]],
+        [["agent", "events"], [1]],
+    ]
+    loaded = _load(tmp_path)
+    assert loaded.memory.content == agent.memory.content and loaded.events == [1]
+
+
+def test_unchanged_save_writes_nothing(tmp_path: Path) -> None:
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(3))
+    session.save("chat", agent=agent)
+    before = (tmp_path / "chat.json").stat().st_mtime_ns
+    session.save("chat", agent=agent)
+    assert (tmp_path / "chat.json").stat().st_mtime_ns == before
+    assert _files(tmp_path) == ["chat.json"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a: a.memory.content.__setitem__(0, Msg("user", "edited")),
+        lambda a: a.memory.content.pop(),
+        lambda a: a.memory.content.insert(0, Msg("user", "first")),
+        lambda a: a.memory.content.reverse(),
+        lambda a: setattr(a.memory, "content", [Msg(m.role, m.text) for m in a.memory.content]),
+        lambda a: a.memory.content.clear(),
+        lambda a: setattr(a.memory, "note", "changed"),
+        lambda a: a.memory.content.__setitem__(1, Msg("user", "message 1")),  # equal, but another object
+    ],
+    ids=["replace", "pop", "insert", "reorder", "reassign", "clear", "other-field", "equal-replacement"],
+)
+def test_anything_but_appends_rewrites_whole(tmp_path: Path, change: Any) -> None:
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(3))
+    session.save("chat", agent=agent)
+    agent.memory.content.append(Msg("user", "appended"))
+    session.save("chat", agent=agent)
+    assert "chat.json.log" in _files(tmp_path)
+    change(agent)
+    agent.memory.content.append(Msg("user", "after"))
+    session.save("chat", agent=agent)
+    assert _files(tmp_path) == ["chat.json"]
+    loaded = _load(tmp_path)
+    assert loaded.memory.content == agent.memory.content and loaded.memory.note == agent.memory.note
+
+
+def test_a_loading_object_saves_deltas(tmp_path: Path) -> None:
+    agent = Agent()
+    agent.memory.content.extend(_msgs(3))
+    JSONSession(tmp_path).save("chat", agent=agent)
+    session, other = JSONSession(tmp_path), Agent()
+    session.load("chat", agent=other)
+    other.memory.content.append(Msg("user", "more"))
+    session.save("chat", agent=other)
+    assert len((tmp_path / "chat.json.log").read_bytes().splitlines()) == 2
+    assert _load(tmp_path).memory.content == [*agent.memory.content, Msg("user", "more")]
+
+
+def test_a_load_of_part_of_the_document_saves_whole(tmp_path: Path) -> None:
+    agent, memory = Agent(), Memory()
+    JSONSession(tmp_path).save("chat", agent=agent, memory=memory)
+    session = JSONSession(tmp_path)
+    session.load("chat", agent=agent)
+    agent.events.append(1)
+    session.save("chat", agent=agent)  # replaces the document, which then holds only agent
+    assert _files(tmp_path) == ["chat.json"]
+    assert list(json.loads((tmp_path / "chat.json").read_bytes())) == ["__statekit__", "agent"]
+
+
+def test_scalar_items(tmp_path: Path) -> None:
+    session, agent = JSONSession(tmp_path), Agent()
+    for value in range(5):
+        agent.events.append(value)
+        session.save("chat", agent=agent)
+    assert _load(tmp_path).events == [0, 1, 2, 3, 4]
+
+
+# -- Hypothesis: whatever happens to the list, a load gives it back ----------------------
+
+_OPS = st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 3)),
+    st.tuples(st.just("extend"), st.integers(0, 3)),
+    st.tuples(st.just("pop"), st.integers(0, 9)),
+    st.tuples(st.just("insert"), st.integers(0, 9)),
+    st.tuples(st.just("replace"), st.integers(0, 9)),
+    st.tuples(st.just("assign"), st.integers(0, 3)),
+    st.tuples(st.just("clear"), st.just(0)),
+    st.tuples(st.just("note"), st.integers(0, 3)),
+    st.tuples(st.just("save"), st.just(0)),
+    st.tuples(st.just("reload"), st.just(0)),
+)
+
+
+def _apply(agent: Agent, op: str, arg: int, counter: list[int]) -> None:
+    content = agent.memory.content
+    counter[0] += 1
+    fresh = Msg("user", f"m{counter[0]}")
+    if op == "append":
+        content.append(fresh)
+    elif op == "extend":
+        content.extend(Msg("user", f"m{counter[0]}.{index}") for index in range(arg))
+    elif op == "pop" and content:
+        content.pop(arg % len(content))
+    elif op == "insert":
+        content.insert(arg, fresh)
+    elif op == "replace" and content:
+        content[arg % len(content)] = fresh
+    elif op == "assign":
+        agent.memory.content = content[:arg]
+    elif op == "clear":
+        content.clear()
+    elif op == "note":
+        agent.memory.note = str(arg)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_OPS, max_size=30))
+def test_loads_always_equal_the_live_list(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]) -> None:
+    folder = tmp_path_factory.mktemp("appends")
+    session, agent, counter = JSONSession(folder), Agent(), [0]
+    for op, arg in [*ops, ("save", 0)]:
+        if op == "save":
+            session.save("chat", agent=agent)
+            loaded = _load(folder)
+            assert loaded.memory.content == agent.memory.content
+            assert loaded.memory.note == agent.memory.note
+        elif op == "reload":
+            session.save("chat", agent=agent)
+            session, agent = JSONSession(folder), Agent()
+            session.load("chat", agent=agent)
+        else:
+            _apply(agent, op, arg, counter)
+
+
+# -- companions: torn lines, strangers, crashes in the middle of a rewrite ------------------
+
+
+def _saved_with_deltas(folder: Path, deltas: int = 2) -> tuple[JSONSession, Agent]:
+    session, agent = JSONSession(folder), Agent()
+    agent.memory.content.extend(_msgs(2))
+    session.save("chat", agent=agent)
+    for index in range(deltas):
+        agent.memory.content.append(Msg("user", f"delta {index}"))
+        session.save("chat", agent=agent)
+    return session, agent
+
+
+def test_a_torn_last_line_is_ignored_then_cut(tmp_path: Path) -> None:
+    session, agent = _saved_with_deltas(tmp_path)
+    with open(tmp_path / "chat.json.log", "ab") as log:
+        log.write(b'[[["agent","memory","content"],[{"role":"us')
+    assert _load(tmp_path).memory.content == agent.memory.content
+    agent.memory.content.append(Msg("user", "after the crash"))
+    session.save("chat", agent=agent)
+    assert _load(tmp_path).memory.content == agent.memory.content
+    assert (tmp_path / "chat.json.log").read_bytes().endswith(b"after the crash\"}]]]\n")
+
+
+def test_a_companion_of_another_document_is_an_error(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path / "a")
+    _saved_with_deltas(tmp_path / "b")
+    (tmp_path / "a" / "chat.json.log").replace(tmp_path / "b" / "chat.json.log")
+    with pytest.raises(DocumentError, match=r"companion .*b/chat\.json\.log does not belong") as info:
+        _load(tmp_path / "b")
+    assert str(tmp_path / "b" / "chat.json") in str(info.value)
+
+
+def test_a_crash_before_the_document_is_replaced(tmp_path: Path) -> None:
+    """The companion was put aside, the new document not written yet: the old state loads."""
+    _, agent = _saved_with_deltas(tmp_path)
+    (tmp_path / "chat.json.log").replace(tmp_path / ".chat.json.log.old")
+    assert _load(tmp_path).memory.content == agent.memory.content
+    session = JSONSession(tmp_path)
+    session.load("chat", agent=agent)
+    agent.memory.content.append(Msg("user", "next"))
+    session.save("chat", agent=agent)  # brings the companion back, then appends
+    assert _files(tmp_path) == ["chat.json", "chat.json.log"]
+    assert _load(tmp_path).memory.content == agent.memory.content
+
+
+def test_a_crash_after_the_document_is_replaced(tmp_path: Path) -> None:
+    """The new document is written, the old companion not deleted yet: it is ignored."""
+    session, agent = _saved_with_deltas(tmp_path)
+    old = (tmp_path / "chat.json.log").read_bytes()
+    agent.memory.content[0] = Msg("user", "rewritten")
+    session.save("chat", agent=agent)
+    (tmp_path / ".chat.json.log.old").write_bytes(old)
+    assert _load(tmp_path).memory.content == agent.memory.content
+
+
+# -- revisions -----------------------------------------------------------------------------
+
+
+def test_a_delta_over_another_writers_delta_conflicts(tmp_path: Path) -> None:
+    first, agent = _saved_with_deltas(tmp_path)
+    second, other = JSONSession(tmp_path), Agent()
+    second.load("chat", agent=other)
+    other.memory.content.append(Msg("user", "second"))
+    second.save("chat", agent=other)
+    agent.memory.content.append(Msg("user", "first"))
+    log = (tmp_path / "chat.json.log").read_bytes()
+    with pytest.raises(ConflictError):
+        first.save("chat", agent=agent)
+    assert (tmp_path / "chat.json.log").read_bytes() == log
+
+
+def test_a_delta_over_a_rewrite_conflicts(tmp_path: Path) -> None:
+    first, agent = _saved_with_deltas(tmp_path)
+    second, other = JSONSession(tmp_path), Agent()
+    second.load("chat", agent=other)
+    other.memory.note = "rewritten"
+    second.save("chat", agent=other)
+    agent.memory.content.append(Msg("user", "first"))
+    with pytest.raises(ConflictError):
+        first.save("chat", agent=agent)
+    assert _load(tmp_path).memory.note == "rewritten"
+
+
+def test_two_writers_appending_through_update_lose_nothing(tmp_path: Path) -> None:
+    JSONSession(tmp_path).save("chat", agent=Agent())
+
+    def writer(name: str) -> None:
+        session, agent = JSONSession(tmp_path), Agent()
+        for index in range(40):
+            session.update("chat", lambda: agent.memory.content.append(Msg(name, str(index))), retries=1000, agent=agent)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    content = _load(tmp_path).memory.content
+    for name in ("a", "b"):
+        assert [m.text for m in content if m.role == name] == [str(index) for index in range(40)]
+
+
+# -- compaction, the raw-document API, YAML ---------------------------------------------------
+
+
+def test_deltas_past_the_threshold_are_compacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_appends, "COMPACT_MIN_BYTES", 600)
+    session, agent = JSONSession(tmp_path), Agent()
+    sizes = []
+    for index in range(30):
+        agent.memory.content.append(Msg("user", f"message {index}"))
+        session.save("chat", agent=agent)
+        log = tmp_path / "chat.json.log"
+        sizes.append(log.stat().st_size if log.exists() else 0)
+    assert max(sizes) <= 600 and sizes.count(0) >= 2
+    assert _load(tmp_path).memory.content == agent.memory.content
+
+
+def test_read_document_sees_the_merged_state(tmp_path: Path) -> None:
+    _, agent = _saved_with_deltas(tmp_path)
+    session = JSONSession(tmp_path)
+    stored = session.read_document("chat")
+    assert stored is not None
+    assert stored.data["agent"]["memory"]["content"] == [{"role": m.role, "text": m.text} for m in agent.memory.content]
+    assert stored.data["__statekit__"] == {"format": 1}
+    assert json.loads(stored.raw) == stored.data
+    session.write_document("chat", stored.data, expected_revision=stored.revision)  # a compaction
+    assert _files(tmp_path) == ["chat.json"]
+    assert _load(tmp_path).memory.content == agent.memory.content
+
+
+def test_yaml_rewrites_and_reads_back(tmp_path: Path) -> None:
+    session, agent = YAMLSession(tmp_path), Agent()
+    for index in range(3):
+        agent.memory.content.append(Msg("user", str(index)))
+        session.save("chat", agent=agent)
+    assert _files(tmp_path) == ["chat.yaml"]
+    loaded = Agent()
+    YAMLSession(tmp_path).load("chat", agent=loaded)
+    assert loaded.memory.content == agent.memory.content
