@@ -1,0 +1,184 @@
+"""Long memories (issue 12): a save after appending costs the new messages, not the history.
+
+``python benchmarks/bench_appends.py [--sizes 10000,100000] [--runs 7] [--turns 1000]``
+
+For each size: a memory of that many messages (frozen records in an
+``append_only`` list, the shape of benchmarks/_agents.py) in a JSON session.
+Interleaved run by run, medians, GC on:
+
+- full save: the note changes, so the whole document is rewritten;
+- delta save: one message appended, so one companion line is written.
+
+Then, at the largest size: loading with a companion of 10,000 items (1,000
+saves of 10) against loading the same state compacted; and 1,000 turns of one
+message each appended to the memory: ms and bytes per turn, against a full
+rewrite per turn. Targets: delta <= 2% of full at 100,000 (<= 5% at 10,000),
+<= 16 KB written; load <= 1.1x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _agents import make_message  # noqa: E402
+from _timing import interleaved  # noqa: E402
+
+from statekit import StateModule, state_field, stateful  # noqa: E402
+from statekit.session import JSONSession  # noqa: E402
+
+
+@stateful(frozen=True)
+class Msg:
+    """One message, immutable (benchmarks/_agents.py's shape)."""
+
+    id: str
+    name: str
+    role: str
+    content: str | list[dict[str, Any]]
+    metadata: dict[str, Any] | None
+    timestamp: str
+
+
+@stateful
+class Memory(StateModule):
+    """A long memory: the messages only grow; the note changes now and then."""
+
+    content: list[Msg] = state_field(factory=list, append_only=True)
+    note: str = state_field(default="")
+
+
+class Messages:
+    """An endless supply of messages."""
+
+    def __init__(self) -> None:
+        self.rng, self.index = random.Random(7), 0
+
+    def take(self, count: int) -> list[Msg]:
+        """The next ``count`` messages."""
+        out = []
+        for _ in range(count):
+            m = make_message(self.rng, self.index)
+            out.append(Msg(m.id, m.name, m.role, m.content, m.metadata, m.timestamp))
+            self.index += 1
+        return out
+
+
+def _companion_size(folder: Path) -> int:
+    log = folder / "chat.json.log"
+    return log.stat().st_size if log.exists() else 0
+
+
+def compare_saves(size: int, runs: int) -> dict[str, float]:
+    """Median ms of a full save and of a delta save at ``size`` messages, and a delta's bytes."""
+    messages = Messages()
+    with tempfile.TemporaryDirectory() as full_dir, tempfile.TemporaryDirectory() as delta_dir:
+        full, full_memory = JSONSession(full_dir), Memory(content=messages.take(size))
+        delta, delta_memory = JSONSession(delta_dir), Memory(content=list(full_memory.content))
+        full.save("chat", memory=full_memory)
+        delta.save("chat", memory=delta_memory)
+        written: list[int] = []
+
+        def full_save() -> None:
+            full_memory.note = str(time.perf_counter())
+            full.save("chat", memory=full_memory)
+
+        def delta_save() -> None:
+            before = _companion_size(Path(delta_dir))
+            delta_memory.content.append(messages.take(1)[0])
+            delta.save("chat", memory=delta_memory)
+            written.append(_companion_size(Path(delta_dir)) - before)
+
+        times = interleaved({"full": full_save, "delta": delta_save}, runs)
+        document = (Path(full_dir) / "chat.json").stat().st_size
+    return {**times, "bytes": float(max(written[1:])), "document": float(document)}
+
+
+def compare_loads(size: int, runs: int) -> dict[str, float]:
+    """Median ms loading ``size`` messages + a 10,000-item companion, and the same state compacted."""
+    messages = Messages()
+    with tempfile.TemporaryDirectory() as log_dir, tempfile.TemporaryDirectory() as compact_dir:
+        session, memory = JSONSession(log_dir), Memory(content=messages.take(size))
+        session.save("chat", memory=memory)
+        for _ in range(1_000):
+            memory.content.extend(messages.take(10))
+            session.save("chat", memory=memory)
+        assert _companion_size(Path(log_dir)) > 0, "the deltas were compacted"
+        JSONSession(compact_dir).save("chat", memory=memory)
+
+        def load(folder: str) -> None:
+            JSONSession(folder).load("chat", memory=Memory())
+
+        times = interleaved({"with companion": lambda: load(log_dir), "compacted": lambda: load(compact_dir)}, runs)
+    return times
+
+
+def turns(size: int, count: int) -> dict[str, float]:
+    """ms and bytes per turn over ``count`` turns of one message appended to ``size`` messages."""
+    messages = Messages()
+    with tempfile.TemporaryDirectory() as folder:
+        session, memory = JSONSession(folder), Memory(content=messages.take(size))
+        session.save("chat", memory=memory)
+        document = (Path(folder) / "chat.json").stat().st_size
+        written, start = 0, time.perf_counter()
+        for _ in range(count):
+            before = _companion_size(Path(folder))
+            memory.content.append(messages.take(1)[0])
+            session.save("chat", memory=memory)
+            after = _companion_size(Path(folder))
+            written += after - before if after >= before else (Path(folder) / "chat.json").stat().st_size
+        elapsed = time.perf_counter() - start
+    return {"ms": elapsed / count * 1e3, "bytes": written / count, "document": float(document)}
+
+
+def run_appends(sizes: list[int], runs: int, turn_count: int) -> bool:
+    """Print every figure; ``True`` when every target is met."""
+    ok = True
+    for size in sizes:
+        saves = compare_saves(size, runs)
+        ratio = saves["delta"] / saves["full"]
+        target = 0.02 if size >= 100_000 else 0.05
+        met = ratio <= target and saves["bytes"] <= 16 * 1024
+        ok &= met
+        print(
+            f"{size:>7,} messages ({saves['document'] / 1e6:.1f} MB): full save {saves['full'] * 1e3:8.2f} ms, "
+            f"save after one append {saves['delta'] * 1e3:6.2f} ms = {ratio:6.2%} (target <= {target:.0%}), "
+            f"{saves['bytes']:,.0f} bytes written (<= 16 KB) {'ok' if met else 'MISSED'}"
+        )
+    largest = max(sizes)
+    loads = compare_loads(largest, runs)
+    load_ratio = loads["with companion"] / loads["compacted"]
+    ok &= load_ratio <= 1.1
+    print(
+        f"load {largest:,} messages + a 10,000-item companion: {loads['with companion'] * 1e3:.1f} ms, "
+        f"compacted: {loads['compacted'] * 1e3:.1f} ms = {load_ratio:.3f}x (target <= 1.1x)"
+    )
+    per_turn = turns(largest, turn_count)
+    print(
+        f"{turn_count:,} turns of one message on {largest:,} messages: {per_turn['ms']:.2f} ms and "
+        f"{per_turn['bytes']:,.0f} bytes per turn (compactions included); a full rewrite per turn: "
+        f"{saves['full'] * 1e3:.1f} ms and {per_turn['document']:,.0f} bytes"
+    )
+    return ok
+
+
+def main() -> int:
+    """Run the append benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated message counts")
+    parser.add_argument("--runs", type=int, default=7, help="interleaved runs per figure")
+    parser.add_argument("--turns", type=int, default=1000, help="turns appended to the largest memory")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    return 0 if run_appends(sizes, args.runs, args.turns) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
