@@ -533,7 +533,7 @@ _record_names = iter(f"Rec{n}" for n in itertools.count())
 _REFUSED = object()
 
 
-def _record_type(field_types: list[Any]) -> Any:
+def record_type(field_types: list[Any]) -> Any:
     """A new ``@stateful`` value record with one field per type (``f0``, ``f1``...)."""
     from statekit import StateDefinitionError, stateful
 
@@ -545,7 +545,7 @@ def _record_type(field_types: list[Any]) -> Any:
 
 
 def _records_of(fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.lists(fields, min_size=1, max_size=3).map(_record_type).filter(lambda tp: tp is not _REFUSED)
+    return st.lists(fields, min_size=1, max_size=3).map(record_type).filter(lambda tp: tp is not _REFUSED)
 
 
 value_types: st.SearchStrategy[Any] = st.recursive(

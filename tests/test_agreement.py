@@ -25,7 +25,7 @@ from statekit._convert import lenient
 from statekit._problems import problems_of
 from statekit._plan import FieldPlan
 
-from strategies import data_for, json_data, record_types, value_types
+from strategies import data_for, json_data, record_type, record_types, value_types
 
 Outcome = tuple[str, Any]
 
@@ -153,8 +153,13 @@ class Level(enum.IntEnum):
     ("tp", "data"),
     [
         (bool, 1),
+        (bool, 0.0),
         (int, True),
+        (int, 1.0),
         (float, 3),
+        (float, True),
+        (str, 1),
+        (str, None),
         (str | None, None),
         (list[int], [1, "2"]),
         (tuple[int, str], [1]),
@@ -166,3 +171,8 @@ def test_edge_cases_agree(tp: Any, data: Any) -> None:
     from statekit._plan import DEFAULT_CONVERTER
 
     assert_agree(holder_plan(tp), DEFAULT_CONVERTER, tp, data)
+    record = record_type([tp, str])  # the same inside a record, where generated code checks it inline
+    records: Any = list[record]  # type: ignore[valid-type]
+    for item in ({"f0": data, "f1": "x"}, {"f0": data, "f1": 1}, {"f0": data}):
+        assert_agree(holder_plan(record), DEFAULT_CONVERTER, record, item)
+        assert_agree(holder_plan(records), DEFAULT_CONVERTER, records, [item])
