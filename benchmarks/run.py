@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _timing  # noqa: E402
 from bench_memory import run_memory  # noqa: E402
 from bench_redis import run_redis  # noqa: E402
 from bench_sessions import run_json, run_yaml  # noqa: E402
@@ -36,9 +38,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, few runs, no rivals (CI smoke run)")
     parser.add_argument("--runs", type=int, default=None, help="interleaved runs per figure (default 7; 3 with --quick)")
     parser.add_argument("--sizes", default=None, help="comma-separated message counts (default 1000,10000,100000)")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall time, or this process's CPU time")
     parser.add_argument("--only", default="json,memory,state,yaml,redis", help="comma-separated parts to run")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 7)
+    if args.clock == "cpu":
+        _timing.CLOCK = time.process_time
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     if args.sizes:
         sizes = [int(size) for size in args.sizes.split(",")]

@@ -31,6 +31,9 @@ def depth_message() -> str:
     return f"nested deeper than {MAX_DEPTH} levels of mappings and lists (statekit's limit, MAX_DEPTH)"
 
 
+_COUNTED_BYTES = 1 << 16
+
+
 def shallow_bytes(raw: bytes) -> bool:
     """Whether a JSON document is certainly within :data:`MAX_DEPTH`, by counting.
 
@@ -38,6 +41,8 @@ def shallow_bytes(raw: bytes) -> bool:
     deeper (brackets inside strings only make the count larger). Two C-speed
     counts, so small sessions skip :func:`too_deep`'s walk.
     """
+    if len(raw) > _COUNTED_BYTES:
+        return False  # a large document holds more brackets anyway: not worth counting
     return raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH
 
 
