@@ -382,3 +382,23 @@ def test_a_25000_level_yaml_file_is_refused_without_libyaml_too() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "deep.yaml:2:399: nested deeper than 200 levels" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(10**5000, "integer"), (2**64, "integer"), (-(2**63) - 1, "integer")],
+    ids=["5001-digits", "2**64", "below-int64"],
+)
+def test_saving_an_integer_a_format_cannot_hold_names_its_path(backend: SessionFactory, value: int, message: str) -> None:
+    with backend() as session:
+        note = Note(text="t", count=value)
+        if session.codec.name == "yaml" and abs(value) < 10**4300:
+            session.save("big", note=note)  # YAML holds any integer Python can print
+            loaded = Note()
+            session.load("big", note=loaded)
+            assert loaded.count == value
+            return
+        with pytest.raises(StateDumpError, match=message) as caught:
+            session.save("big", note=note)
+        assert caught.value.problems[0].path == ("note", "count")
+        assert not session.exists("big")

@@ -214,7 +214,7 @@ def loads(raw: bytes, source: str | None = None) -> Any:
             names the line and column.
     """
     try:
-        _check_depth(raw, source)
+        check_depth(raw, source)
         return yaml.load(raw, Loader=_Loader)  # noqa: S506 (a safe loader)
     except yaml.MarkedYAMLError as err:
         raise marked_error(err, raw, source) from None
@@ -232,7 +232,12 @@ def loads(raw: bytes, source: str | None = None) -> Any:
 # (A flow level can take two levels, "[a: [b: ...": a list and a mapping.)
 
 
-def _check_depth(raw: bytes, source: str | None) -> None:
+def check_depth(raw: bytes, source: str | None) -> None:
+    """Refuse a document nested past ``MAX_DEPTH`` before libyaml composes it.
+
+    Raises:
+        DocumentError: Too deep; names the line and column where the limit is passed.
+    """
     brackets = raw.count(b"[") + raw.count(b"{")
     if brackets < MAX_DEPTH // 4:
         run = re.compile(rb"^[ \t?:-]{%d}" % (MAX_DEPTH // 2 - 2 - brackets), re.MULTILINE)
