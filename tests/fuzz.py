@@ -10,8 +10,8 @@ The parsers (libyaml is C) run in a child process, so that a crash is seen as
 one: tests/test_fuzz.py runs ``python -m tests.fuzz`` with a bounded number of
 cases and checks its exit status. The long run::
 
-    python -m tests.fuzz --examples 20000           # Hypothesis, ~10 minutes
-    python -m tests.fuzz --atheris -atheris_runs=200000   # coverage-guided, if atheris installs
+    python -m tests.fuzz --examples 10000           # Hypothesis, ~5 minutes here
+    python -m tests.fuzz --atheris -atheris_runs=20000    # coverage-guided (pip install atheris), ~5 minutes
 
 The input being parsed is written to ``--record`` before each case (when
 given), so that a crash leaves it behind; the parent copies it into
