@@ -135,13 +135,14 @@ def merge(document: dict[str, Any], log: bytes, source: str) -> None:
 
     Args:
         document: The decoded document (its lists are extended).
-        log: The companion's complete lines, its header first.
+        log: The companion's complete lines, its header first (after a
+            newline in Redis, where they follow the document in one value).
         source: The companion's name, for errors.
 
     Raises:
         DocumentError: A line is not a delta, or names a place that is not a list.
     """
-    lines = log.split(b"\n")
+    lines = log.removeprefix(b"\n").split(b"\n")
     for number, line in enumerate(lines[1:-1], start=2):
         try:
             entries = _json.loads(line, source)

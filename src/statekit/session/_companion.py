@@ -44,10 +44,12 @@ class Stored(bytes):
     Attributes:
         doc_end: Where the document ends.
         token: The document's token.
+        doc: The document's bytes (kept from the read: slicing would copy them).
     """
 
     doc_end: int
     token: str
+    doc: bytes
 
 
 def companion(path: Path) -> Path:
@@ -69,7 +71,7 @@ def doc_token(head: bytes) -> str | None:
 def split(raw: bytes) -> tuple[bytes, bytes, str | None]:
     """A read's document bytes, its companion's complete lines and the token."""
     if isinstance(raw, Stored):
-        return raw[: raw.doc_end], raw[raw.doc_end :], raw.token
+        return raw.doc, raw[raw.doc_end :], raw.token
     return raw, b"", None
 
 
@@ -105,9 +107,15 @@ def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> byt
         )
     if not log or token is None:
         return doc
-    joined = Stored(doc + log)
-    joined.doc_end, joined.token = len(doc), token
-    return joined
+    return joined(doc + log, len(doc), token, doc)
+
+
+def joined(raw: bytes, doc_end: int, token: str, doc: bytes | None = None) -> Stored:
+    """``raw``, a document (up to ``doc_end``; ``doc`` when at hand) followed by deltas of document ``token``."""
+    out = Stored(raw)
+    out.doc_end, out.token = doc_end, token
+    out.doc = raw[:doc_end] if doc is None else doc
+    return out
 
 
 def _read_log(path: Path, token: str | None) -> bytes | None:

@@ -30,6 +30,8 @@ from typing import Any, ClassVar
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase, SessionKey
+from statekit.session._appends import DeltaBase, header
+from statekit.session._companion import doc_token, joined
 from statekit.session._revisions import Expected
 
 try:
@@ -82,6 +84,23 @@ return 1
 """Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL or ''."""
 
 _COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=False).hexdigest()
+
+# Deltas of append-only lists follow the document in the same key (one line
+# each, see _appends.py). Within one document token the value only grows, so
+# the token (in the document's first bytes) and the length say what is stored.
+_IF_BASE = """
+local head = redis.call('GETRANGE', KEYS[1], 0, 511)
+if not string.find(head, ARGV[1], 1, true) then return 0 end
+if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
+if ARGV[4] == 'set' then
+  if ARGV[5] == '' then redis.call('SET', KEYS[1], ARGV[3]) else redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[5]) end
+  return 1
+end
+if ARGV[3] ~= '' then redis.call('APPEND', KEYS[1], ARGV[3]) end
+if ARGV[5] ~= '' then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
+return 1
+"""
+_IF_BASE_SHA = hashlib.sha1(_IF_BASE.encode(), usedforsecurity=False).hexdigest()
 
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _QUOTED = re.compile("%25|%3A")
@@ -137,6 +156,7 @@ class RedisSession(SessionBase):
     """The key pattern (after ``key_prefix``), as in the reference."""
 
     codec: ClassVar[Codec] = JSON_COMPACT
+    supports_appends: ClassVar[bool] = True
     default_user_id: ClassVar[str] = "default_user"
     """The ``user_id`` of calls that give none, as in the reference."""
 
@@ -229,13 +249,69 @@ class RedisSession(SessionBase):
                 value = await self._client.get(self._key(key))
             else:
                 value = await self._client.getex(self._key(key), ex=self.key_ttl)
-        return value.encode("utf-8") if isinstance(value, str) else value
+        value = value.encode("utf-8") if isinstance(value, str) else value
+        return None if value is None else self._joined(value)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         async with self._errors(key):
             await self._client.set(self._key(key), data, ex=self.key_ttl)
 
+    async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
+        data = (b"\n" + header(base.token) if base.log_len == 0 and line else b"") + line
+        done = await self._if_base(key, base, data, "append")
+        return len(data) if done else None
+
+    async def _if_base(self, key: SessionKey, base: DeltaBase, data: bytes, mode: str) -> bool:
+        """Append ``data`` (or set it, ``mode="set"``) if the stored value is still ``base``."""
+        ttl = "" if self.key_ttl is None else str(self.key_ttl)
+        args = (f'"log":"{base.token}"', str(base.doc_len + base.log_len), data, mode, ttl)
+        async with self._errors(key):
+            if self._lua:
+                try:
+                    return await self._eval(_IF_BASE, _IF_BASE_SHA, self._key(key), *args)
+                except _redis_errors.ResponseError as err:
+                    if not _is_unknown_command(err):
+                        raise
+                    self._lua = False
+            return await self._if_base_watch(self._key(key), base, data, mode)
+
+    async def _eval(self, script: str, sha: str, name: str, *args: Any) -> bool:
+        try:
+            return bool(await self._client.evalsha(sha, 1, name, *args))
+        except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
+            return bool(await self._client.eval(script, 1, name, *args))
+
+    async def _if_base_watch(self, name: str, base: DeltaBase, data: bytes, mode: str) -> bool:
+        """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua."""
+        async with self._client.pipeline(transaction=True) as pipe:
+            await pipe.watch(name)
+            head = await pipe.getrange(name, 0, 511)
+            head = head.encode("utf-8") if isinstance(head, str) else head
+            if doc_token(head) != base.token or await pipe.strlen(name) != base.doc_len + base.log_len:
+                return False
+            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            if mode == "set":
+                pipe.set(name, data, ex=self.key_ttl)
+            elif data:
+                pipe.append(name, data)
+            if mode != "set" and self.key_ttl is not None:
+                pipe.expire(name, self.key_ttl)
+            try:
+                await pipe.execute()
+            except _redis_errors.WatchError:
+                return False
+        return True
+
+    def _joined(self, value: bytes) -> bytes:
+        """A value holding deltas after its document, marked for the decoder."""
+        end = value.find(b"\n")
+        token = doc_token(value) if end >= 0 else None
+        return value if token is None else joined(value, end, token)
+
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
+        if expected.only_base:
+            assert expected.base is not None
+            return await self._if_base(key, expected.base, data, "set")
         async with self._errors(key):
             if self._lua:
                 try:

@@ -1,0 +1,124 @@
+"""Append-only lists on Redis: deltas follow the document in the same key, under the same revision check."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from append_models import Agent, Msg
+from statekit.errors import ConflictError
+from statekit.session.redis import RedisSession
+from statekit.testing import RedisServer
+
+pytestmark = pytest.mark.redis
+
+
+def _session(server: RedisServer, prefix: str) -> RedisSession:
+    return RedisSession(server.host, server.port, key_prefix=prefix)
+
+
+async def _value(server: RedisServer, prefix: str) -> bytes:
+    async with _session(server, prefix) as session:
+        value = await session.get_client().get(session.session_key("chat"))
+    assert isinstance(value, bytes)
+    return value
+
+
+async def _loaded(server: RedisServer, prefix: str) -> Agent:
+    agent = Agent()
+    async with _session(server, prefix) as session:
+        await session.aload("chat", agent=agent, allow_not_exist=False)
+    return agent
+
+
+def test_appends_extend_the_value(redis_server: RedisServer) -> None:
+    async def main() -> None:
+        prefix = f"appends-{uuid.uuid4().hex}:"
+        async with _session(redis_server, prefix) as session:
+            agent = Agent()
+            agent.memory.content.extend([Msg("user", str(index)) for index in range(50)])
+            await session.asave("chat", agent=agent)
+            document = await _value(redis_server, prefix)
+            for index in range(3):
+                agent.memory.content.append(Msg("assistant", f"reply {index}"))
+                await session.asave("chat", agent=agent)
+            value = await _value(redis_server, prefix)
+            assert value.startswith(document + b"\n") and value.count(b"\n") == 5  # then the header and 3 deltas
+            assert (await _loaded(redis_server, prefix)).memory.content == agent.memory.content
+            agent.memory.note = "changed"  # a full rewrite
+            await session.asave("chat", agent=agent)
+            assert b"\n" not in await _value(redis_server, prefix)
+            assert (await _loaded(redis_server, prefix)).memory.note == "changed"
+
+    asyncio.run(main())
+
+
+def test_a_delta_over_another_writers_delta_conflicts(redis_server: RedisServer) -> None:
+    async def main() -> None:
+        prefix = f"appends-{uuid.uuid4().hex}:"
+        async with _session(redis_server, prefix) as first, _session(redis_server, prefix) as second:
+            agent, other = Agent(), Agent()
+            await first.asave("chat", agent=agent)
+            await second.aload("chat", agent=other)
+            other.memory.content.append(Msg("user", "second"))
+            await second.asave("chat", agent=other)
+            agent.memory.content.append(Msg("user", "first"))
+            with pytest.raises(ConflictError):
+                await first.asave("chat", agent=agent)
+            assert [m.text for m in (await _loaded(redis_server, prefix)).memory.content] == ["second"]
+
+    asyncio.run(main())
+
+
+def test_two_writers_appending_through_update_lose_nothing(redis_server: RedisServer) -> None:
+    async def writer(prefix: str, name: str) -> None:
+        async with _session(redis_server, prefix) as session:
+            agent = Agent()
+            for index in range(30):
+                await session.aupdate(
+                    "chat", lambda: agent.memory.content.append(Msg(name, str(index))), retries=1000, agent=agent
+                )
+
+    async def main() -> None:
+        prefix = f"appends-{uuid.uuid4().hex}:"
+        async with _session(redis_server, prefix) as session:
+            await session.asave("chat", agent=Agent())
+        await asyncio.gather(writer(prefix, "a"), writer(prefix, "b"))
+        content = (await _loaded(redis_server, prefix)).memory.content
+        for name in ("a", "b"):
+            assert [m.text for m in content if m.role == name] == [str(index) for index in range(30)]
+
+    asyncio.run(main())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.sampled_from(["append", "pop", "replace", "note", "save", "reload"]), max_size=20))
+def test_loads_always_equal_the_live_list(redis_server: RedisServer, ops: list[str]) -> None:
+    async def main() -> None:
+        prefix = f"appends-{uuid.uuid4().hex}:"
+        session, agent = _session(redis_server, prefix), Agent()
+        for step, op in enumerate([*ops, "save"]):
+            content = agent.memory.content
+            if op == "append":
+                content.append(Msg("user", str(step)))
+            elif op == "pop" and content:
+                content.pop(0)
+            elif op == "replace" and content:
+                content[-1] = Msg("user", f"r{step}")
+            elif op == "note":
+                agent.memory.note = str(step)
+            elif op in ("save", "reload"):
+                await session.asave("chat", agent=agent)
+                loaded = await _loaded(redis_server, prefix)
+                assert loaded.memory.content == agent.memory.content and loaded.memory.note == agent.memory.note
+                if op == "reload":
+                    await session.aclose()
+                    session, agent = _session(redis_server, prefix), Agent()
+                    await session.aload("chat", agent=agent)
+        await session.aclose()
+
+    asyncio.run(main())
