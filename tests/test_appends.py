@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from append_models import Agent, Memory, Msg
 from statekit import StateModule, state_field, stateful
+from statekit.cli import main
 from statekit.errors import ConflictError, DocumentError, StateDefinitionError
 from statekit.session import JSONSession, YAMLSession
 from statekit.session import _appends
@@ -273,6 +274,20 @@ def test_a_crash_before_the_document_is_replaced(tmp_path: Path) -> None:
     assert _load(tmp_path).memory.content == agent.memory.content
 
 
+def test_deltas_left_aside_are_not_overwritten(tmp_path: Path) -> None:
+    """A writer that saw no deltas must not start a companion while a crash left this document's aside."""
+    first, agent = _saved_with_deltas(tmp_path, deltas=0)
+    second, other = JSONSession(tmp_path), Agent()
+    second.load("chat", agent=other)
+    other.memory.content.append(Msg("user", "second"))
+    second.save("chat", agent=other)
+    (tmp_path / "chat.json.log").replace(tmp_path / ".chat.json.log.old")  # a rewrite killed half-way
+    agent.memory.content.append(Msg("user", "first"))
+    with pytest.raises(ConflictError):
+        first.save("chat", agent=agent)
+    assert [m.text for m in _load(tmp_path).memory.content][-1] == "second"
+
+
 def test_a_crash_after_the_document_is_replaced(tmp_path: Path) -> None:
     """The new document is written, the old companion not deleted yet: it is ignored."""
     session, agent = _saved_with_deltas(tmp_path)
@@ -367,3 +382,24 @@ def test_yaml_rewrites_and_reads_back(tmp_path: Path) -> None:
     loaded = Agent()
     YAMLSession(tmp_path).load("chat", agent=loaded)
     assert loaded.memory.content == agent.memory.content
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_show_sees_the_merged_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, agent = _saved_with_deltas(tmp_path)
+    assert main(["show", "--dir", str(tmp_path), "chat", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [m["text"] for m in shown["agent"]["memory"]["content"]] == [m.text for m in agent.memory.content]
+
+
+def test_compact_folds_the_deltas_in(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, agent = _saved_with_deltas(tmp_path)
+    JSONSession(tmp_path).save("plain", agent=Agent())
+    assert main(["compact", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "chat: compacted into" in out and "plain: nothing appended to fold in" in out
+    assert _files(tmp_path) == ["chat.json", "plain.json"]
+    assert _load(tmp_path).memory.content == agent.memory.content
+    assert json.loads((tmp_path / "chat.json").read_bytes())["__statekit__"] == {"format": 1}

@@ -30,6 +30,7 @@ from statekit._cli_support import (
     open_store,
     read_session,
 )
+from statekit._cli_compact import compact_sessions
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import Outcome, migrate_sessions
 from statekit._config import Document, read_document
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_schema(commands)
     _add_list(commands)
     _add_delete(commands)
+    _add_compact(commands)
     _add_migrate(commands)
     _add_import_agentscope(commands)
     return parser
@@ -422,6 +424,30 @@ def _run_delete(args: argparse.Namespace) -> int:
                 user = store.key(session_id, args.user).user_id
                 status = _fail(f"statekit delete: no session {session_id!r} of user {user!r}", INVALID)
         return status
+
+    return _with_store(args, work)
+
+
+# -- compact -----------------------------------------------------------------------------
+
+
+def _add_compact(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "compact",
+        "Fold the items appended to sessions' append-only lists back into their documents.",
+        _run_compact,
+        "examples:\n  statekit compact --dir sessions chat-1\n  statekit compact --dir sessions   (every session)",
+    )
+    sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
+    _add_store_options(sub)
+
+
+def _run_compact(args: argparse.Namespace) -> int:
+    async def work(store: SessionBase) -> int:
+        for line in await compact_sessions(store, args.session_ids, args.user):
+            print(line)
+        return OK
 
     return _with_store(args, work)
 

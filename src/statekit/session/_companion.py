@@ -163,7 +163,9 @@ def base_holds(path: Path, base: DeltaBase) -> bool:
         return False
     log = companion(path)
     size = _size(log)
-    if size is None and base.log_len and _size(aside(path)) is not None and _names(_first(aside(path)), base.token):
+    if size is None and _size(aside(path)) is not None and _names(_first(aside(path)), base.token):
+        if not base.log_len:
+            return False  # a crash left this document's deltas aside: they are stored, and base lacks them
         os.replace(aside(path), log)
         size = _size(log)
     if base.log_len == 0 or size is None:
