@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from statekit import JSONSession, LoadResult, StateModule, YAMLSession, state_field, stateful
+from statekit import JSONSession, LoadResult, StateModule, YAMLSession, generate_secret_key, state_field, stateful
 from statekit.cli import main
 from statekit.session import SessionBase
 from statekit.session.redis import RedisSession
@@ -140,3 +140,44 @@ def test_a_missing_module_fails_and_a_record_class_is_a_usage_error(
     assert "agent: module is missing from the session" in capsys.readouterr().err
     assert main(["migrate", "--dir", str(tmp_path), "--module", "n=version_models:Note"]) == 2
     assert "Note is a value record" in capsys.readouterr().err
+
+
+@stateful
+class ToolV1(StateModule):
+    token: str = state_field(default="", secret=True)
+    host: str = state_field(default="")
+
+
+def _rename_host(state: dict[str, Any]) -> dict[str, Any]:
+    state["url"] = f"https://{state.pop('host')}"
+    return state
+
+
+@stateful(version=2, migrations={1: _rename_host})
+class ToolV2(StateModule):
+    token: str = state_field(default="", secret=True)
+    url: str = state_field(default="")
+
+
+def test_encrypted_secrets_migrate_with_the_key_and_fail_untouched_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = generate_secret_key()
+    with JSONSession(tmp_path, secret_key=key) as session:
+        session.save("t", tool=ToolV1(token="s3cret", host="example.org"))
+    path = tmp_path / "t.json"
+    before = path.read_bytes()
+    spec = "--module=tool=test_migrate_command:ToolV2"
+    assert main(["migrate", "--dir", str(tmp_path), spec]) == 1
+    assert "the secret is encrypted" in capsys.readouterr().err
+    assert path.read_bytes() == before
+    monkeypatch.setenv("STATEKIT_TEST_KEY", key)
+    assert main(["migrate", "--dir", str(tmp_path), spec, "--secret-key-env", "STATEKIT_TEST_KEY", "--dry-run"]) == 0
+    assert "s3cret" not in capsys.readouterr().out and path.read_bytes() == before
+    assert main(["migrate", "--dir", str(tmp_path), spec, "--secret-key-env", "STATEKIT_TEST_KEY"]) == 0
+    assert b"s3cret" not in path.read_bytes() and b'"url": "https://example.org"' in path.read_bytes()
+    tool = ToolV2()
+    with JSONSession(tmp_path, secret_key=key) as session:
+        session.load("t", tool=tool)
+    assert (tool.token, tool.url) == ("s3cret", "https://example.org")
+    assert main(["migrate", "--dir", str(tmp_path), spec, "--secret-key-env", "NOT_SET_ANYWHERE"]) == 2

@@ -18,6 +18,7 @@ import attrs
 from statekit._cli_support import _under
 from statekit._config import Document
 from statekit._module import StateModule, build
+from statekit._secrets import SecretBox, secrets_with
 from statekit._versions import VERSION_KEY, versions_of
 from statekit.errors import Problem, StatekitError, StateLoadError, StateVersionError
 from statekit.session import SessionBase
@@ -46,12 +47,18 @@ async def migrate_sessions(
     *,
     dry_run: bool,
     out: TextIO,
+    secrets: SecretBox | None = None,
 ) -> list[Outcome]:
-    """Migrate each session's named modules; print a diff instead of writing when ``dry_run``."""
+    """Migrate each session's named modules; print a diff instead of writing when ``dry_run``.
+
+    ``secrets`` opens the encrypted secret fields and seals them again (without
+    it, a session holding one fails and is left as it was).
+    """
     outcomes = []
     for session_id in session_ids:
         try:
-            outcome = await _migrate_one(store, session_id, user_id, classes, dry_run, out)
+            with secrets_with(secrets):
+                outcome = await _migrate_one(store, session_id, user_id, classes, dry_run, out)
         except StatekitError as exc:
             outcome = Outcome(store.location(session_id, user_id), "failed", str(exc))
         outcomes.append(outcome)

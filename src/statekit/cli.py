@@ -35,10 +35,10 @@ from statekit._cli_import import import_folder
 from statekit._cli_migrate import Outcome, migrate_sessions
 from statekit._config import Document, read_document
 from statekit._module import StateModule
-from statekit._secrets import mask_secrets
+from statekit._secrets import SecretBox, mask_secrets
 from statekit._schema import json_schema, session_schema
 from statekit.codecs import JSON, YAML
-from statekit.errors import SessionNotFoundError, StatekitError
+from statekit.errors import SecretError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
 
 __all__ = ["main"]
@@ -471,6 +471,11 @@ def _add_migrate(commands: Commands) -> None:
         "--module", action="append", required=True, metavar="NAME=MODULE:CLASS", help="a module to migrate (repeatable)"
     )
     sub.add_argument("--dry-run", action="store_true", help="print a unified diff per session; write nothing")
+    sub.add_argument(
+        "--secret-key-env",
+        metavar="VAR",
+        help="the environment variable holding the sessions' secret_key (needed for encrypted secret fields)",
+    )
     _add_store_options(sub)
 
 
@@ -480,12 +485,28 @@ def _run_migrate(args: argparse.Namespace) -> int:
         if not issubclass(cls, StateModule):
             raise UsageError(f"{spec}: sessions hold StateModule classes; {cls.__qualname__} is a value record")
 
+    secrets = _secret_box(args.secret_key_env)
+
     async def work(store: SessionBase) -> int:
         ids = args.session_ids or await store.alist_sessions(args.user)
-        outcomes = await migrate_sessions(store, ids, args.user, classes, dry_run=args.dry_run, out=sys.stdout)
+        outcomes = await migrate_sessions(
+            store, ids, args.user, classes, dry_run=args.dry_run, out=sys.stdout, secrets=secrets
+        )
         return _report(outcomes, dry_run=args.dry_run)
 
     return _with_store(args, work)
+
+
+def _secret_box(variable: str | None) -> SecretBox | None:
+    if variable is None:
+        return None
+    key = os.environ.get(variable)
+    if not key:
+        raise UsageError(f"--secret-key-env {variable}: the environment variable is not set")
+    try:
+        return SecretBox(key)
+    except SecretError as exc:
+        raise UsageError(f"--secret-key-env {variable}: {exc}") from None
 
 
 def _report(outcomes: Sequence[Outcome], *, dry_run: bool) -> int:
