@@ -31,7 +31,8 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit._fields import field_codec
-from statekit._json import copy_any, copy_loose, describe, fast_checker, is_json_type, make_copier, type_name
+from statekit._checkers import fast_checker
+from statekit._json import copy_any, copy_loose, describe, is_json_type, make_copier, type_name
 from statekit._versions import versioned_structure, versioned_unstructure
 
 Hook = Callable[[Any], Any]

@@ -22,7 +22,8 @@ import cattrs
 from statekit._fields import field_codec
 from statekit._convert import generation, is_ours, iter_types, type_hints
 from statekit._versions import VERSION_KEY, tag
-from statekit._json import copy_any, dict_copier, fast_checker, fast_copier, is_json_type, list_copier, union_members
+from statekit._checkers import fast_checker, union_members
+from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier
 
 Fast = Callable[[Any], Any]
 

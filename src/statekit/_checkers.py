@@ -1,0 +1,171 @@
+"""In-place checkers for JSON-typed values, for the session fast paths.
+
+A session encodes its document at once, and a session load owns the document
+it decoded: in both, a copy of a JSON value would protect nothing, so these
+checkers validate and return the value itself (see :mod:`statekit._json` for
+the copiers that ``state_dict()`` and ``load_state_dict()`` use). They raise a
+bare error; the caller then runs the copying hook, which names every problem.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from statekit._json import _NONE, _SCALARS, Copier, _Bad, _fast_copier, _kind_checked, _kind_of
+
+def _reject(value: Any) -> Any:
+    raise _Bad
+
+
+_PLAIN = frozenset((str, int, bool, _NONE))
+
+
+def _check_any(value: Any) -> Any:
+    """Validate JSON data about to be encoded by orjson, in place; return it.
+
+    orjson itself refuses non-string keys, objects, sets, bytes, integers
+    beyond 64 bits and subclasses (with statekit's options); this walk refuses
+    what it would write without a word: NaN and infinities (as ``null``),
+    tuples (as arrays), enums and UUIDs (as their values). Containers of plain
+    scalars only are checked in C (``issuperset`` over their item types).
+    """
+    kind = type(value)
+    if kind is dict:
+        items: Any = value.values()
+    elif kind is list:
+        items = value
+    elif kind in _PLAIN or (kind is float and value - value == 0.0):
+        return value
+    else:
+        raise _Bad
+    if not _PLAIN.issuperset(map(type, items)):
+        for item in items:
+            if type(item) not in _PLAIN:
+                _check_any(item)
+    return value
+
+
+def _trusted(value: Any) -> Any:
+    return value
+
+
+def _converts(tp: Any) -> bool:
+    """Whether checking a value of ``tp`` may have to change it (an int in a float slot)."""
+    if tp is float:
+        return True
+    return any(_converts(arg) for arg in typing.get_args(tp))
+
+
+def fast_checker(tp: Any, *, fresh: bool = False) -> Copier:
+    """Like :func:`fast_copier`, but validate in place and return the value itself.
+
+    For values about to be encoded at once (a session save) or freshly decoded
+    by the JSON codec (a session load), where a copy would protect nothing.
+    Where a value may need converting (``float`` slots holding ints), it is
+    copied. Raises a bare error: the caller runs the copying hook to report.
+
+    Args:
+        tp: A JSON type (see :func:`is_json_type`).
+        fresh: The value comes straight from the JSON codec's decoder, so
+            everything under ``Any`` is JSON data already and is not walked.
+    """
+    if _converts(tp):
+        return _fast_copier(tp)
+    return _checker(tp, _trusted if fresh else _check_any)
+
+
+def _checker(tp: Any, any_check: Copier) -> Copier:
+    if tp is Any:
+        return any_check
+    if tp in (list, dict):
+        return _kind_checked(tp, any_check)
+    if tp is None or tp in _SCALARS:
+        return _kind_checked(_NONE if tp is None else tp, None)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, dict):
+        item = _checker(args[-1], any_check)
+        if item is _trusted:  # freshly decoded JSON: keys are strings, items JSON data
+            return _kind_checked(origin, None)
+        if item is any_check:  # one walk checks the items
+            return _kind_checked(origin, any_check)
+        kind = _walked_kind(args[-1])
+        if origin is list and kind is not None:
+            return _list_of(kind, any_check)
+        return _list_checker(item) if origin is list else _dict_checker(item)
+    return _union_checker(union_members(tp, fresh=any_check is _trusted))
+
+
+def _walked_kind(tp: Any) -> type | None:
+    """``dict`` or ``list`` when a value of ``tp`` is that kind, walked as JSON data."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp in (list, dict):
+        return tp  # type: ignore[no-any-return]
+    if origin in (list, dict) and args[-1] is Any:
+        return origin  # type: ignore[no-any-return]
+    return None
+
+
+def union_members(tp: Any, *, fresh: bool = False) -> dict[object, Copier | None]:
+    """Checkers of a JSON union's members by JSON kind; ``None`` where the kind is check enough.
+
+    For the fast paths: they raise bare errors. Not for unions with ``float``
+    (an int there is converted, see :func:`fast_checker`).
+    """
+    any_check = _trusted if fresh else _check_any
+    return {_kind_of(a): _member_checker(a, any_check) for a in typing.get_args(tp)}
+
+
+def _member_checker(tp: Any, any_check: Copier) -> Copier | None:
+    if tp is None or tp in _SCALARS:
+        return None
+    if _walked_kind(tp) is not None:  # the kind matched already
+        return None if any_check is _trusted else any_check
+    return _checker(tp, any_check)
+
+
+def _list_of(kind: type, any_check: Copier) -> Copier:
+    def check(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Bad
+        for element in value:
+            if type(element) is not kind:
+                raise _Bad
+            any_check(element)
+        return value
+
+    return check
+
+
+def _union_checker(by_kind: dict[object, Copier | None]) -> Copier:
+    def check(value: Any) -> Any:
+        member = by_kind.get(type(value), _reject)
+        if member is None:
+            return value
+        return member(value)
+
+    return check
+
+
+def _list_checker(item: Copier) -> Copier:
+    def check(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Bad
+        for element in value:
+            item(element)
+        return value
+
+    return check
+
+
+def _dict_checker(item: Copier) -> Copier:
+    def check(value: Any) -> Any:
+        if type(value) is not dict:
+            raise _Bad
+        for key, element in value.items():
+            if type(key) is not str:
+                raise _Bad
+            item(element)
+        return value
+
+    return check
