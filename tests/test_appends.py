@@ -403,3 +403,14 @@ def test_compact_folds_the_deltas_in(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert _files(tmp_path) == ["chat.json", "plain.json"]
     assert _load(tmp_path).memory.content == agent.memory.content
     assert json.loads((tmp_path / "chat.json").read_bytes())["__statekit__"] == {"format": 1}
+
+
+def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, agent = _saved_with_deltas(tmp_path / "sessions")
+    assert main(["show", str(tmp_path / "sessions" / "chat.json"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert len(shown["agent"]["memory"]["content"]) == len(agent.memory.content) == 4
+    assert main(["convert", str(tmp_path / "sessions" / "chat.json"), str(tmp_path / "chat.yaml")]) == 0
+    loaded = Agent()
+    YAMLSession(tmp_path).load("chat", agent=loaded)
+    assert loaded.memory.content == agent.memory.content

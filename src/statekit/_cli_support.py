@@ -18,11 +18,11 @@ from typing import Any
 
 import attrs
 
-from statekit._config import Document, codec_for
+from statekit._config import Document, codec_for, read_document
 from statekit._module import build, overrides_load
 from statekit._secrets import without_secrets
 from statekit._schema import require_stateful_class
-from statekit.codecs import Codec
+from statekit.codecs import JSON, Codec
 from statekit.errors import (
     DocumentError,
     PathSegment,
@@ -33,6 +33,10 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
+from statekit.session._appends import merge
+from statekit.session._companion import companion, split
+from statekit.session._companion import read_session as read_stored
+from statekit.session._delta_save import check_token, is_joined, without_token
 
 class UsageError(StatekitError):
     """The command line asks for something impossible (exit status 2)."""
@@ -206,3 +210,24 @@ async def read_session(store: SessionBase, session_id: str, user_id: str | None)
         where = store.location(session_id, user_id)
         raise SessionNotFoundError(f"no session {session_id!r} of user {user!r} in {where}")
     return Document(stored.data, stored.source, stored.raw, store.codec)
+
+
+def read_file(name: str) -> Document:
+    """A file named on the command line; a JSON session file reads merged with its appended items.
+
+    Raises:
+        DocumentError: As :func:`~statekit._config.read_document`, or a
+            companion that belongs to another document.
+    """
+    document = read_document(name)
+    if not name.endswith(JSON.suffix) or not isinstance(document.data, dict):
+        return document
+    raw = read_stored(Path(name))
+    if raw is None or not is_joined(raw):
+        return document
+    data = dict(document.data)
+    _, log, token = split(raw)
+    check_token(data, token, name, str(companion(Path(name))))
+    merge(data, log, str(companion(Path(name))))
+    data = without_token(data)
+    return Document(data, name, JSON.dumps(data), JSON)

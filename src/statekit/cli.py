@@ -19,6 +19,7 @@ import orjson
 
 from statekit import __version__
 from statekit._cli_support import (
+    read_file,
     StoreOptions,
     UsageError,
     check_config,
@@ -33,7 +34,7 @@ from statekit._cli_support import (
 from statekit._cli_compact import compact_sessions
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import Outcome, migrate_sessions
-from statekit._config import Document, read_document
+from statekit._config import Document
 from statekit._module import StateModule
 from statekit._secrets import SecretBox, mask_secrets
 from statekit._schema import json_schema, session_schema
@@ -200,7 +201,7 @@ def _run_show(args: argparse.Namespace) -> int:
     options = _store_options(args)
     if options.folder is None and options.redis_url is None:
         file_codec(args.target)
-        document = read_document(args.target)
+        document = read_file(args.target)
     else:
         document = _with_document(args)
     data = modules_of(document.data) if isinstance(document.data, dict) else document.data
@@ -262,11 +263,11 @@ def _run_validate(args: argparse.Namespace) -> int:
     file_codec(args.file)
     if args.cls is not None:
         cls = load_class(args.cls)
-        check_config(read_document(args.file), cls, strict=not args.lenient)
+        check_config(read_file(args.file), cls, strict=not args.lenient)
         print(f"{args.file}: valid {cls.__qualname__}")
         return OK
     classes = _named_classes(args.module)
-    check_session(read_document(args.file), classes, strict=not args.lenient)
+    check_session(read_file(args.file), classes, strict=not args.lenient)
     print(f"{args.file}: valid session ({', '.join(classes)})")
     return OK
 
@@ -301,7 +302,7 @@ def _run_convert(args: argparse.Namespace) -> int:
     file_codec(args.source)
     out_codec = file_codec(args.target)
     target = _output(args.target, force=args.force)
-    data = read_document(args.source).data
+    data = read_file(args.source).data
     _write_bytes(target, out_codec.dumps(data), mode=stat.S_IMODE(os.stat(args.source).st_mode))
     print(f"wrote {target}")
     return OK
