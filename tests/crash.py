@@ -6,6 +6,10 @@ SIGKILL at a random moment. After every kill the session must load strictly
 and equal the last completed save or the one in flight, and once the next save
 has succeeded no temporary or lock file may remain beside it.
 
+``json-appends`` does the same with an append-only list (issue 12): each save
+appends one entry, so most saves write a delta to the companion file, and the
+child compacts every ~40 saves, so kills land in deltas and compactions alike.
+
 CI runs 50 kills per file backend (tests/test_crash.py). The long run::
 
     python -m tests.crash --kills 300            # both backends
@@ -29,10 +33,18 @@ import attrs
 
 from statekit import StateModule, state_field, stateful
 from statekit.session import JSONSession, YAMLSession
+from statekit.session import _appends
+from statekit.session._companion import companion
 from statekit.session._files import FileSession
 
-BACKENDS: dict[str, Callable[[Path], FileSession]] = {"json": JSONSession, "yaml": YAMLSession}
+BACKENDS: dict[str, Callable[[Path], FileSession]] = {
+    "json": JSONSession,
+    "yaml": YAMLSession,
+    "json-appends": JSONSession,
+}
 SESSION_ID = "crash"
+COMPACT_BYTES = 3_000
+"""The appends child's compaction threshold: small, so that kills land in compactions too."""
 
 
 @stateful
@@ -43,11 +55,23 @@ class Log(StateModule):
     count: int = state_field(default=0)
 
 
+def entry(index: int) -> str:
+    """Entry number ``index``."""
+    return f"entry {index}: " + "x" * (index % 97) + " é😀"
+
+
 def expected(count: int) -> Log:
     """The state of save number ``count``."""
     log = Log(count=count)
-    log.entries = [f"entry {i}: " + "x" * (i % 97) + " é😀" for i in range(count)]
+    log.entries = [entry(i) for i in range(count)]
     return log
+
+
+@stateful
+class AppendLog(StateModule):
+    """The growing state of ``json-appends``: save ``n`` holds ``n`` entries, appended one a save."""
+
+    entries: list[str] = state_field(factory=list, append_only=True)
 
 
 @attrs.define
@@ -63,7 +87,7 @@ class Report:
     """Temporary or lock files still there after the next save."""
 
 
-def _child(make: Callable[[Path], FileSession], folder: Path, start: int, progress: int) -> None:
+def _child(make: Callable[[Path], FileSession], folder: Path, start: int, progress: int, appends: bool) -> None:
     async def loop() -> None:
         session = make(folder)
         count = start
@@ -72,17 +96,28 @@ def _child(make: Callable[[Path], FileSession], folder: Path, start: int, progre
             await session.asave(SESSION_ID, log=expected(count))
             os.write(progress, f"{count}\n".encode())
 
-    asyncio.run(loop())
+    async def append_loop() -> None:
+        _appends.COMPACT_MIN_BYTES = COMPACT_BYTES
+        session, log = make(folder), AppendLog()
+        await session.aload(SESSION_ID, log=log)
+        while True:
+            log.entries.append(entry(len(log.entries)))
+            await session.asave(SESSION_ID, log=log)
+            os.write(progress, f"{len(log.entries)}\n".encode())
+
+    asyncio.run(append_loop() if appends else loop())
 
 
-def _run_child(make: Callable[[Path], FileSession], folder: Path, start: int, rng: random.Random) -> int:
+def _run_child(
+    make: Callable[[Path], FileSession], folder: Path, start: int, rng: random.Random, appends: bool = False
+) -> int:
     """Fork a saver, kill it at a random moment; return the last save it reported."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller's code
         os.close(read_end)
         try:
-            _child(make, folder, start, write_end)
+            _child(make, folder, start, write_end, appends)
         finally:
             os._exit(0)
     os.close(write_end)
@@ -94,22 +129,35 @@ def _run_child(make: Callable[[Path], FileSession], folder: Path, start: int, rn
     return int(reported[-1]) if reported else start
 
 
-def _check(session: FileSession, reported: int, report: Report) -> int:
+def _check(session: FileSession, reported: int, report: Report, appends: bool = False) -> int:
     """Load strictly after a kill; return the save number found."""
     path = session.session_path(SESSION_ID)
     if any(p.name.endswith(".tmp") for p in path.parent.iterdir()):
         report.torn_saves += 1
-    log = Log()
-    session.load(SESSION_ID, log=log)  # strict: raises on anything damaged
-    if log.count not in (reported, reported + 1) or log != expected(log.count):
+    if appends:
+        appended = AppendLog()
+        session.load(SESSION_ID, log=appended)
+        count = len(appended.entries)
+        found = Log(count=count, entries=appended.entries)
+    else:
+        found = Log()
+        session.load(SESSION_ID, log=found)  # strict: raises on anything damaged
+        count = found.count
+    if count not in (reported, reported + 1) or found != expected(count):
         report.lost += 1
-    return log.count
+    return count
 
 
-def _next_save_cleans(session: FileSession, count: int, report: Report) -> None:
-    session.save(SESSION_ID, log=expected(count))
+def _next_save_cleans(session: FileSession, count: int, report: Report, appends: bool = False) -> None:
+    if appends:  # load, then append: a delta save, which must also cut off a line a kill left unfinished
+        log = AppendLog()
+        session.load(SESSION_ID, log=log)
+        log.entries.append(entry(len(log.entries)))
+        session.save(SESSION_ID, log=log)
+    else:
+        session.save(SESSION_ID, log=expected(count))
     path = session.session_path(SESSION_ID)
-    others = [p.name for p in path.parent.iterdir() if p != path]
+    others = [p.name for p in path.parent.iterdir() if p not in (path, companion(path))]
     report.leftovers += len(others)
     if session.list_sessions() != [SESSION_ID]:
         report.leftovers += 1
@@ -119,7 +167,7 @@ def run(backend: str, kills: int, seed: int = 0) -> Report:
     """Kill a saving child ``kills`` times on one backend.
 
     Args:
-        backend: ``"json"`` or ``"yaml"``.
+        backend: ``"json"``, ``"yaml"`` or ``"json-appends"``.
         kills: How many SIGKILLs.
         seed: For the random kill moments.
 
@@ -128,18 +176,18 @@ def run(backend: str, kills: int, seed: int = 0) -> Report:
     """
     rng = random.Random(seed)
     report = Report()
-    make = BACKENDS[backend]
+    make, appends = BACKENDS[backend], backend.endswith("-appends")
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)
         session = make(folder)
-        session.save(SESSION_ID, log=expected(0))
+        session.save(SESSION_ID, log=AppendLog() if appends else expected(0))
         count = 0
         for _ in range(kills):
-            reported = _run_child(make, folder, count, rng)
+            reported = _run_child(make, folder, count, rng, appends)
             report.kills += 1
-            found = _check(session, reported, report)
+            found = _check(session, reported, report, appends)
             count = found + 1
-            _next_save_cleans(session, count, report)
+            _next_save_cleans(session, count, report, appends)
         session.close()
     return report
 

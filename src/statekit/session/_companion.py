@@ -235,6 +235,22 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+def tidy(path: Path, token: str, temps: tuple[Path, ...]) -> None:
+    """Before a delta: remove what a killed save left (its temporary files, a stale companion put aside).
+
+    Args:
+        path: The document.
+        token: The document's token (a companion aside that names it is kept: it is this document's).
+        temps: The temporary files of the document's and the companion's writes.
+    """
+    for temp in temps:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+    old = aside(path)
+    if _size(old) is not None and not _names(_first(old), token):
+        drop_retired(path)
+
+
 def retire(path: Path) -> None:
     """Before a full write: move the companion aside (the new document holds its items)."""
     with contextlib.suppress(FileNotFoundError):

@@ -53,7 +53,7 @@ from statekit.session._agentscope import (
 from statekit.session._base import SessionBase, SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import append, base_holds, companion, drop_retired, read_session, retire
+from statekit.session._companion import append, base_holds, companion, drop_retired, read_session, retire, tidy
 from statekit.session._revisions import Expected
 from statekit.session._safe_files import check_path, write_new
 
@@ -192,6 +192,7 @@ def _append_if(path: Path, line: bytes, base: DeltaBase, timeout: float) -> int 
     with session_lock(path, timeout):
         if not base_holds(path, base):
             return None
+        tidy(path, base.token, (temp_path(path), temp_path(companion(path))))  # a killed save's leftovers
         if not line:
             return 0
         return append(path, base, line, lambda log, data: atomic_write(log, data, locked=True))
