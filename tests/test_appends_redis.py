@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,9 +13,23 @@ from hypothesis import strategies as st
 from append_models import Agent, Msg
 from statekit.errors import ConflictError
 from statekit.session.redis import RedisSession
-from statekit.testing import RedisServer
+from statekit.testing import RedisCluster, RedisServer, local_redis_cluster, local_redis_server
 
 pytestmark = pytest.mark.redis
+
+
+@pytest.fixture(scope="module")
+def scriptless() -> Iterator[RedisServer]:
+    """A redis-server without EVAL/EVALSHA: the WATCH/MULTI path."""
+    with local_redis_server(options=["--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""]) as server:
+        yield server
+
+
+@pytest.fixture(params=["lua", "watch"])
+def server(request: pytest.FixtureRequest) -> RedisServer:
+    """The suite's redis-server (Lua compare-and-set), or one that runs no scripts."""
+    found: RedisServer = request.getfixturevalue("redis_server" if request.param == "lua" else "scriptless")
+    return found
 
 
 def _session(server: RedisServer, prefix: str) -> RedisSession:
@@ -35,32 +50,32 @@ async def _loaded(server: RedisServer, prefix: str) -> Agent:
     return agent
 
 
-def test_appends_extend_the_value(redis_server: RedisServer) -> None:
+def test_appends_extend_the_value(server: RedisServer) -> None:
     async def main() -> None:
         prefix = f"appends-{uuid.uuid4().hex}:"
-        async with _session(redis_server, prefix) as session:
+        async with _session(server, prefix) as session:
             agent = Agent()
             agent.memory.content.extend([Msg("user", str(index)) for index in range(50)])
             await session.asave("chat", agent=agent)
-            document = await _value(redis_server, prefix)
+            document = await _value(server, prefix)
             for index in range(3):
                 agent.memory.content.append(Msg("assistant", f"reply {index}"))
                 await session.asave("chat", agent=agent)
-            value = await _value(redis_server, prefix)
+            value = await _value(server, prefix)
             assert value.startswith(document + b"\n") and value.count(b"\n") == 5  # then the header and 3 deltas
-            assert (await _loaded(redis_server, prefix)).memory.content == agent.memory.content
+            assert (await _loaded(server, prefix)).memory.content == agent.memory.content
             agent.memory.note = "changed"  # a full rewrite
             await session.asave("chat", agent=agent)
-            assert b"\n" not in await _value(redis_server, prefix)
-            assert (await _loaded(redis_server, prefix)).memory.note == "changed"
+            assert b"\n" not in await _value(server, prefix)
+            assert (await _loaded(server, prefix)).memory.note == "changed"
 
     asyncio.run(main())
 
 
-def test_a_delta_over_another_writers_delta_conflicts(redis_server: RedisServer) -> None:
+def test_a_delta_over_another_writers_delta_conflicts(server: RedisServer) -> None:
     async def main() -> None:
         prefix = f"appends-{uuid.uuid4().hex}:"
-        async with _session(redis_server, prefix) as first, _session(redis_server, prefix) as second:
+        async with _session(server, prefix) as first, _session(server, prefix) as second:
             agent, other = Agent(), Agent()
             await first.asave("chat", agent=agent)
             await second.aload("chat", agent=other)
@@ -69,14 +84,14 @@ def test_a_delta_over_another_writers_delta_conflicts(redis_server: RedisServer)
             agent.memory.content.append(Msg("user", "first"))
             with pytest.raises(ConflictError):
                 await first.asave("chat", agent=agent)
-            assert [m.text for m in (await _loaded(redis_server, prefix)).memory.content] == ["second"]
+            assert [m.text for m in (await _loaded(server, prefix)).memory.content] == ["second"]
 
     asyncio.run(main())
 
 
-def test_two_writers_appending_through_update_lose_nothing(redis_server: RedisServer) -> None:
+def test_two_writers_appending_through_update_lose_nothing(server: RedisServer) -> None:
     async def writer(prefix: str, name: str) -> None:
-        async with _session(redis_server, prefix) as session:
+        async with _session(server, prefix) as session:
             agent = Agent()
             for index in range(30):
                 await session.aupdate(
@@ -85,10 +100,10 @@ def test_two_writers_appending_through_update_lose_nothing(redis_server: RedisSe
 
     async def main() -> None:
         prefix = f"appends-{uuid.uuid4().hex}:"
-        async with _session(redis_server, prefix) as session:
+        async with _session(server, prefix) as session:
             await session.asave("chat", agent=Agent())
         await asyncio.gather(writer(prefix, "a"), writer(prefix, "b"))
-        content = (await _loaded(redis_server, prefix)).memory.content
+        content = (await _loaded(server, prefix)).memory.content
         for name in ("a", "b"):
             assert [m.text for m in content if m.role == name] == [str(index) for index in range(30)]
 
@@ -97,10 +112,10 @@ def test_two_writers_appending_through_update_lose_nothing(redis_server: RedisSe
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.sampled_from(["append", "pop", "replace", "note", "save", "reload"]), max_size=20))
-def test_loads_always_equal_the_live_list(redis_server: RedisServer, ops: list[str]) -> None:
+def test_loads_always_equal_the_live_list(server: RedisServer, ops: list[str]) -> None:
     async def main() -> None:
         prefix = f"appends-{uuid.uuid4().hex}:"
-        session, agent = _session(redis_server, prefix), Agent()
+        session, agent = _session(server, prefix), Agent()
         for step, op in enumerate([*ops, "save"]):
             content = agent.memory.content
             if op == "append":
@@ -113,12 +128,38 @@ def test_loads_always_equal_the_live_list(redis_server: RedisServer, ops: list[s
                 agent.memory.note = str(step)
             elif op in ("save", "reload"):
                 await session.asave("chat", agent=agent)
-                loaded = await _loaded(redis_server, prefix)
+                loaded = await _loaded(server, prefix)
                 assert loaded.memory.content == agent.memory.content and loaded.memory.note == agent.memory.note
                 if op == "reload":
                     await session.aclose()
-                    session, agent = _session(redis_server, prefix), Agent()
+                    session, agent = _session(server, prefix), Agent()
                     await session.aload("chat", agent=agent)
         await session.aclose()
 
     asyncio.run(main())
+
+
+async def test_appends_on_a_cluster() -> None:
+    with local_redis_cluster() as cluster:
+        await _appends_and_updates(cluster)
+
+
+async def _appends_and_updates(cluster: RedisCluster) -> None:
+    prefix = f"appends-{uuid.uuid4().hex}:"
+
+    async def writer(name: str) -> None:
+        async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+            agent = Agent()
+            for index in range(20):
+                await session.aupdate(
+                    "chat", lambda: agent.memory.content.append(Msg(name, str(index))), retries=1000, agent=agent
+                )
+
+    await asyncio.gather(writer("a"), writer("b"))
+    loaded = Agent()
+    async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+        await session.aload("chat", agent=loaded, allow_not_exist=False)
+        value = await session.get_client().get(session.session_key("chat"))
+    assert isinstance(value, bytes) and value.count(b"\n") > 2  # deltas, not only rewrites
+    for name in ("a", "b"):
+        assert [m.text for m in loaded.memory.content if m.role == name] == [str(index) for index in range(20)]
