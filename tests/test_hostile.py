@@ -18,13 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import orjson
 import pytest
 import redis
 from fuzz import Agent as FuzzAgent
 from fuzz import sample_agent
 
 from statekit import StateModule, state_field, stateful
-from statekit._limits import MAX_DEPTH, path_too_deep, too_deep
+from statekit._limits import MAX_DEPTH, path_too_deep, shallow_indented, too_deep
 from statekit._config import from_config
 from statekit.codecs import JSON, YAML, Codec
 from statekit.cli import main as cli_main
@@ -59,6 +60,32 @@ def test_depth_check_walks_data_orjson_cannot_write() -> None:
     assert too_deep(deep)
     assert path_too_deep(deep) == ("deep", *(0,) * (MAX_DEPTH - 1))
     assert not too_deep({"big": 1 << 70, "shallow": nested(3)})
+
+
+PAD = "x" * 70_000  # past the size below which brackets are simply counted
+
+
+@pytest.mark.parametrize("leaf", [1, [], {}, [1], {"a": 1}])
+@pytest.mark.parametrize("levels", [MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, MAX_DEPTH + 2])
+def test_pretty_json_depth_check_by_indentation_agrees_with_the_walk(levels: int, leaf: Any) -> None:
+    data = {"pad": PAD, "deep": nested(levels - 1, leaf)}  # levels containers, and the leaf if it is one
+    raw = orjson.dumps(data, option=orjson.OPT_INDENT_2)
+    if shallow_indented(raw):
+        assert not too_deep(data)
+    if too_deep(data):
+        with pytest.raises(StateDumpError, match="MAX_DEPTH"):
+            JSON.dumps(data)
+    else:
+        assert orjson.loads(JSON.dumps(data)) == data
+
+
+def test_pretty_json_depth_check_spares_the_walk_of_shallow_documents() -> None:
+    def pretty(lists: int) -> bytes:
+        return orjson.dumps({"pad": PAD, "deep": nested(lists)}, option=orjson.OPT_INDENT_2)
+
+    assert shallow_indented(pretty(MAX_DEPTH - 2))  # MAX_DEPTH - 1 levels: no second encoding
+    assert not shallow_indented(pretty(MAX_DEPTH - 1))  # at the limit: the walk decides (it passes)
+    assert not shallow_indented(pretty(MAX_DEPTH))
 
 
 # --- files: odd file types, symlinks, temporary files -------------------------------------------

@@ -46,6 +46,21 @@ def shallow_bytes(raw: bytes) -> bool:
     return raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH
 
 
+_DEEP_LINE = b"\n" + b" " * (2 * MAX_DEPTH)
+
+
+def shallow_indented(raw: bytes) -> bool:
+    """Whether JSON that orjson wrote with ``OPT_INDENT_2`` is certainly within :data:`MAX_DEPTH`.
+
+    Every line break in such output is structural (strings escape theirs), and
+    a container at level ``L`` opens on a line indented ``2 * (L - 1)`` spaces,
+    so one past the limit opens on a line indented ``2 * MAX_DEPTH`` or more.
+    No such line: within the limit, found at C speed without a second encoding.
+    Such a line (also the items of a container at the limit): ask :func:`too_deep`.
+    """
+    return _DEEP_LINE not in raw
+
+
 def too_deep(data: Any) -> bool:
     """Whether plain JSON data nests more than :data:`MAX_DEPTH` containers.
 

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from statekit._limits import depth_message, path_too_deep, shallow_bytes, too_deep
+from statekit._limits import depth_message, path_too_deep, shallow_bytes, shallow_indented, too_deep
 from statekit.codecs._positions import Path, Position, first_bad_value, line_columns, nearest, prefixes
 from statekit.errors import DocumentError, StateDumpError
 
@@ -69,7 +69,8 @@ def _dumps(data: Any, options: int) -> bytes:
         out = orjson.dumps(data, option=options)
     except orjson.JSONEncodeError as err:
         raise StateDumpError([first_bad_value(data, int64=True)]) from err
-    if not shallow_bytes(out) and too_deep(data):
+    shallow = shallow_indented if options & orjson.OPT_INDENT_2 else shallow_bytes
+    if not shallow(out) and too_deep(data):
         raise StateDumpError([first_bad_value(data, int64=True)])
     return out
 
