@@ -92,20 +92,22 @@ def read_session(path: Path) -> bytes | None:
             return None
         doc, status = got
         token = doc_token(doc)
+        if token is None:
+            return doc  # no deltas belong to it (a companion beside it is left from before it)
         log = _read_log(path, token)
         if _unchanged(path, status):
             return _joined(path, doc, log, token)
     raise SessionError(f"{path} kept being replaced while it was read; try again")
 
 
-def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> bytes:
+def _joined(path: Path, doc: bytes, log: bytes | None, token: str) -> bytes:
     if log is None:
         raise DocumentError(
             f"the companion {companion(path)} does not belong to this document (it names another one); "
             "move it away to load the document alone",
             source=str(path),
         )
-    if not log or token is None:
+    if not log:
         return doc
     return joined(doc + log, len(doc), token, doc)
 
@@ -118,13 +120,13 @@ def joined(raw: bytes, doc_end: int, token: str, doc: bytes | None = None) -> St
     return out
 
 
-def _read_log(path: Path, token: str | None) -> bytes | None:
+def _read_log(path: Path, token: str) -> bytes | None:
     """The companion's complete lines (``b""``: none); ``None`` when it names another document."""
     data = read_regular(companion(path))
     if data is not None:
-        return _complete(data) if token is not None and _names(data, token) else None
-    old = read_regular(aside(path)) if token is not None else None
-    return _complete(old) if old is not None and token is not None and _names(old, token) else b""
+        return _complete(data) if _names(data, token) else None
+    old = read_regular(aside(path))
+    return _complete(old) if old is not None and _names(old, token) else b""
 
 
 def _names(data: bytes, token: str) -> bool:

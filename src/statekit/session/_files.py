@@ -309,8 +309,7 @@ class FileSession(SessionBase):
         path = self._path(key)
 
         def work() -> R:
-            check_path(self.save_dir, path)
-            check_path(self.save_dir, companion(path))
+            check_path(self.save_dir, path)  # the companion's opens refuse links and odd files themselves
             return write(path)
 
         try:
