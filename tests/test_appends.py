@@ -440,3 +440,13 @@ def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys:
     loaded = Agent()
     YAMLSession(tmp_path).load("chat", agent=loaded)
     assert loaded.memory.content == agent.memory.content
+
+
+def test_a_damaged_delta_line_is_named(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path, deltas=3)
+    log = tmp_path / "chat.json.log"
+    lines = log.read_bytes().split(b"\n")
+    lines[2] = b'[[["agent","memory","content"],[{"role":'  # complete (newline-terminated) but not JSON
+    log.write_bytes(b"\n".join(lines))
+    with pytest.raises(DocumentError, match=r"chat\.json\.log:3: invalid JSON"):
+        _load(tmp_path)

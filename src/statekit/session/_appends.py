@@ -142,13 +142,26 @@ def merge(document: dict[str, Any], log: bytes, source: str) -> None:
     Raises:
         DocumentError: A line is not a delta, or names a place that is not a list.
     """
-    lines = log.removeprefix(b"\n").split(b"\n")
-    for number, line in enumerate(lines[1:-1], start=2):
+    lines = log.removeprefix(b"\n").split(b"\n")[1:-1]
+    for number, entries in enumerate(_decode_lines(lines, source), start=2):
+        _apply(document, entries, source, number)
+
+
+def _decode_lines(lines: list[bytes], source: str) -> list[Any]:
+    """Every line decoded: all at once as one array (one decoder call), else one by one to name the bad line."""
+    try:
+        decoded = _json.loads(b"[" + b",".join(lines) + b"]", source)
+    except DocumentError:
+        decoded = None
+    if isinstance(decoded, list) and len(decoded) == len(lines):
+        return decoded
+    out = []
+    for number, line in enumerate(lines, start=2):
         try:
-            entries = _json.loads(line, source)
+            out.append(_json.loads(line, source))
         except DocumentError as err:
             raise DocumentError(err.reason, source=source, line=number) from None
-        _apply(document, entries, source, number)
+    return out
 
 
 def _apply(document: dict[str, Any], entries: Any, source: str, number: int) -> None:
