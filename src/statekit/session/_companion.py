@@ -39,17 +39,33 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getat
 
 
 class Stored(bytes):
-    """A document's bytes followed by its companion's complete lines: what a revision covers.
+    """A document's bytes carrying its deltas (the companion's complete lines).
+
+    It compares, and :func:`~statekit.session._revisions.revision_of` hashes
+    it, as the document followed by the deltas, without copying the two into
+    one buffer (a 45 MB document would be copied on every load).
 
     Attributes:
-        doc_end: Where the document ends.
+        log: The deltas.
         token: The document's token.
-        doc: The document's bytes (kept from the read: slicing would copy them).
     """
 
-    doc_end: int
+    log: bytes
     token: str
-    doc: bytes
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Stored):
+            return bytes.__eq__(self, other) and self.log == other.log
+        if isinstance(other, bytes):
+            return len(other) == len(self) + len(self.log) and other == bytes(self) + self.log
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash((bytes(self), self.log))
 
 
 def companion(path: Path) -> Path:
@@ -71,7 +87,7 @@ def doc_token(head: bytes) -> str | None:
 def split(raw: bytes) -> tuple[bytes, bytes, str | None]:
     """A read's document bytes, its companion's complete lines and the token."""
     if isinstance(raw, Stored):
-        return raw.doc, raw[raw.doc_end :], raw.token
+        return raw, raw.log, raw.token
     return raw, b"", None
 
 
@@ -109,14 +125,13 @@ def _joined(path: Path, doc: bytes, log: bytes | None, token: str) -> bytes:
         )
     if not log:
         return doc
-    return joined(doc + log, len(doc), token, doc)
+    return joined(doc, log, token)
 
 
-def joined(raw: bytes, doc_end: int, token: str, doc: bytes | None = None) -> Stored:
-    """``raw``, a document (up to ``doc_end``; ``doc`` when at hand) followed by deltas of document ``token``."""
-    out = Stored(raw)
-    out.doc_end, out.token = doc_end, token
-    out.doc = raw[:doc_end] if doc is None else doc
+def joined(doc: bytes, log: bytes, token: str) -> Stored:
+    """The document ``doc`` carrying ``log``, deltas of document ``token``."""
+    out = Stored(doc)
+    out.log, out.token = log, token
     return out
 
 

@@ -127,8 +127,8 @@ def base_after_load(modules: Mapping[str, StateModule], document: Mapping[str, A
         return None
     if not held or stored_skeleton(document, held, META_KEY) != shape:
         return None
-    doc_len = raw.doc_end if isinstance(raw, Stored) else len(raw)
-    return DeltaBase(token, len(raw) - doc_len, doc_len, shape, {entry.path: tuple(entry.value) for entry in held})
+    log_len = len(raw.log) if isinstance(raw, Stored) else 0
+    return DeltaBase(token, log_len, len(raw), shape, {entry.path: tuple(entry.value) for entry in held})
 
 
 def check_token(document: Mapping[str, Any], token: str | None, source: str, log_source: str) -> None:

@@ -35,8 +35,14 @@ BACKOFF_CAP = 1.0
 
 
 def revision_of(raw: bytes) -> str:
-    """The revision of stored bytes: their SHA-1, as 40 lower-case hex digits."""
-    return hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+    """The revision of stored bytes: their SHA-1, as 40 lower-case hex digits.
+
+    Bytes that carry deltas (``raw.log``, see ``_companion.Stored``) are hashed
+    as the document followed by them.
+    """
+    digest = hashlib.sha1(raw, usedforsecurity=False)
+    digest.update(getattr(raw, "log", b""))
+    return digest.hexdigest()
 
 
 def backoff(attempt: int) -> float:

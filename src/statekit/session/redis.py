@@ -306,7 +306,7 @@ class RedisSession(SessionBase):
         """A value holding deltas after its document, marked for the decoder."""
         end = value.find(b"\n")
         token = doc_token(value) if end >= 0 else None
-        return value if token is None else joined(value, end, token)
+        return value if token is None else joined(value[:end], value[end:], token)
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         if expected.only_base:
