@@ -17,7 +17,8 @@ import attrs
 
 from statekit._cli_support import _under
 from statekit._config import Document
-from statekit._module import StateModule, build
+from statekit._load import build
+from statekit._module import StateModule
 from statekit._secrets import SecretBox, secrets_with
 from statekit._versions import VERSION_KEY, versions_of
 from statekit.errors import Problem, StatekitError, StateLoadError, StateVersionError

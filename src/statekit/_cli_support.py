@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from statekit._config import Document, codec_for, read_document
-from statekit._module import build, overrides_load
+from statekit._load import build, overrides_load
 from statekit._secrets import without_secrets
 from statekit._schema import require_stateful_class
 from statekit.codecs import JSON, Codec

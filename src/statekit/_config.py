@@ -17,7 +17,8 @@ import attrs
 
 from statekit.codecs import JSON, YAML, Codec, with_document_positions
 from statekit._json import describe
-from statekit._module import LoadResult, StateModule, build, overrides_load
+from statekit._load import build, overrides_load
+from statekit._module import LoadResult, StateModule
 from statekit._schema import require_stateful_class
 from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError, StateVersionError
 

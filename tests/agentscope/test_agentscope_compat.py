@@ -13,7 +13,7 @@ import pytest
 
 from agentscope_like import InMemoryMemory, Msg, Toolkit
 from statekit import JSONSession, StateModule, from_config, state_field, stateful
-from statekit._module import build
+from statekit._load import build
 from statekit.errors import (
     SessionError,
     SessionNotFoundError,

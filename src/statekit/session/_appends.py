@@ -24,7 +24,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from statekit._module import Held, HeldList, encode_held
+from statekit._dump import Held, HeldList, encode_held
 from statekit.codecs import json as _json
 from statekit.errors import DocumentError, PathSegment
 

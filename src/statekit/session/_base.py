@@ -24,7 +24,9 @@ import attrs
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
-from statekit._module import LoadResult, StateModule, check_modules, dump_many, load_many
+from statekit._dump import check_modules, dump_many
+from statekit._load import load_many
+from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec, with_document_positions
 from statekit.errors import (
     ConflictError,

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from statekit._gc import paused_gc
-from statekit._module import Held, StateModule, dump_many
+from statekit._dump import Held, dump_many
+from statekit._module import StateModule
 from statekit._secrets import secrets_with
 from statekit.errors import ConflictError, DocumentError, StatekitError
 from statekit.session._appends import (

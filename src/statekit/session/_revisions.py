@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from statekit._module import StateModule, dump_many, load_many
+from statekit._dump import dump_many
+from statekit._load import load_many
+from statekit._module import StateModule
 
 if TYPE_CHECKING:
     from statekit.session._appends import DeltaBase

@@ -1,0 +1,190 @@
+"""Dumping state: the walk from live modules to plain JSON data.
+
+``state_dict()`` walks a module through :func:`dump_root`; sessions call
+:func:`dump_many`, which can share validated JSON values with the live objects
+(``live``, for data encoded at once) and hold append-only lists aside
+(``held``) so that a save writes only their new items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import cattrs
+
+from statekit._cycles import TooDeep, module_problem, value_problem
+from statekit._json import JSONValueError, copy_loose, describe, with_article
+from statekit._limits import MAX_DEPTH
+from statekit._module import StateModule, plan_of, state_extras
+from statekit._overrides import dump_override
+from statekit._plan import DEFAULT_CONVERTER, FieldPlan
+from statekit._problems import dump_problems, problems_of
+from statekit._secrets import seal_into
+from statekit._versions import VERSION_KEY, tag
+from statekit.errors import PathSegment, Problem, StatekitError, StateDumpError
+
+Path = tuple[PathSegment, ...]
+
+
+@attrs.frozen
+class HeldList:
+    """An append-only list met by a dump: whose it is, how it encodes, where it goes.
+
+    Attributes:
+        owner: The module holding it.
+        plan: The field's plan.
+        value: The live list.
+        path: The state keys from the document's root to the list.
+        out: The dumped state dict where its encoding belongs (under ``plan.name``).
+    """
+
+    owner: object
+    plan: FieldPlan
+    value: list[Any]
+    path: Path
+    out: dict[str, Any]
+
+
+Held = list[HeldList]
+
+
+def dump_root(
+    module: StateModule, path: Path, live: bool = False, lax: bool = False, held: Held | None = None
+) -> dict[str, Any]:
+    try:
+        return _dump(module, path, live, lax, held)
+    except TooDeep as exc:
+        raise StateDumpError([module_problem(module, path, exc.path)]) from None
+
+
+def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, held: Held | None = None) -> dict[str, Any]:
+    """The state of ``obj``; ``live`` shares validated JSON values instead of
+    copying them (for data that is encoded at once, see :func:`dump_many`);
+    ``lax`` passes registered values that are not JSON through (see ``state_dict``);
+    ``held`` collects append-only lists instead of encoding them (see :func:`dump_many`)."""
+    if len(path) >= MAX_DEPTH:
+        raise TooDeep(path)  # a cycle of modules, or a chain too long to save
+    version = tag(type(obj))
+    out: dict[str, Any] = {} if version is None else {VERSION_KEY: version}
+    for plan in plan_of(obj).fields:
+        value = getattr(obj, plan.name)
+        dump = plan.encode if live else plan.dump
+        if isinstance(value, StateModule):
+            out[plan.name] = _dump_child(value, (*path, plan.name), live, held)
+        elif plan.secret:
+            seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+        elif held is not None and plan.append_only and type(value) is list:
+            held.append(HeldList(obj, plan, value, (*path, plan.name), out))
+            out[plan.name] = None  # filled in by the caller, or left out of a delta
+        elif live and dump is not None:
+            out[plan.name] = _encode_value(obj, plan, value, (*path, plan.name))
+        elif dump is not None:
+            out[plan.name] = _dump_value(obj, dump, value, (*path, plan.name), plan.tp)
+        elif plan.is_state or plan.module_type is not None:
+            out[plan.name] = None  # an optional nested module that is not set
+    for name, hooks in state_extras(obj).items():
+        value = getattr(obj, name)
+        if isinstance(value, StateModule):
+            out[name] = _dump_child(value, (*path, name), live, held)
+        elif hooks is not None:
+            out[name] = _dump_registered(obj, hooks[0], value, (*path, name), lax)
+    return out
+
+
+def _dump_top(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
+    """A module given to a session: its own ``state_dict()`` when its class overrides it."""
+    if type(module).state_dict is StateModule.state_dict:
+        return dump_root(module, path, live, held=held)
+    return dump_override(module, path)
+
+
+def _dump_child(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
+    """A module's state, through its own ``state_dict()`` when its class overrides it."""
+    if type(module).state_dict is StateModule.state_dict:
+        return _dump(module, path, live, held=held)
+    return dump_override(module, path)
+
+
+def _dump_registered(owner: StateModule, dump: Callable[[Any], Any], value: Any, path: Path, lax: bool) -> Any:
+    if lax and dump is copy_loose:
+        try:
+            return copy_loose(value)
+        except JSONValueError:
+            return value  # for the overriding state_dict() to replace; its result is checked
+    return _dump_value(owner, dump, value, path, Any)
+
+
+def encode_held(held: HeldList, start: int = 0) -> Any:
+    """Encode a held append-only list, from item ``start`` on, as a save would."""
+    return _encode_value(held.owner, held.plan, held.value[start:] if start else held.value, held.path)
+
+
+def _encode_value(owner: object, plan: FieldPlan, value: Any, path: Path) -> Any:
+    """A live hook raises a bare error; the copying hook then says what is wrong, and where."""
+    assert plan.encode is not None and plan.dump is not None
+    try:
+        return plan.encode(value)
+    except Exception:  # noqa: BLE001 - the copying hook reports it
+        return _dump_value(owner, plan.dump, value, path, plan.tp)
+
+
+def _dump_value(owner: object, dump: Callable[[Any], Any], value: Any, path: Path, tp: Any) -> Any:
+    try:
+        return dump(value)
+    except RecursionError:
+        raise StateDumpError([value_problem(value, path)]) from None
+    except Exception as exc:
+        found = [] if tp is Any else dump_problems(converter_of(type(owner)), tp, value, path)
+        problems = [Problem(p, m) for p, m in found or problems_of(exc, path)]
+        raise StateDumpError(problems) from exc
+
+
+def converter_of(cls: type) -> cattrs.Converter:
+    return getattr(cls, "__statekit_converter__", None) or DEFAULT_CONVERTER
+
+
+def dump_many(
+    modules: Mapping[str, StateModule], *, live: bool = False, held: Held | None = None
+) -> dict[str, Any]:
+    """``{name: module.state_dict()}``, with error paths that start at the name.
+
+    Args:
+        modules: The modules, by name.
+        live: Validate JSON-typed values but share them with the live objects
+            instead of copying them. Only for a caller that encodes the result
+            at once, in the same thread, before anything can change the objects.
+        held: Collects every append-only list (with where it goes) instead of
+            encoding it; its place in the result holds ``None`` until the
+            caller fills it in (a session saving only new items).
+
+    Raises:
+        StatekitError: A value is not a state module.
+        StateDumpError: A module's state is not JSON data.
+    """
+    check_modules(modules)
+    return {name: _dump_top(module, (name,), live, held) for name, module in modules.items()}
+
+
+def check_modules(modules: Mapping[str, object]) -> None:
+    """Refuse anything but ``StateModule`` instances, naming the keyword argument.
+
+    Raises:
+        StatekitError: ``name=`` is a class, a value record or any other value.
+    """
+    for name, value in modules.items():
+        if not isinstance(value, StateModule):
+            raise StatekitError(f"{name}= must be a StateModule instance, got {_what(value)}")
+
+
+def _what(value: object) -> str:
+    if isinstance(value, type):
+        hint = "; pass an instance" if issubclass(value, StateModule) else ""
+        return f"the class {value.__qualname__}{hint}"
+    if attrs.has(type(value)):
+        return f"{type(value).__qualname__}, a value record (its class does not subclass StateModule)"
+    return with_article(type(value).__name__) if type(value) in (dict, list) else describe(value)
+
+
+__all__ = ["Held", "HeldList", "check_modules", "converter_of", "dump_many", "dump_root", "encode_held"]

@@ -1,0 +1,369 @@
+"""Loading state, all or nothing: plan every new value and problem, then commit.
+
+The *plan* phase walks the whole tree, builds every new value and collects
+every problem; only when there is none does the *commit* phase assign the new
+values (running overriding ``load_state_dict()`` methods first, restored
+together if one raises). A failed load leaves every object exactly as it was.
+:func:`build` makes new instances from data (configs, the command line).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from statekit._convert import lenient
+from statekit._dump import check_modules, converter_of
+from statekit._json import describe
+from statekit._limits import depth_message, path_too_deep, too_deep
+from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
+from statekit._overrides import Deferred, defer, join_paths, run_overrides
+from statekit._plan import ClassPlan, FieldPlan
+from statekit._problems import only_extra_keys, problems_of, unknown_key
+from statekit._secrets import hidden, open_secret
+from statekit._versions import upgrade
+from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, format_path
+
+T = TypeVar("T")
+Path = tuple[PathSegment, ...]
+
+_LOG = logging.getLogger("statekit")
+
+
+def refuse_too_deep(data: Any) -> None:
+    """Refuse data nested past ``MAX_DEPTH`` before any recursive walk meets it.
+
+    Raises:
+        StateLoadError: Naming the limit and the first path past it.
+    """
+    if too_deep(data):
+        raise StateLoadError([Problem(path_too_deep(data) or (), depth_message())])
+
+
+class Loader:
+    """Collects new values and problems (plan), then assigns them (commit)."""
+
+    def __init__(self, strict: bool, fresh: bool = False) -> None:
+        self.strict = strict
+        self.fresh = fresh
+        self.problems: list[Problem] = []
+        self.assignments: list[tuple[object, str, Any]] = []
+        self.missing: list[str] = []
+        self.unexpected: list[str] = []
+        self.deferred: list[Deferred] = []
+
+    def problem(self, path: Path, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def plan_child(self, module: StateModule, state: Any, path: Path) -> None:
+        """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden."""
+        if type(module).load_state_dict is StateModule.load_state_dict:
+            self.plan(module, state, path)
+            return
+        item = defer(module, state, path, self.strict, self.problems)
+        if item is not None:
+            self.deferred.append(item)
+
+    def plan(self, module: StateModule, state: Any, path: Path) -> None:
+        """Plan the load of one module (and, recursively, its children)."""
+        if not isinstance(state, Mapping):
+            self.problem(path, f"expected an object of state, got {describe(state)}")
+            return
+        state = upgrade(type(module), state, path)
+        keys = _state_keys(module)
+        for name, spec in keys.items():
+            if name in state:
+                self._plan_key(module, name, spec, state[name], (*path, name))
+            elif self.strict and not _is_secret(spec):
+                self.problem((*path, name), "required key is missing")
+            else:
+                self.missing.append(format_path((*path, name)))
+        for name in state:
+            if name not in keys:
+                self._unknown((*path, name), keys)
+
+    def _unknown(self, path: Path, known: Iterable[str]) -> None:
+        if self.strict:
+            self.problem(path, unknown_key(str(path[-1]), known))
+        else:
+            self.unexpected.append(format_path(path))
+
+    def _plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
+        if _is_secret(spec):
+            self._plan_secret(module, spec, data, path)
+            return
+        current = getattr(module, name)
+        if data is None and isinstance(spec, FieldPlan) and spec.nullable:
+            self.assignments.append((module, name, None))
+        elif isinstance(current, StateModule):
+            self.plan_child(current, data, path)
+        elif isinstance(spec, FieldPlan):
+            self._plan_field(module, spec, data, path)
+        elif spec is not None:
+            self._plan_value(module, name, spec[1], data, path)
+
+    def _plan_secret(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+        try:
+            data = open_secret(data)
+        except SecretError as exc:
+            self.problem(path, str(exc))
+            return
+        before = len(self.problems)
+        self._plan_field(module, plan, data, path)
+        hidden(self.problems, before, path)
+
+    def _plan_field(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+        if plan.module_type is not None:
+            self._plan_new_module(module, plan, data, path)
+            return
+        load = plan.load_strict if self.strict else plan.load_lenient
+        if self.strict and self.fresh:
+            load = plan.load_fresh
+        assert load is not None and plan.load_strict is not None
+        if not self.strict:
+            load = self._lenient_load(plan.load_strict, load, data, path)
+        new = self._plan_value(module, plan.name, load, data, path)
+        if new is not _FAILED and plan.field.validator is not None:
+            self._validate(module, plan.field, new, path)
+
+    def _lenient_load(self, strict: Callable[[Any], Any], loose: Callable[[Any], Any], data: Any, path: Path) -> Callable[[Any], Any]:
+        """Report unknown record keys before ignoring them (strict first: it is the common case)."""
+        try:
+            value = strict(data)
+        except Exception as exc:  # noqa: BLE001 - re-raised by the loose hook if real
+            if only_extra_keys(exc):
+                self.unexpected.extend(format_path(p) for p, _ in problems_of(exc, path))
+            return loose
+        return lambda _: value
+
+    def _plan_value(self, module: object, name: str, load: Callable[[Any], Any], data: Any, path: Path) -> Any:
+        try:
+            new = load(data)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a problem
+            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+            return _FAILED
+        self.assignments.append((module, name, new))
+        return new
+
+    def _plan_new_module(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+        """The field names a module class but holds ``None``: build one (or keep ``None``)."""
+        if data is None:
+            self.assignments.append((module, plan.name, None))
+            return
+        assert plan.module_type is not None
+        before = len(self.problems)
+        new = _build_module(plan.module_type, data, self, path, fill_defaults=False)
+        if len(self.problems) == before:
+            self.assignments.append((module, plan.name, new))
+
+    def _validate(self, module: object, field: attrs.Attribute[Any], value: Any, path: Path) -> None:
+        try:
+            field.validator(module, field, value)  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - a validator's refusal is a problem
+            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+
+    def commit(self) -> LoadResult:
+        """Raise every problem, or assign every planned value."""
+        return _commit([self])[0]
+
+
+def _commit(loaders: list[Loader]) -> list[LoadResult]:
+    """Run the deferred overrides of every loader (restored together if one
+    raises), then assign every planned value."""
+    problems = [p for loader in loaders for p in loader.problems]
+    if problems:
+        raise StateLoadError(problems)
+    if any(loader.deferred for loader in loaders):
+        _run_deferred(loaders)
+    for loader in loaders:
+        for target, name, value in loader.assignments:
+            object.__setattr__(target, name, value)
+    ignored = [key for loader in loaders for key in loader.unexpected]
+    if ignored:
+        _LOG.warning("a non-strict load ignored %d unknown key(s): %s", len(ignored), ", ".join(ignored))
+    return [LoadResult(loader.missing, loader.unexpected) for loader in loaders]
+
+
+def _run_deferred(loaders: list[Loader]) -> None:
+    owners = [loader for loader in loaders for _ in loader.deferred]
+    items = [item for loader in loaders for item in loader.deferred]
+    for loader, item, result in zip(owners, items, run_overrides(items), strict=True):
+        if result is not None:
+            loader.missing.extend(join_paths(item.path, result.missing_keys))
+            loader.unexpected.extend(join_paths(item.path, result.unexpected_keys))
+
+
+_FAILED = object()
+
+
+def _state_keys(module: StateModule) -> dict[str, Any]:
+    """Every state key of ``module`` with what loads it, in dump order."""
+    keys: dict[str, Any] = {}
+    for plan in plan_of(module).fields:
+        if plan.is_state or plan.module_type is not None or isinstance(getattr(module, plan.name), StateModule):
+            keys[plan.name] = plan
+    keys.update(state_extras(module))
+    return keys
+
+
+def load_many(
+    modules: Mapping[str, StateModule], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
+) -> dict[str, LoadResult]:
+    """Load several modules from one document, all or nothing.
+
+    Args:
+        modules: The modules to load, by their name in the document.
+        document: ``{name: state}``; keys nobody asked for are ignored.
+        strict: As for :meth:`StateModule.load_state_dict`; a requested module
+            missing from the document is a problem when strict, else reported.
+        fresh: ``document`` comes straight from the JSON codec's decoder and nobody
+            else holds it: its JSON values are checked and kept, not copied.
+
+    Returns:
+        One :class:`LoadResult` per module.
+
+    Raises:
+        StateLoadError: Every problem in every module; nothing was changed.
+    """
+    check_modules(modules)
+    loaders = {name: Loader(strict, fresh) for name in modules}
+    for name, module in modules.items():
+        if name in document:
+            loaders[name].plan_child(module, document[name], (name,))
+        elif strict:
+            loaders[name].problem((name,), "module is missing from the session")
+        else:
+            loaders[name].missing.append(name)
+    return dict(zip(loaders, _commit(list(loaders.values())), strict=True))
+
+
+def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool = True) -> T:
+    """Build a new instance of a ``@stateful`` class (or any attrs class) from JSON data.
+
+    Missing fields take their defaults; a missing required field is a problem,
+    and so is an unknown key when ``strict``. With ``fill_defaults=False`` a
+    module follows the load rules instead: when ``strict``, every state key
+    must be there (as in a strict session load).
+
+    Raises:
+        StateLoadError: Every problem found.
+    """
+    refuse_too_deep(data)
+    loader = Loader(strict)
+    if issubclass(cls, StateModule):
+        obj: T = _build_module(cls, data, loader, (), fill_defaults=fill_defaults)
+    else:
+        obj = _build_record(cls, data, loader)
+    loader.commit()
+    return obj
+
+
+def _build_record(cls: type, data: Any, loader: Loader) -> Any:
+    conv = converter_of(cls)
+    try:
+        return (conv if loader.strict else lenient(conv)).structure(data, cls)
+    except Exception as exc:  # noqa: BLE001 - reported with paths
+        loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, ()))
+        return None
+
+
+def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defaults: bool) -> Any:
+    """A new module from ``data``; ``fill_defaults`` lets missing keys take defaults
+    even when strict (configs); a load into ``None`` follows the load rules."""
+    if not isinstance(data, Mapping):
+        loader.problem(path, f"expected an object of state, got {describe(data)}")
+        return None
+    data = upgrade(cls, data, path)
+    if getattr(cls, "load_state_dict", None) is not StateModule.load_state_dict:
+        return _build_by_override(cls, data, loader, path)
+    plan = _plan_of_class(cls)
+    kwargs: dict[str, Any] = {}
+    for field_plan in plan.fields:
+        _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs, fill_defaults)
+    for name in data:
+        if name not in plan.by_name or not _is_state_plan(plan.by_name[name]):
+            known = [p.name for p in plan.fields if _is_state_plan(p)]
+            loader._unknown((*path, name), known)  # noqa: SLF001 - same module's helper
+    if loader.problems:
+        return None
+    try:
+        return cls(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - a validator or __attrs_post_init__ refused
+        loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+        return None
+
+
+def overrides_load(cls: object) -> bool:
+    """Whether ``cls`` is a module class with its own ``load_state_dict()`` (built and loaded through it)."""
+    return isinstance(cls, type) and issubclass(cls, StateModule) and cls.load_state_dict is not StateModule.load_state_dict
+
+
+def _build_by_override(cls: type, data: Mapping[str, Any], loader: Loader, path: Path) -> Any:
+    """Build with no arguments, then load through the class's own ``load_state_dict()``."""
+    try:
+        module = cls()
+    except Exception as exc:  # noqa: BLE001 - reported with the path
+        message = f"{cls.__qualname__}() raised {type(exc).__name__}: {exc} (an overriding load_state_dict() needs one)"
+        loader.problem(path, message)
+        return None
+    item = defer(module, data, path, loader.strict, loader.problems)
+    if item is not None:
+        item.fresh = True
+        loader.deferred.append(item)
+    return module
+
+
+def _plan_of_class(cls: type) -> ClassPlan:
+    plan: ClassPlan | None = cls.__statekit_plan__  # type: ignore[attr-defined]
+    return plan if plan is not None else late_plan(cls)
+
+
+def _is_secret(spec: Any) -> bool:
+    return isinstance(spec, FieldPlan) and spec.secret
+
+
+def _is_state_plan(plan: FieldPlan) -> bool:
+    return plan.is_state or plan.module_type is not None
+
+
+def _build_field(
+    plan: FieldPlan, data: Mapping[str, Any], loader: Loader, path: Path, kwargs: dict[str, Any], fill_defaults: bool
+) -> None:
+    name = plan.name
+    if not _is_state_plan(plan) or name not in data:
+        _missing_field(plan, loader, path, fill_defaults)
+        return
+    if plan.module_type is not None:
+        value = None
+        if data[name] is not None:
+            value = _build_module(plan.module_type, data[name], loader, path, fill_defaults=fill_defaults)
+    else:
+        load = plan.load_strict if loader.strict else plan.load_lenient
+        assert load is not None
+        try:
+            value = load(open_secret(data[name]) if plan.secret else data[name])
+        except SecretError as exc:
+            loader.problem(path, str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - reported with its path
+            problems = problems_of(exc, path) if not plan.secret else [(path, "not a valid value for this secret field (details hidden)")]
+            loader.problems.extend(Problem(p, m) for p, m in problems)
+            return
+    kwargs[plan.field.alias or name] = value
+
+
+def _missing_field(plan: FieldPlan, loader: Loader, path: Path, fill_defaults: bool) -> None:
+    required = plan.field.default is attrs.NOTHING and plan.field.init
+    if not _is_state_plan(plan) or fill_defaults or plan.secret:
+        if required:
+            loader.problem(path, "required key is missing")
+    elif loader.strict or required:
+        loader.problem(path, "required key is missing")
+    else:
+        loader.missing.append(format_path(path))
+
+
+__all__ = ["Loader", "build", "load_many", "overrides_load", "refuse_too_deep"]
