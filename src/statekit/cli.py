@@ -135,7 +135,7 @@ def _command(commands: Commands, name: str, summary: str, run: Callable[[argpars
     return sub
 
 
-def _add_store_options(sub: argparse.ArgumentParser, *, required_user: bool = False) -> None:
+def _add_store_options(sub: argparse.ArgumentParser) -> None:
     where = sub.add_argument_group("where the sessions are (a folder, or Redis)")
     where.add_argument("--dir", metavar="DIR", help="a folder of session files (JSONSession/YAMLSession)")
     where.add_argument("--yaml", action="store_true", help="the folder holds YAML sessions (default: JSON)")

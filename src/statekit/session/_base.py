@@ -50,11 +50,11 @@ from statekit.session._revisions import (
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
 from statekit.session._companion import split
 from statekit.session._delta_save import (
-    FORMAT_VERSION,
     META_KEY,
     base_after_load,
     check_token,
     is_joined,
+    plain_document,
     save_with_appends,
     token_of,
     without_token,
@@ -531,8 +531,12 @@ class SessionBase(BlockingTwins, abc.ABC):
             size = len(raw)
         log_timed("saved", list(modules), lambda: self._source(key), size, started)
 
-    async def _store(self, key: SessionKey, raw: bytes, expected: Expected | None, *, overwrite: bool) -> Expected:
+    async def _store(
+        self, key: SessionKey, raw: bytes, expected: Expected | None, *, overwrite: bool, base: DeltaBase | None = None
+    ) -> Expected:
         """Write ``raw``: unconditionally, or only over what is expected (else remembered).
+
+        ``base`` is what a later delta save appends to (a document with append-only lists).
 
         Returns:
             What is stored now (the next save's expectation).
@@ -544,7 +548,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         elif not await self._write_if(key, raw, expected):
             source = self._source(key)
             raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
-        written = Expected(raw=raw)
+        written = Expected(raw=raw, base=base)
         self._revisions.remember(key, written)
         return written
 
@@ -557,12 +561,11 @@ class SessionBase(BlockingTwins, abc.ABC):
 
     async def _encode(self, modules: Mapping[str, StateModule]) -> bytes:
         """The document of ``modules``, encoded (a ``StateDumpError`` names any bad value)."""
-        meta = {META_KEY: {"format": FORMAT_VERSION}}
         if self.codec.fast:  # straight from the live objects, before anything can change them
             with paused_gc(), secrets_with(self._secret_box):
-                return self.codec.dumps({**meta, **dump_many(modules, live=True)})
+                return self.codec.dumps(plain_document(dump_many(modules, live=True)))
         with paused_gc(), secrets_with(self._secret_box):
-            document = {**meta, **dump_many(modules)}  # a snapshot: encoded in another thread
+            document = plain_document(dump_many(modules))  # a snapshot: encoded in another thread
         return await self._run_codec(without_gc(self.codec.dumps), document)
 
     async def _decode(self, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
@@ -587,6 +590,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             _check_meta(document[META_KEY], self._source(key))
         return document
 
+
 def _with_meta(data: object, source: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         kind = type(data).__name__
@@ -594,7 +598,7 @@ def _with_meta(data: object, source: str) -> dict[str, Any]:
     if META_KEY in data:
         _check_meta(data[META_KEY], source)
         return without_token(data)  # written whole: deltas stored beside an older document are not its
-    return {META_KEY: {"format": FORMAT_VERSION}, **data}
+    return plain_document(data)
 
 
 def _check_meta(meta: object, source: str) -> None:

@@ -42,6 +42,11 @@ FORMAT_VERSION: Final = 1
 """The version of the session document this statekit writes when it has no deltas."""
 
 
+def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
+    """A session document without deltas: statekit's metadata, then the module states."""
+    return {META_KEY: {"format": FORMAT_VERSION}, **states}
+
+
 async def save_with_appends(
     session: SessionBase,
     key: SessionKey,
@@ -59,7 +64,7 @@ async def save_with_appends(
     with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - its helper
         skeleton = dump_many(modules, live=True, held=held)
         if not held:  # nothing append-only: the plain save
-            raw = session.codec.dumps({META_KEY: {"format": FORMAT_VERSION}, **skeleton})
+            raw = session.codec.dumps(plain_document(skeleton))
     if not held:
         await session._store(key, raw, expected, overwrite=overwrite)  # noqa: SLF001
         return len(raw)
@@ -99,8 +104,7 @@ async def _save_full(
         fill(held)
         raw = session.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token}, **skeleton})
     base = base_after_write(token, len(raw), shape, held)
-    await session._store(key, raw, expected, overwrite=overwrite)  # noqa: SLF001
-    session._revisions.remember(key, Expected(raw=raw, base=base))  # noqa: SLF001
+    await session._store(key, raw, expected, overwrite=overwrite, base=base)  # noqa: SLF001
     return len(raw)
 
 
