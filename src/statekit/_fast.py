@@ -47,7 +47,7 @@ def fast_structure(tp: Any, conv: cattrs.Converter, *, fresh: bool = False) -> F
             holds it: JSON-typed values are checked, not copied, and what
             sits under ``Any`` is not walked (it makes only JSON data).
     """
-    if not is_ours(conv.get_structure_hook(tp)) or _runs_from_json(tp):
+    if not is_ours(conv.get_structure_hook(tp)) or runs_from_json(tp):
         # A user's hook or from_json runs once, in cattrs' path only, so both
         # paths give the same result and a failure never calls it twice.
         return _via_cattrs(tp, conv)
@@ -66,7 +66,7 @@ def fast_structure(tp: Any, conv: cattrs.Converter, *, fresh: bool = False) -> F
 _from_json: dict[Any, bool] = {}
 
 
-def _runs_from_json(tp: Any) -> bool:
+def runs_from_json(tp: Any) -> bool:
     """Whether structuring ``tp`` calls a field's ``from_json`` (in a record it holds, at any depth)."""
     try:
         return _from_json[tp]

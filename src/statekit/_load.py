@@ -73,10 +73,10 @@ class Loader:
             self.problem(path, f"expected an object of state, got {describe(state)}")
             return
         state = upgrade(type(module), state, path)
-        keys = _state_keys(module)
+        keys = state_keys(module)
         for name, spec in keys.items():
             if name in state:
-                self._plan_key(module, name, spec, state[name], (*path, name))
+                self.plan_key(module, name, spec, state[name], (*path, name))
             elif self.strict and not _is_secret(spec):
                 self.problem((*path, name), "required key is missing")
             else:
@@ -91,7 +91,7 @@ class Loader:
         else:
             self.unexpected.append(format_path(path))
 
-    def _plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
+    def plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
         if _is_secret(spec):
             self._plan_secret(module, spec, data, path)
             return
@@ -167,10 +167,10 @@ class Loader:
 
     def commit(self) -> LoadResult:
         """Raise every problem, or assign every planned value."""
-        return _commit([self])[0]
+        return commit_all([self])[0]
 
 
-def _commit(loaders: list[Loader]) -> list[LoadResult]:
+def commit_all(loaders: list[Loader]) -> list[LoadResult]:
     """Run the deferred overrides of every loader (restored together if one
     raises), then assign every planned value."""
     problems = [p for loader in loaders for p in loader.problems]
@@ -199,7 +199,7 @@ def _run_deferred(loaders: list[Loader]) -> None:
 _FAILED = object()
 
 
-def _state_keys(module: StateModule) -> dict[str, Any]:
+def state_keys(module: StateModule) -> dict[str, Any]:
     """Every state key of ``module`` with what loads it, in dump order."""
     keys: dict[str, Any] = {}
     for plan in plan_of(module).fields:
@@ -237,7 +237,7 @@ def load_many(
             loaders[name].problem((name,), "module is missing from the session")
         else:
             loaders[name].missing.append(name)
-    return dict(zip(loaders, _commit(list(loaders.values())), strict=True))
+    return dict(zip(loaders, commit_all(list(loaders.values())), strict=True))
 
 
 def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool = True) -> T:
@@ -366,4 +366,4 @@ def _missing_field(plan: FieldPlan, loader: Loader, path: Path, fill_defaults: b
         loader.missing.append(format_path(path))
 
 
-__all__ = ["Loader", "build", "load_many", "overrides_load", "refuse_too_deep"]
+__all__ = ["Loader", "build", "commit_all", "load_many", "overrides_load", "refuse_too_deep", "state_keys"]

@@ -26,6 +26,7 @@ from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
 from statekit._load import load_many
+from statekit._typed import decode, load_typed, typed_document
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec, with_document_positions
 from statekit.errors import (
@@ -68,6 +69,7 @@ MAX_ID_LENGTH = 200
 """The longest ``session_id`` or ``user_id``, in characters."""
 
 INLINE_DECODE_BYTES = 1 << 20
+BOM = b"\xef\xbb\xbf"
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
@@ -497,22 +499,45 @@ class SessionBase(BlockingTwins, abc.ABC):
         if raw is None:
             self._revisions.remember(key, MISSING)
             return None, MISSING
-        document = await self._decode(raw, key)
+        base = None
         try:
-            with paused_gc(), secrets_with(self._secret_box):
-                results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
+            results = await self._load_typed(raw, modules, strict)
+            if results is None:
+                results, base = await self._load_plain(raw, key, modules, strict)
         except StateLoadError as err:
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
         except StateVersionError as err:
             raise err.located(self._source(key)) from err.__cause__
-        base = None
-        if token_of(document):  # saved with append-only lists: what the next save compares with
-            with secrets_with(self._secret_box):
-                base = base_after_load(modules, document, raw)
         seen = Expected(raw=raw, base=base)
         self._revisions.remember(key, seen)
         log_timed("loaded", list(modules), lambda: self._source(key), len(raw), started)
         return results, seen
+
+    async def _load_typed(
+        self, raw: bytes, modules: Mapping[str, StateModule], strict: bool
+    ) -> dict[str, LoadResult] | None:
+        """The fast load (see :mod:`statekit._typed`); ``None``, nothing changed, when it does not apply."""
+        typed = typed_document(modules, META_KEY) if self.codec.fast and not split(raw)[1] else None
+        if typed is None:
+            return None
+        body = raw[len(BOM):] if raw.startswith(BOM) else raw
+        document = await self._run_codec(without_gc(decode), typed, body, size=len(body))
+        if document is None:
+            return None
+        with paused_gc(), secrets_with(self._secret_box):
+            return load_typed(typed, modules, document, strict)
+
+    async def _load_plain(
+        self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    ) -> tuple[dict[str, LoadResult], DeltaBase | None]:
+        """The full load: decode to plain data, plan and report every problem, commit."""
+        document = await self._decode(raw, key)
+        with paused_gc(), secrets_with(self._secret_box):
+            results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
+        if not token_of(document):
+            return results, None
+        with secrets_with(self._secret_box):  # saved with append-only lists: what the next save compares with
+            return results, base_after_load(modules, document, raw)
 
     async def _save_modules(
         self,

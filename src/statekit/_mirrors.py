@@ -1,0 +1,181 @@
+"""msgspec mirrors of value types: what well-formed data looks like, said so that msgspec checks it in C.
+
+A mirror of a value type is a msgspec type plus, where the value holds
+records, a Python expression that makes the real value from what msgspec
+decoded, through each record class's own constructor (so attrs validators, converters and
+``__attrs_post_init__`` run, as in cattrs' path). A record's mirror is a
+``msgspec.Struct`` with exactly the record's keys, all required and no other
+allowed: a missing defaulted key, an extra key or an old version makes the
+decode fail, and the caller takes the full path, which handles and reports it.
+
+The expressions of nested records are inlined into one another (a list of
+messages becomes one list comprehension calling ``Msg(...)``), and one
+function is compiled per module field: no Python call per record but the
+constructor's own.
+
+Only what statekit's own hooks would do is mirrored: a user's cattrs hook, a
+``from_json`` codec, a recursive record or a type msgspec cannot express has
+no mirror (``None``), and the caller leaves that data to the full path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+import cattrs
+import msgspec
+
+from statekit._convert import generation, is_ours, type_hints
+from statekit._fast import runs_from_json
+from statekit._json import is_json_type
+from statekit._versions import VERSION_KEY, tag
+
+Build = Callable[[Any], Any]
+HOLE = "@"
+
+
+@attrs.frozen
+class Mirror:
+    """How values of one type are decoded and built.
+
+    Attributes:
+        tp: The msgspec type to decode.
+        code: A Python expression making the value from the decoded one, which
+            it names :data:`HOLE`; ``None`` when the decoded value is the value.
+        names: The globals ``code`` needs (record classes, by generated names).
+    """
+
+    tp: Any
+    code: str | None = None
+    names: dict[str, Any] = attrs.field(factory=dict)
+
+
+def value_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
+    """The mirror of ``tp`` under ``conv``, or ``None`` when it has none."""
+    if is_json_type(tp):
+        return _json_mirror(tp, conv)
+    if isinstance(tp, type) and attrs.has(tp) and not hasattr(tp, "__statekit_plan__"):
+        return record_mirror(tp, conv)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list and len(args) == 1:
+        return _container(list, args[0], conv)
+    if origin is dict and len(args) == 2 and args[0] is str:
+        return _container(dict, args[1], conv)
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        return _optional(args[0] if args[1] is type(None) else args[1], conv)
+    return None
+
+
+def _json_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
+    if not is_ours(conv.get_structure_hook(tp)) or not _msgspec_takes(tp):
+        return None
+    return Mirror(tp)
+
+
+def _msgspec_takes(tp: Any) -> bool:
+    try:
+        msgspec.json.Decoder(tp)
+    except TypeError:  # a union msgspec cannot tell apart
+        return False
+    return True
+
+
+_counter = itertools.count()
+
+
+def _container(kind: type, item_tp: Any, conv: cattrs.Converter) -> Mirror | None:
+    item = value_mirror(item_tp, conv)
+    if item is None or item.code is None:
+        return None  # JSON items make a JSON type, mirrored above; others have none
+    var = f"_x{next(_counter)}"
+    each = item.code.replace(HOLE, var)
+    generic: Any = kind  # subscripted at run time with the items' mirror type
+    if kind is list:
+        return Mirror(generic[item.tp], f"[{each} for {var} in {HOLE}]", item.names)
+    return Mirror(generic[str, item.tp], f"{{_k: {each} for _k, {var} in {HOLE}.items()}}", item.names)
+
+
+def _optional(inner_tp: Any, conv: cattrs.Converter) -> Mirror | None:
+    inner = value_mirror(inner_tp, conv)
+    if inner is None or inner.code is None:
+        return None
+    return Mirror(inner.tp | None, f"(None if {HOLE} is None else {inner.code})", inner.names)
+
+
+_records: dict[tuple[type, cattrs.Converter, int], Mirror | None] = {}
+_building: set[type] = set()
+
+
+def record_mirror(cls: type, conv: cattrs.Converter) -> Mirror | None:
+    """The mirror of an attrs record (cached per class and converter state)."""
+    key = (cls, conv, generation(conv))
+    if key in _records:
+        return _records[key]
+    if cls in _building:
+        return None  # a recursive record: its depth is unbounded, left to the full path
+    _building.add(cls)
+    try:
+        mirror = _make_record_mirror(cls, conv)
+    finally:
+        _building.discard(cls)
+    _records[key] = mirror
+    return mirror
+
+
+def _make_record_mirror(cls: type, conv: cattrs.Converter) -> Mirror | None:
+    if not is_ours(conv.get_structure_hook(cls)) or runs_from_json(cls):
+        return None
+    try:
+        hints = type_hints(cls)
+    except NameError:
+        return None
+    fields = attrs.fields(cls)
+    mirrors = [value_mirror(hints.get(f.name, Any), conv) for f in fields]
+    if any(m is None for m in mirrors) or not all(f.init for f in fields):
+        return None
+    return _record(cls, fields, typing.cast(list[Mirror], mirrors))
+
+
+def _record(cls: type, fields: tuple[attrs.Attribute[Any], ...], mirrors: list[Mirror]) -> Mirror:
+    """A Struct with the record's keys, and a call of the record's class on its fields."""
+    spec: list[tuple[str, Any, Any]] = [
+        (f"f{i}", m.tp, msgspec.field(name=f.name)) for i, (f, m) in enumerate(zip(fields, mirrors, strict=True))
+    ]
+    version = tag(cls)
+    if version is not None:
+        spec.append(("v", Literal[version], msgspec.field(name=VERSION_KEY)))
+    struct = msgspec.defstruct(f"{cls.__name__}Mirror", spec, forbid_unknown_fields=True, gc=False)
+    name = f"_{cls.__name__}_{next(_counter)}"
+    names: dict[str, Any] = {name: cls}
+    args = []
+    for i, (field, mirror) in enumerate(zip(fields, mirrors, strict=True)):
+        value = f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}")
+        names.update(mirror.names)
+        args.append(f"{field.alias}={value}" if field.kw_only else value)
+    return Mirror(struct, f"{name}({', '.join(args)})", names)
+
+
+def compile_build(mirror: Mirror, where: str) -> Build:
+    """A function making the value from what msgspec decoded for ``mirror``."""
+    if mirror.code is None:
+        return _as_decoded
+    source = f"def build(value):\n    return {mirror.code.replace(HOLE, 'value')}\n"
+    filename = f"<statekit mirror build {where}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    names = dict(mirror.names)
+    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated from field indexes only
+    build: Build = names["build"]
+    return build
+
+
+def _as_decoded(value: Any) -> Any:
+    return value
+
+
+__all__ = ["HOLE", "Build", "Mirror", "compile_build", "record_mirror", "value_mirror"]

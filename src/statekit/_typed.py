@@ -1,0 +1,236 @@
+"""Typed session loads: JSON bytes straight into records, checked in one C pass.
+
+For the modules a load asks for, statekit describes the document it expects
+as msgspec types: a Struct per module with exactly its state keys (and its
+``__version__``), the mirrors of its fields (:mod:`statekit._mirrors`), and a
+document Struct with the requested module names. msgspec decodes and checks
+the whole document in C; generated code builds the records; the usual
+:class:`~statekit._load.Loader` collects the assignments, and commits them
+all or nothing.
+
+This is the fast path for well-formed data only, and it never reports: on any
+surprise (a wrong type, a missing or unknown key, an older version, a value
+nested too deep, a validator's refusal) :func:`load_typed` returns ``None``
+and the caller runs the full load, which handles or reports it with paths.
+A key without a mirror (a secret, an overriding module, a ``datetime``) is
+decoded as plain JSON and goes through the Loader's own per-key planning.
+Shapes where a user's hook or codec would run are left to the full path
+entirely, so that user code never runs twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+import msgspec
+import orjson
+
+from statekit._dump import check_modules, converter_of
+from statekit._limits import MAX_DEPTH
+from statekit._load import Loader, commit_all, state_keys
+from statekit._mirrors import compile_build, value_mirror
+from statekit._module import LoadResult, StateModule, plan_of, state_extras
+from statekit._plan import DEFAULT_CONVERTER, FieldPlan
+from statekit._versions import VERSION_KEY, tag
+
+Shape = tuple[Any, ...]
+Planner = Callable[[Loader, StateModule, Any, tuple[str, ...]], None]
+_TYPED, _CHILD, _GENERIC = 0, 1, 2
+
+
+class _Surprise(Exception):
+    """The data or the modules are not the common case: take the full path."""
+
+
+class _NoMirror(Exception):
+    """A module of this shape has a key only the full path may load."""
+
+
+@attrs.frozen
+class TypedDocument:
+    """The decoder and planners for one shape of requested modules.
+
+    Attributes:
+        decoder: Decodes the whole document into mirrors.
+        planners: One per requested module, in the order of the document's fields.
+    """
+
+    decoder: msgspec.json.Decoder[Any]
+    planners: tuple[Planner, ...]
+
+
+class _Meta(msgspec.Struct, forbid_unknown_fields=True):
+    """The metadata of a plain session document (one with deltas has a token: full path)."""
+
+    format: Literal[1]
+
+
+_documents: dict[Shape, TypedDocument | None] = {}
+_LOCK = threading.Lock()
+_KEEP = 256  # shapes remembered (module names are part of a shape, and callers may make many)
+
+
+def typed_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDocument | None:
+    """The typed decoder for these modules as they are now, or ``None`` when the full path must load them."""
+    check_modules(modules)
+    try:
+        shape = tuple((name, _shape(module, 1)) for name, module in modules.items())
+    except _Surprise:
+        return None
+    try:
+        return _documents[shape]
+    except KeyError:
+        pass
+    with _LOCK:  # threads of several sessions may meet here
+        try:
+            made: TypedDocument | None = _make_document(modules, meta_key)
+        except _NoMirror:
+            made = None
+        if len(_documents) >= _KEEP:
+            del _documents[next(iter(_documents))]  # the oldest
+        _documents[shape] = made
+    return made
+
+
+def _shape(module: StateModule, level: int) -> Shape:
+    """What decides a module's mirror: its class, and which of its keys hold modules now."""
+    if level >= MAX_DEPTH:
+        raise _Surprise  # a cycle of modules: the full path names it
+    extras = state_extras(module)
+    if extras and any(hooks is not None for hooks in extras.values()):
+        raise _Surprise  # registered attributes: their hooks are the user's
+    held = []
+    for plan in plan_of(module).fields:
+        value = getattr(module, plan.name)
+        held.append(_shape(value, level + 1) if isinstance(value, StateModule) else None)
+    for name in extras:
+        held.append((name, _shape(getattr(module, name), level + 1)))
+    return (type(module), tuple(held))
+
+
+def _make_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDocument:
+    spec: list[tuple[str, Any, Any]] = []
+    planners: list[Planner] = []
+    for index, (name, module) in enumerate(modules.items()):
+        struct, planner = _module_mirror(module)
+        spec.append((f"m{index}", struct, msgspec.field(name=name)))
+        planners.append(planner)
+    spec.append(("meta", _Meta | None, msgspec.field(name=meta_key, default=None)))
+    document = msgspec.defstruct("Document", spec)
+    return TypedDocument(msgspec.json.Decoder(document), tuple(planners))
+
+
+def _module_mirror(module: StateModule) -> tuple[Any, Planner]:
+    """A module's Struct, and the planner that loads it from one."""
+    if type(module).load_state_dict is not StateModule.load_state_dict:
+        raise _NoMirror  # an overriding module at the top: its own method loads it
+    spec: list[tuple[str, Any, Any]] = []
+    steps: list[tuple[int, str, str, Any]] = []
+    for index, (name, spec_of_key) in enumerate(state_keys(module).items()):
+        attr = f"k{index}"
+        kind, tp, extra = _key(module, name, spec_of_key)
+        spec.append((attr, tp, msgspec.field(name=name)))
+        steps.append((kind, name, attr, extra))
+    version = tag(type(module))
+    if version is not None:
+        spec.append(("version", Literal[version], msgspec.field(name=VERSION_KEY)))
+    struct = msgspec.defstruct(f"{type(module).__name__}State", spec, forbid_unknown_fields=True)
+    return struct, _planner(tuple(steps))
+
+
+def _key(module: StateModule, name: str, spec: Any) -> tuple[int, Any, Any]:
+    """``(kind, msgspec type, what plans it)`` for one state key."""
+    current = getattr(module, name)
+    if isinstance(current, StateModule):
+        if type(current).load_state_dict is not StateModule.load_state_dict:
+            return _GENERIC, Any, spec  # its own load_state_dict() runs at the commit
+        struct, planner = _module_mirror(current)
+        nullable = isinstance(spec, FieldPlan) and spec.nullable
+        return _CHILD, struct | None if nullable else struct, planner
+    if not isinstance(spec, FieldPlan) or spec.module_type is not None or spec.load_fresh is spec.load_strict:
+        raise _NoMirror  # a new module to build, or a user's hook or codec
+    conv = converter_of(type(module))
+    mirror = None if spec.secret or conv is not DEFAULT_CONVERTER else value_mirror(spec.tp, conv)
+    if mirror is None:
+        return _GENERIC, Any, spec  # plain JSON, loaded by the Loader's own hooks
+    build = compile_build(mirror, f"{type(module).__qualname__}.{name}")
+    return _TYPED, mirror.tp, (build, spec.field)
+
+
+def _planner(steps: tuple[tuple[int, str, str, Any], ...]) -> Planner:
+    def plan(loader: Loader, module: StateModule, state: Any, path: tuple[str, ...]) -> None:
+        for kind, name, attr, extra in steps:
+            value = getattr(state, attr)
+            if kind == _TYPED:
+                _plan_typed(loader, module, name, value, extra)
+            elif kind == _CHILD and value is None:
+                loader.assignments.append((module, name, None))
+            elif kind == _CHILD:
+                extra(loader, getattr(module, name), value, (*path, name))
+            else:
+                loader.plan_key(module, name, extra, value, (*path, name))
+
+    return plan
+
+
+def _plan_typed(loader: Loader, module: StateModule, name: str, value: Any, extra: Any) -> None:
+    build, field = extra
+    value = build(value)
+    if field.validator is not None:
+        field.validator(module, field, value)
+    loader.assignments.append((module, name, value))
+
+
+def load_typed(
+    typed: TypedDocument, modules: Mapping[str, StateModule], document: Any, strict: bool
+) -> dict[str, LoadResult] | None:
+    """Plan and commit a decoded document; ``None`` (nothing changed) when the full path must load it.
+
+    Raises:
+        StateLoadError: An overriding module's own ``load_state_dict()`` refused
+            its state at the commit (as the full path would).
+    """
+    loaders = {name: Loader(strict, fresh=True) for name in modules}
+    try:
+        for index, (name, module) in enumerate(modules.items()):
+            typed.planners[index](loaders[name], module, getattr(document, f"m{index}"), (name,))
+    except Exception:  # noqa: BLE001 - a validator or constructor refused: the full path reports it
+        return None
+    if any(loader.problems for loader in loaders.values()):
+        return None
+    return dict(zip(loaders, commit_all(list(loaders.values())), strict=True))
+
+
+def decode(typed: TypedDocument, raw: bytes) -> Any:
+    """The document's mirrors, or ``None`` when msgspec refuses it or it nests
+    too deep (the full path says why)."""
+    try:
+        document = typed.decoder.decode(raw)
+    except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
+        return None
+    return None if _too_deep(document) else document
+
+
+_PAD = 254 - MAX_DEPTH  # orjson refuses to nest past 254 levels
+
+
+def _too_deep(document: Any) -> bool:
+    """Whether the decoded document nests past ``MAX_DEPTH`` (one C pass; unsure means yes).
+
+    Only values typed ``Any`` can nest without bound; orjson walks the whole
+    document, each mirror Struct written as the array of its fields (one level, as its object).
+    """
+    padded: Any = document
+    for _ in range(_PAD):
+        padded = [padded]
+    try:
+        orjson.dumps(padded, default=msgspec.structs.astuple)
+    except orjson.JSONEncodeError:
+        return True  # too deep, or data orjson cannot write (a huge integer): the full path decides
+    return False
+
+
+__all__ = ["TypedDocument", "decode", "load_typed", "typed_document"]

@@ -1,0 +1,276 @@
+"""The typed session load (msgspec mirrors) and the full path cannot disagree (issue 11).
+
+The typed path only ever loads well-formed data, and must then give exactly
+what the full path gives; on anything else it declines (changing nothing) and
+the full path loads or reports. These tests compare the two on random types
+and data, pin the cases where it must decline, and check that it is taken.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Optional
+
+import attrs
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from statekit import JSONSession, LoadResult, StateDefinitionError, StateLoadError, StateModule, state_field, stateful
+from statekit._limits import MAX_DEPTH
+from statekit._load import load_many
+from statekit._typed import decode, load_typed, typed_document
+from statekit.codecs import JSON
+from statekit.errors import DocumentError
+from statekit.session._delta_save import META_KEY
+
+from strategies import data_for, json_data, record_types, value_types
+from test_agreement import shape
+
+META = {META_KEY: {"format": 1}}
+
+
+def holder(tp: Any) -> type[StateModule]:
+    """A module class with one field, ``value: tp``."""
+    namespace = {"__annotations__": {"value": tp}, "value": state_field(default=None)}
+    cls: type[StateModule] = stateful(type("Holder", (StateModule,), namespace))
+    return cls
+
+
+def typed(modules: dict[str, StateModule], raw: bytes, strict: bool = True) -> dict[str, LoadResult] | None:
+    """The typed path alone: its results, or ``None`` when it declines."""
+    document_type = typed_document(modules, META_KEY)
+    if document_type is None:
+        return None
+    document = decode(document_type, raw)
+    return None if document is None else load_typed(document_type, modules, document, strict)
+
+
+def full(modules: dict[str, StateModule], raw: bytes, strict: bool = True) -> Any:
+    """The full path alone: its results, or the problems it reports."""
+    try:
+        return load_many(modules, JSON.loads(raw, None), strict=strict, fresh=True)
+    except StateLoadError as err:
+        return sorted((p.path, p.message) for p in err.problems)
+
+
+def assert_agree(cls: type[StateModule], data: Any, strict: bool) -> bool:
+    """Load ``{"value": data}`` both ways; return whether the typed path took it."""
+    raw = msgspec.json.encode({**META, "m": {"value": data}})
+    fast, slow = cls(), cls()
+    before = shape(fast.value)  # type: ignore[attr-defined]
+    got = typed({"m": fast}, raw, strict)
+    expected = full({"m": slow}, raw, strict)
+    if got is None:
+        assert shape(fast.value) == before  # type: ignore[attr-defined]  # declined: nothing changed
+        return False
+    assert isinstance(expected, dict), f"typed path loaded what the full path refuses: {expected}"
+    assert shape(fast.value) == shape(slow.value)  # type: ignore[attr-defined]
+    assert got == expected
+    return True
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_typed_and_full_paths_agree_on_random_types_and_data(data: st.DataObject) -> None:
+    tp = data.draw(st.one_of(value_types, record_types), label="type")
+    try:
+        cls = holder(tp)
+    except StateDefinitionError:
+        return  # refused at definition: nothing to compare
+    values = st.one_of(data_for(tp), data_for(tp, noisy=True), json_data)
+    for value in data.draw(st.lists(values, min_size=3, max_size=3), label="data"):
+        for strict in (True, False):
+            assert_agree(cls, copy.deepcopy(value), strict)
+
+
+@stateful
+class Msg:
+    role: str
+    content: str | list[dict[str, Any]]
+    metadata: dict[str, Any] | None = None
+
+
+@stateful(frozen=True)
+class Stamp:
+    at: str
+    tags: list[str] = attrs.field(factory=list)
+
+
+@stateful
+class Memory(StateModule):
+    content: list[Msg] = state_field(factory=list)
+    stamps: dict[str, Stamp] = state_field(factory=dict)
+
+
+@stateful
+class Agent(StateModule):
+    name: str = state_field(default="")
+    score: float = state_field(default=0.0)
+    memory: Memory = state_field(factory=Memory)
+    last: Optional[Msg] = state_field(default=None)
+
+
+def agent_document(**changes: Any) -> dict[str, Any]:
+    state = {
+        "name": "Friday",
+        "score": 3,
+        "memory": {
+            "content": [{"role": "user", "content": "hi", "metadata": {"turn": 1}}, {"role": "assistant", "content": [{"type": "text"}], "metadata": None}],
+            "stamps": {"a": {"at": "noon", "tags": ["x"]}},
+        },
+        "last": None,
+    }
+    state.update(changes)
+    return {**META, "agent": state}
+
+
+def test_well_formed_data_takes_the_typed_path_and_loads_as_the_full_path_does() -> None:
+    raw = msgspec.json.encode(agent_document())
+    fast, slow = Agent(), Agent()
+    assert typed({"agent": fast}, raw) is not None
+    full({"agent": slow}, raw)
+    assert fast == slow
+    assert fast.score == 3.0 and type(fast.score) is float  # an int in a float field, as cattrs makes it
+    assert fast.memory.content[0] == Msg("user", "hi", {"turn": 1})
+    assert fast.memory.stamps["a"] == Stamp("noon", ["x"])
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"name": 1},  # a wrong type
+        {"extra": 1},  # an unknown key in a module
+        {"memory": {"content": [{"role": "user", "content": "hi", "metadata": None, "zz": 1}], "stamps": {}}},  # in a record
+        {"memory": {"content": [{"role": "user", "content": "hi"}], "stamps": {}}},  # a defaulted key left out
+        {"last": {"role": "user", "content": 5}},
+        {"score": "high"},
+    ],
+)
+def test_anything_unusual_is_declined_and_changes_nothing(changes: dict[str, Any]) -> None:
+    raw = msgspec.json.encode(agent_document(**changes))
+    agent = Agent(name="before")
+    assert typed({"agent": agent}, raw) is None
+    assert agent == Agent(name="before")
+
+
+def test_a_document_with_deltas_or_a_newer_format_is_declined() -> None:
+    agent = Agent()
+    for meta in ({"format": 1, "token": "t"}, {"format": 2}, {"format": "1"}):
+        raw = msgspec.json.encode({**agent_document(), META_KEY: meta})
+        assert typed({"agent": agent}, raw) is None
+    assert typed({"agent": agent}, msgspec.json.encode({"agent": agent_document()["agent"]})) is not None  # no metadata: older files
+
+
+@stateful
+class Checked:
+    text: str = attrs.field(validator=attrs.validators.min_len(1))
+
+
+@stateful
+class Notes(StateModule):
+    checked: list[Checked] = state_field(factory=list)
+    count: int = state_field(default=0, validator=attrs.validators.ge(0))
+
+
+def test_a_validator_refusal_reports_through_the_full_path_with_its_path(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    (tmp_path / "s.json").write_bytes(msgspec.json.encode({**META, "notes": {"checked": [{"text": "ok"}, {"text": ""}], "count": 1}}))
+    notes = Notes(count=7)
+    with pytest.raises(StateLoadError) as caught:
+        session.load("s", notes=notes)
+    assert [p.path for p in caught.value.problems] == [("notes", "checked", 1)]  # the record its validator refused
+    assert notes == Notes(count=7)
+    (tmp_path / "s.json").write_bytes(msgspec.json.encode({**META, "notes": {"checked": [], "count": -1}}))
+    with pytest.raises(StateLoadError) as caught:
+        session.load("s", notes=notes)
+    assert [p.path for p in caught.value.problems] == [("notes", "count")]
+
+
+@stateful
+class Blob(StateModule):
+    data: Any = state_field(default=None)
+
+
+def nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_the_depth_limit_is_exact_on_the_typed_path(tmp_path: Path) -> None:
+    most = MAX_DEPTH - 2  # the document and the module's state are two levels
+    blob = Blob()
+    assert typed({"blob": blob}, msgspec.json.encode({**META, "blob": {"data": nested(most)}})) is not None
+    assert blob.data == nested(most)
+    too_deep = msgspec.json.encode({**META, "blob": {"data": nested(most + 1)}})
+    assert typed({"blob": Blob()}, too_deep) is None
+    (tmp_path / "deep.json").write_bytes(too_deep)
+    with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        JSONSession(tmp_path).load("deep", blob=Blob())
+
+
+@stateful
+class Custom(StateModule):
+    """A module with its own load_state_dict, held by a typed one."""
+
+    seen: list[Any] = state_field(factory=list)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True) -> LoadResult:
+        self.seen.append(state_dict)
+        return LoadResult([], [])
+
+
+@stateful
+class Host(StateModule):
+    title: str = state_field(default="")
+    custom: Custom = state_field(factory=Custom)
+    token: str = state_field(default="", secret=True)
+    child: Optional[Memory] = state_field(default=None)
+
+
+def test_keys_without_a_mirror_load_through_the_loader_beside_typed_ones(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.use_secret_key("k" * 32)
+    host = Host(title="t", token="s3cret")
+    host.child = Memory()
+    session.save("h", host=host)
+    loaded = Host()
+    loaded.child = Memory()
+    session.load("h", host=loaded)
+    assert (loaded.title, loaded.token, loaded.custom.seen) == ("t", "s3cret", [{"seen": []}])
+    assert loaded.child == Memory()
+
+
+def test_a_byte_order_mark_and_a_failed_second_module_leave_everything_as_it_was(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    good = msgspec.json.encode({**agent_document(), "notes": {"checked": [{"text": ""}], "count": 0}})
+    (tmp_path / "s.json").write_bytes(b"\xef\xbb\xbf" + good)
+    agent, notes = Agent(name="before"), Notes()
+    with pytest.raises(StateLoadError):
+        session.load("s", agent=agent, notes=notes)
+    assert agent == Agent(name="before") and notes == Notes()
+    (tmp_path / "s.json").write_bytes(b"\xef\xbb\xbf" + msgspec.json.encode(agent_document()))
+    session.load("s", agent=agent)
+    assert agent.name == "Friday"
+
+
+@pytest.mark.parametrize(
+    ("tp", "data"),
+    [
+        (str, "x"),
+        (float, 2),
+        (Optional[int], None),
+        (list[dict[str, Any]], [{"a": [1, {"b": None}]}]),
+        (Msg, {"role": "r", "content": [{"type": "text"}], "metadata": {"k": 1.5}}),
+        (list[Msg], [{"role": "r", "content": "c", "metadata": None}]),
+        (dict[str, Stamp], {"s": {"at": "noon", "tags": []}}),
+        (Optional[Stamp], {"at": "noon", "tags": ["t"]}),
+    ],
+)
+def test_mirrored_types_take_the_typed_path(tp: Any, data: Any) -> None:
+    cls = holder(tp)
+    assert assert_agree(cls, data, strict=True)
+    assert assert_agree(cls, data, strict=False)
