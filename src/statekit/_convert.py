@@ -31,7 +31,6 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit._fields import field_codec
-from statekit._checkers import fast_checker
 from statekit._json import copy_any, copy_loose, describe, is_json_type, make_copier, type_name
 from statekit._versions import versioned_structure, versioned_unstructure
 
@@ -61,32 +60,6 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     _register_collections(conv)
     _register_records(conv)
     return conv
-
-
-def make_encode_converter() -> cattrs.Converter:
-    """statekit's converter for encoding straight from live objects (a session save).
-
-    The same hooks, except that JSON-typed values are validated in place
-    instead of copied: the result is encoded at once, before anything can
-    change the objects, so a copy would protect nothing. Its hooks raise bare
-    errors; the caller runs the copying hook to say what is wrong, and where.
-    """
-    conv = make_converter()
-    conv.register_unstructure_hook_factory(
-        lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), fast_checker
-    )
-    conv.register_unstructure_hook_factory(_is_record_list, _record_list_unstructure)
-    return conv
-
-
-def _is_record_list(tp: Any) -> bool:
-    args = typing.get_args(tp)
-    return typing.get_origin(tp) is list and len(args) == 1 and _is_record(args[0])
-
-
-def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
-    item = conv.get_unstructure_hook(typing.get_args(tp)[0])
-    return lambda value: [item(v) for v in value]
 
 
 def _unsupported(tp: Any) -> Any:
@@ -334,7 +307,7 @@ def _tuple_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
     return lambda value: [h(v) for h, v in zip(hooks, value, strict=True)]
 
 
-def _is_record(tp: Any) -> bool:
+def is_record(tp: Any) -> bool:
     return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
 
 
@@ -354,8 +327,8 @@ def _register_records(conv: cattrs.Converter) -> None:
         hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False)))
         return _guarded(hook, dict, f"an object ({tp.__name__})")
 
-    conv.register_unstructure_hook_factory(_is_record, unstructure)
-    conv.register_structure_hook_factory(_is_record, structure)
+    conv.register_unstructure_hook_factory(is_record, unstructure)
+    conv.register_structure_hook_factory(is_record, structure)
 
 
 _generating: set[Any] = set()
@@ -500,7 +473,7 @@ def prepare(conv: cattrs.Converter, tp: Any, seen: set[Any] | None = None) -> No
         if isinstance(inner, type) and issubclass(inner, enum.Enum) and issubclass(inner, (str, int, float)):
             conv.register_structure_hook(inner, _enum_structure(inner))
             conv.register_unstructure_hook(inner, _enum_value)
-        elif _is_record(inner):
+        elif is_record(inner):
             for field_type in _field_types(inner):
                 prepare(conv, field_type, seen)
 

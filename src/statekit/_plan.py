@@ -16,13 +16,13 @@ import attrs
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
+from statekit._encode import make_encode_converter
 from statekit._convert import (
     dump_with,
     iter_types,
     lenient,
     load_with,
     make_converter,
-    make_encode_converter,
     prepare,
     type_hints,
 )

@@ -20,7 +20,7 @@ from statekit._convert import (
     _field_types,
     _is_collection,
     _is_mapping,
-    _is_record,
+    is_record,
     _is_tuple,
     dump_with,
     fields_of,
@@ -56,7 +56,7 @@ def _walk(exc: BaseException, path: tuple[PathSegment, ...], out: Problems) -> N
     elif isinstance(exc, StateVersionError):
         raise exc.under(path) from exc.__cause__
     elif isinstance(exc, ForbiddenExtraKeysError):
-        known = [f.name for f in fields_of(exc.cl)] if _is_record(exc.cl) else []
+        known = [f.name for f in fields_of(exc.cl)] if is_record(exc.cl) else []
         out.extend(((*path, key), unknown_key(key, known)) for key in sorted(exc.extra_fields))
     elif isinstance(exc, JSONValueError):
         out.extend(((*path, *rel), message) for rel, message in exc.problems)
@@ -86,7 +86,7 @@ def dump_problems(conv: cattrs.Converter, tp: Any, value: Any, path: tuple[PathS
 
 
 def _located(conv: cattrs.Converter, tp: Any, value: Any, path: tuple[PathSegment, ...]) -> Problems:
-    if _is_record(type(value)) and not is_json_type(tp):
+    if is_record(type(value)) and not is_json_type(tp):
         return _record_problems(conv, value, path)
     args = typing.get_args(tp)
     if _is_mapping(tp) and len(args) == 2 and isinstance(value, dict):
