@@ -18,6 +18,7 @@ from statekit import ConflictError, StoredDocument
 from statekit.errors import DocumentError, SessionError
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, SessionKey, YAMLSession, _revisions, revision_of
 from statekit.session._files import FileSession
+from statekit.session._safe_files import digest_regular, holds_exactly
 from statekit.session.redis import RedisSession
 from statekit.testing import CHECKS, Chat, Counter, RedisServer, SessionFactory
 
@@ -257,3 +258,42 @@ def test_the_contract_catches_a_compare_and_set_that_is_not_atomic() -> None:
     with pytest.raises(AssertionError):
         asyncio.run(CHECKS["update_races"](SlowDictSession))
     asyncio.run(CHECKS["stale_save_conflicts"](SlowDictSession))  # one writer at a time is fine
+
+
+@pytest.mark.parametrize("size", [0, 5, (1 << 18) - 1, 1 << 18, (1 << 18) * 2 + 7])
+def test_a_conditional_file_save_compares_the_stored_bytes_a_chunk_at_a_time(tmp_path: Path, size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    path = tmp_path / "doc.json"
+    assert not holds_exactly(path, data)  # no file
+    path.write_bytes(data)
+    assert holds_exactly(path, data)
+    assert not holds_exactly(path, data + b"!")
+    if size:
+        for where in (0, size // 2, size - 1):  # the first, a middle and the last chunk
+            changed = bytearray(data)
+            changed[where] ^= 1
+            assert not holds_exactly(path, bytes(changed))
+
+
+def test_a_conditional_file_save_never_follows_a_link(tmp_path: Path) -> None:
+    (tmp_path / "real.json").write_bytes(b"{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    with pytest.raises(SessionError, match="symbolic link"):
+        holds_exactly(tmp_path / "link.json", b"{}")
+
+
+def test_a_large_document_known_by_its_revision_only_is_hashed_as_it_is_read(tmp_path: Path) -> None:
+    from statekit.session._files import _holds
+    from statekit.session._revisions import Expected
+
+    data = b'{"a": "' + b"x" * (3 << 20) + b'"}'
+    path = tmp_path / "doc.json"
+    path.write_bytes(data)
+    assert digest_regular(path) == (revision_of(data), data[: 1 << 18])
+    assert _holds(path, Expected(revision=revision_of(data)))
+    assert not _holds(path, Expected(revision=revision_of(data + b" ")))
+    assert not _holds(path, Expected(revision=MISSING_REVISION))
+    path.unlink()
+    assert digest_regular(path) is None
+    assert not _holds(path, Expected(revision=revision_of(data)))
+    assert _holds(path, Expected(revision=MISSING_REVISION))

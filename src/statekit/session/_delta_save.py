@@ -66,6 +66,7 @@ async def save_with_appends(
         if not held:  # nothing append-only: the plain save
             raw = session.codec.dumps(plain_document(skeleton))
     if not held:
+        del skeleton  # its dicts are encoded: free them before the write (a large save's peak)
         await session._store(key, raw, expected, overwrite=overwrite)  # noqa: SLF001
         return len(raw)
     shape = skeleton_bytes(skeleton)

@@ -53,9 +53,9 @@ from statekit.session._agentscope import (
 from statekit.session._base import SessionBase, SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import append, base_holds, companion, drop_retired, read_session, retire, tidy
-from statekit.session._revisions import Expected
-from statekit.session._safe_files import check_path, write_new
+from statekit.session._companion import append, base_holds, companion, doc_token, drop_retired, read_session, retire, tidy
+from statekit.session._revisions import MISSING_REVISION, Expected
+from statekit.session._safe_files import check_path, digest_regular, holds_exactly, write_new
 
 R = TypeVar("R")
 
@@ -184,6 +184,12 @@ def _holds(path: Path, expected: Expected) -> bool:
     if expected.only_base:
         assert expected.base is not None
         return base_holds(path, expected.base)
+    if type(expected.raw) is bytes and doc_token(expected.raw) is None:
+        return holds_exactly(path, expected.raw)  # no deltas can belong to it: the document alone decides
+    if expected.raw is None and expected.revision != MISSING_REVISION:
+        digest = digest_regular(path)  # a large document whose bytes were not kept: hash it as it is read
+        if digest is None or doc_token(digest[1]) is None:
+            return digest is not None and digest[0] == expected.revision
     return expected.matches(_read_file(path))
 
 

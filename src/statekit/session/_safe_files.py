@@ -11,9 +11,11 @@ load follow a link or wait on a FIFO. ``save_dir`` itself may be a link.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from statekit.errors import SessionError
 
@@ -103,8 +105,65 @@ def read_regular(path: Path) -> bytes | None:
     return None if got is None else got[0]
 
 
+_COMPARE_CHUNK = 1 << 18
+
+
+def holds_exactly(path: Path, expected: bytes) -> bool:
+    """Whether a regular file holds exactly ``expected``, read a chunk at a time.
+
+    A conditional save compares what is stored with what it last saw; reading
+    the whole file for that would hold a second copy of a large document.
+
+    Raises:
+        SessionError: The path is a link or not a regular file.
+        OSError: The file cannot be read.
+    """
+    opened = _open_regular(path)
+    if opened is None:
+        return False
+    with opened[0] as file:
+        if opened[1].st_size != len(expected):
+            return False
+        view = memoryview(expected)
+        for start in range(0, len(expected) + 1, _COMPARE_CHUNK):
+            chunk = file.read(_COMPARE_CHUNK)
+            if chunk != view[start : start + _COMPARE_CHUNK]:
+                return False
+            if not chunk:
+                break
+    return True
+
+
+def digest_regular(path: Path) -> tuple[str, bytes] | None:
+    """The SHA-1 of a regular file, read a chunk at a time, and its first chunk (``None``: no file).
+
+    Raises:
+        SessionError: The path is a link or not a regular file.
+        OSError: The file cannot be read.
+    """
+    opened = _open_regular(path)
+    if opened is None:
+        return None
+    digest = hashlib.sha1(usedforsecurity=False)
+    with opened[0] as file:
+        head = chunk = file.read(_COMPARE_CHUNK)
+        while chunk:
+            digest.update(chunk)
+            chunk = file.read(_COMPARE_CHUNK)
+    return digest.hexdigest(), head
+
+
 def read_regular_stat(path: Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
     """Like :func:`read_regular`, reading at most ``limit`` bytes (-1: all), with the file's ``fstat``."""
+    opened = _open_regular(path)
+    if opened is None:
+        return None
+    with opened[0] as file:
+        return file.read(limit), opened[1]
+
+
+def _open_regular(path: Path) -> tuple[BinaryIO, os.stat_result] | None:
+    """Open a regular file for reading without following a link or waiting on a FIFO (``None``: no file)."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
@@ -113,8 +172,9 @@ def read_regular_stat(path: Path, limit: int = -1) -> tuple[bytes, os.stat_resul
         if os.path.islink(path):
             raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder") from err
         raise
-    with open(fd, "rb") as file:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise not_a_file(path, status.st_mode)
-        return file.read(limit), status
+    file = open(fd, "rb")  # noqa: SIM115 - the caller's with block closes it
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
+        file.close()
+        raise not_a_file(path, status.st_mode)
+    return file, status
