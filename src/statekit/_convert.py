@@ -33,6 +33,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from statekit._fields import field_codec
 from statekit._json import copy_any, copy_loose, describe, is_json_type, make_copier, type_name
 from statekit._versions import versioned_structure, versioned_unstructure
+from statekit._unstructure import JSON_HOOK, record_unstructure
 
 Hook = Callable[[Any], Any]
 SHook = Callable[[Any, Any], Any]
@@ -163,7 +164,9 @@ def _register_json(conv: cattrs.Converter) -> None:
         return mark(lambda value, _: copier(value))
 
     def unstructure(tp: Any) -> Hook:
-        return make_copier(tp)
+        copier = make_copier(tp)
+        setattr(copier, JSON_HOOK, tp)  # generated record code may dispatch its unions inline
+        return copier
 
     for scalar in (str, int, float, bool, type(None)):
         conv.register_structure_hook(scalar, structure(scalar))
@@ -319,7 +322,7 @@ def _register_records(conv: cattrs.Converter) -> None:
             return _late_unstructure(conv, tp)
         _generating.add(tp)
         try:
-            return versioned_unstructure(tp, make_dict_unstructure_fn(tp, conv, **_overrides(tp, dump=True)))
+            return versioned_unstructure(tp, _record_unstructure(tp, conv))
         finally:
             _generating.discard(tp)
 
@@ -332,6 +335,18 @@ def _register_records(conv: cattrs.Converter) -> None:
 
 
 _generating: set[Any] = set()
+
+
+def _record_unstructure(tp: type, conv: cattrs.Converter) -> Hook:
+    """statekit's generated code for a plain attrs record; cattrs' for the rest (codecs, dataclasses)."""
+    overrides = _overrides(tp, dump=True)
+    if overrides or not attrs.has(tp):
+        return make_dict_unstructure_fn(tp, conv, **overrides)
+    try:
+        hints = type_hints(tp)
+    except NameError:
+        return make_dict_unstructure_fn(tp, conv)
+    return record_unstructure(tp, conv, hints)
 
 
 def _late_unstructure(conv: cattrs.Converter, tp: Any) -> Hook:

@@ -1,0 +1,82 @@
+"""Generated record unstructuring for ``state_dict()``: cattrs' job, with JSON unions inline.
+
+cattrs' generated function calls one hook per field. For a message whose
+``content`` is ``str | list[dict[str, Any]]`` that hook is a union copier
+that looks the kind up and calls the member's copier, which checks the kind
+again: three calls to return a string. Here a union of JSON kinds is
+dispatched inline: a plain kind (a string, ``None``) is returned as it is,
+another kind goes straight to its member's copier, and any other kind raises
+(``KeyError``); the dump then walks the value slowly to name the problem.
+Every other field keeps the converter's own hook.
+"""
+
+from __future__ import annotations
+
+import linecache
+import types
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.fns import identity
+
+from statekit._json import fast_copier, is_json_type
+
+Hook = Callable[[Any], Any]
+_PLAIN = frozenset((str, int, bool, type(None)))
+JSON_HOOK = "__statekit_json__"
+"""Set on statekit's own unstructure hook for a JSON type (the type it copies)."""
+
+
+def record_unstructure(tp: type, conv: cattrs.Converter, hints: dict[str, Any]) -> Hook:
+    """Generate ``unstructure(o)`` for an attrs record (no field with a ``to_json``)."""
+    names: dict[str, Any] = {}
+    lines: list[str] = []
+    items: list[str] = []
+    for index, field in enumerate(attrs.fields(tp)):
+        var = f"a{index}"
+        lines.append(f"    {var} = o.{field.name}")
+        lines.extend(_field_lines(hints.get(field.name, Any), var, names, conv))
+        items.append(f"{field.name!r}: {var}")
+    lines.append(f"    return {{{', '.join(items)}}}")
+    return _compile(tp, lines, names)
+
+
+def _field_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter) -> list[str]:
+    hook = conv.get_unstructure_hook(tp)
+    if hook is identity:
+        return []
+    if getattr(hook, JSON_HOOK, None) == tp and _plain_union(tp):
+        members = {_kind(arg): arg for arg in typing.get_args(tp)}
+        names[f"__p_{var}"] = frozenset(kind for kind in members if kind in _PLAIN)
+        names[f"__m_{var}"] = {kind: fast_copier(arg) for kind, arg in members.items() if kind not in _PLAIN}
+        return [f"    if type({var}) not in __p_{var}:", f"        {var} = __m_{var}[type({var})]({var})"]
+    names[f"__h_{var}"] = hook
+    return [f"    {var} = __h_{var}({var})"]
+
+
+def _plain_union(tp: Any) -> bool:
+    """A union of JSON kinds, each once, without ``float`` (an int there is converted)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType) or not is_json_type(tp):
+        return False
+    return float not in typing.get_args(tp)
+
+
+def _kind(tp: Any) -> Any:
+    if tp is None or tp is type(None):
+        return type(None)
+    return typing.get_origin(tp) or tp
+
+
+def _compile(tp: type, body: list[str], names: dict[str, Any]) -> Hook:
+    source = "\n".join(["def unstructure(o):", *body, ""])
+    filename = f"<statekit unstructure {tp.__module__}.{tp.__qualname__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated from field names only
+    unstructure: Hook = names["unstructure"]
+    return unstructure
+
+
+__all__ = ["JSON_HOOK", "record_unstructure"]
