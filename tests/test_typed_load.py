@@ -27,6 +27,7 @@ from statekit.session._delta_save import META_KEY
 
 from strategies import data_for, json_data, record_types, value_types
 from test_agreement import shape
+from test_depth import Blob, nested
 
 META = {META_KEY: {"format": 1}}
 
@@ -186,18 +187,6 @@ def test_a_validator_refusal_reports_through_the_full_path_with_its_path(tmp_pat
     with pytest.raises(StateLoadError) as caught:
         session.load("s", notes=notes)
     assert [p.path for p in caught.value.problems] == [("notes", "count")]
-
-
-@stateful
-class Blob(StateModule):
-    data: Any = state_field(default=None)
-
-
-def nested(levels: int) -> Any:
-    value: Any = "leaf"
-    for _ in range(levels):
-        value = [value]
-    return value
 
 
 def test_the_depth_limit_is_exact_on_the_typed_path(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ reports every problem with its path. Correct data never pays for reporting.
 from __future__ import annotations
 
 import contextlib
-import linecache
 import types
 import typing
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 import attrs
 import cattrs
 
+from statekit._codegen import compile_function
 from statekit._fields import field_codec
 from statekit._convert import generation, is_ours, iter_types, type_hints
 from statekit._versions import VERSION_KEY, tag
@@ -200,12 +200,7 @@ def _union_copy_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
 
 
 def _compile(cls: type, body: list[str], names: dict[str, Any]) -> Fast:
-    source = "\n".join(["def structure(o):", *body, ""])
-    filename = f"<statekit fast structure {cls.__module__}.{cls.__qualname__}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated from field names only
-    fn: Fast = names["structure"]
-    return fn
+    return compile_function("structure(o)", body, names, f"fast structure {cls.__module__}.{cls.__qualname__}")
 
 
 def with_fallback(fast: Fast, slow: Callable[[Any, Any], Any], tp: Any) -> Fast:

@@ -21,7 +21,6 @@ no mirror (``None``), and the caller leaves that data to the full path.
 from __future__ import annotations
 
 import itertools
-import linecache
 import types
 import typing
 from collections.abc import Callable
@@ -31,6 +30,7 @@ import attrs
 import cattrs
 import msgspec
 
+from statekit._codegen import compile_function
 from statekit._convert import generation, is_ours, type_hints
 from statekit._fast import runs_from_json
 from statekit._json import is_json_type
@@ -165,13 +165,8 @@ def compile_build(mirror: Mirror, where: str) -> Build:
     """A function making the value from what msgspec decoded for ``mirror``."""
     if mirror.code is None:
         return _as_decoded
-    source = f"def build(value):\n    return {mirror.code.replace(HOLE, 'value')}\n"
-    filename = f"<statekit mirror build {where}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    names = dict(mirror.names)
-    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated from field indexes only
-    build: Build = names["build"]
-    return build
+    body = [f"    return {mirror.code.replace(HOLE, 'value')}"]
+    return compile_function("build(value)", body, dict(mirror.names), f"mirror build {where}")
 
 
 def _as_decoded(value: Any) -> Any:

@@ -12,7 +12,6 @@ Every other field keeps the converter's own hook.
 
 from __future__ import annotations
 
-import linecache
 import types
 import typing
 from collections.abc import Callable
@@ -22,6 +21,7 @@ import attrs
 import cattrs
 from cattrs.fns import identity
 
+from statekit._codegen import compile_function
 from statekit._json import fast_copier, is_json_type
 
 Hook = Callable[[Any], Any]
@@ -71,12 +71,7 @@ def _kind(tp: Any) -> Any:
 
 
 def _compile(tp: type, body: list[str], names: dict[str, Any]) -> Hook:
-    source = "\n".join(["def unstructure(o):", *body, ""])
-    filename = f"<statekit unstructure {tp.__module__}.{tp.__qualname__}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated from field names only
-    unstructure: Hook = names["unstructure"]
-    return unstructure
+    return compile_function("unstructure(o)", body, names, f"unstructure {tp.__module__}.{tp.__qualname__}")
 
 
 __all__ = ["JSON_HOOK", "record_unstructure"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -125,13 +126,12 @@ def holds_exactly(path: Path, expected: bytes) -> bool:
         if opened[1].st_size != len(expected):
             return False
         view = memoryview(expected)
-        for start in range(0, len(expected) + 1, _COMPARE_CHUNK):
-            chunk = file.read(_COMPARE_CHUNK)
-            if chunk != view[start : start + _COMPARE_CHUNK]:
+        start = 0
+        for chunk in _chunks(file):
+            if chunk != view[start : start + len(chunk)]:
                 return False
-            if not chunk:
-                break
-    return True
+            start += len(chunk)
+    return start == len(expected)
 
 
 def digest_regular(path: Path) -> tuple[str, bytes] | None:
@@ -145,12 +145,17 @@ def digest_regular(path: Path) -> tuple[str, bytes] | None:
     if opened is None:
         return None
     digest = hashlib.sha1(usedforsecurity=False)
+    head = b""
     with opened[0] as file:
-        head = chunk = file.read(_COMPARE_CHUNK)
-        while chunk:
+        for chunk in _chunks(file):
+            head = head or chunk
             digest.update(chunk)
-            chunk = file.read(_COMPARE_CHUNK)
     return digest.hexdigest(), head
+
+
+def _chunks(file: BinaryIO) -> Iterator[bytes]:
+    while chunk := file.read(_COMPARE_CHUNK):
+        yield chunk
 
 
 def read_regular_stat(path: Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
