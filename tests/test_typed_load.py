@@ -12,6 +12,7 @@ import copy
 from pathlib import Path
 from typing import Any, Optional
 
+import attr
 import attrs
 import msgspec
 import pytest
@@ -263,3 +264,81 @@ def test_mirrored_types_take_the_typed_path(tp: Any, data: Any) -> None:
     cls = holder(tp)
     assert assert_agree(cls, data, strict=True)
     assert assert_agree(cls, data, strict=False)
+
+
+@stateful
+class Counter(StateModule):
+    value: int = state_field(default=0)
+
+
+@pytest.mark.parametrize(
+    ("other", "reason"),
+    [
+        (b"[" * 250 + b"1" + b"]" * 250, f"nested deeper than {MAX_DEPTH} levels"),
+        (b'"\xff"', "not UTF-8"),
+        (b"1e400", "invalid JSON"),
+    ],
+)
+def test_a_module_not_asked_for_is_still_checked_as_the_full_path_does(tmp_path: Path, other: bytes, reason: str) -> None:
+    (tmp_path / "s.json").write_bytes(b'{"m": {"value": 5}, "other": ' + other + b"}")
+    counter = Counter()
+    with pytest.raises(DocumentError, match=reason):
+        JSONSession(tmp_path).load("s", m=counter)
+    assert counter.value == 0
+
+
+def test_null_metadata_is_refused_as_the_full_path_does(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_bytes(b'{"__statekit__": null, "m": {"value": 5}}')
+    with pytest.raises(DocumentError, match="format should be an integer"):
+        JSONSession(tmp_path).load("s", m=Counter())
+
+
+@attrs.define
+class KeywordFirst:
+    a: int = attrs.field(kw_only=True)
+    b: int
+
+
+@attrs.define
+class Derived:
+    a: int
+    b: int = attrs.field(init=False, default=5)
+
+
+@stateful
+class Odd(StateModule):
+    keyword: KeywordFirst = state_field(factory=lambda: KeywordFirst(a=1, b=2))
+    derived: Derived = state_field(factory=lambda: Derived(1))
+
+
+def test_keyword_only_fields_before_positional_ones_and_init_false_fields_round_trip(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    saved = Odd(keyword=KeywordFirst(a=3, b=4), derived=Derived(7))
+    assert saved.state_dict() == {"keyword": {"a": 3, "b": 4}, "derived": {"a": 7}}  # as cattrs writes them
+    session.save("s", odd=saved)
+    raw = (tmp_path / "s.json").read_bytes()
+    assert typed({"odd": Odd()}, raw) is not None
+    loaded = Odd()
+    session.load("s", odd=loaded)
+    assert loaded == saved
+    Odd().load_state_dict(saved.state_dict())
+
+
+@attrs.define
+class Inner:
+    a: int = 1
+
+
+@attr.s
+class Untyped:
+    x = attr.ib()
+
+
+@stateful
+class HoldsUntyped(StateModule):
+    untyped: Untyped = state_field(factory=lambda: Untyped(Inner()))
+
+
+def test_an_untyped_attr_ib_is_dumped_by_the_class_of_its_value() -> None:
+    assert HoldsUntyped().state_dict() == {"untyped": {"x": {"a": 1}}}
+    assert HoldsUntyped(Untyped([1, 2])).state_dict() == {"untyped": {"x": [1, 2]}}

@@ -346,6 +346,8 @@ def _record_unstructure(tp: type, conv: cattrs.Converter) -> Hook:
         hints = type_hints(tp)
     except NameError:
         return make_dict_unstructure_fn(tp, conv)
+    if any(field.name not in hints for field in attrs.fields(tp)):
+        return make_dict_unstructure_fn(tp, conv)  # an untyped attr.ib(): cattrs goes by the value's class
     return record_unstructure(tp, conv, hints)
 
 

@@ -23,7 +23,8 @@ same documents, and far below the depth at which libyaml's recursive composer
 crashes the process.
 """
 
-_PAD = 254 - MAX_DEPTH  # orjson.dumps fails past 254 nested containers
+ORJSON_PAD = 254 - MAX_DEPTH
+"""Lists to wrap data in so that orjson, which refuses to nest past 254 levels, refuses past ``MAX_DEPTH``."""
 
 
 def depth_message() -> str:
@@ -75,7 +76,7 @@ def too_deep(data: Any) -> bool:
         ``True`` when some container sits below ``MAX_DEPTH`` others.
     """
     padded = data
-    for _ in range(_PAD):
+    for _ in range(ORJSON_PAD):
         padded = [padded]
     try:
         orjson.dumps(padded)

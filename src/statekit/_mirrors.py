@@ -153,12 +153,15 @@ def _record(cls: type, fields: tuple[attrs.Attribute[Any], ...], mirrors: list[M
     struct = msgspec.defstruct(f"{cls.__name__}Mirror", spec, forbid_unknown_fields=True, gc=False)
     name = f"_{cls.__name__}_{next(_counter)}"
     names: dict[str, Any] = {name: cls}
-    args = []
+    positional, keyword = [], []
     for i, (field, mirror) in enumerate(zip(fields, mirrors, strict=True)):
         value = f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}")
         names.update(mirror.names)
-        args.append(f"{field.alias}={value}" if field.kw_only else value)
-    return Mirror(struct, f"{name}({', '.join(args)})", names)
+        if field.kw_only:
+            keyword.append(f"{field.alias}={value}")
+        else:
+            positional.append(value)
+    return Mirror(struct, f"{name}({', '.join(positional + keyword)})", names)
 
 
 def compile_build(mirror: Mirror, where: str) -> Build:

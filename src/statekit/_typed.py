@@ -29,7 +29,7 @@ import msgspec
 import orjson
 
 from statekit._dump import check_modules, converter_of
-from statekit._limits import MAX_DEPTH
+from statekit._limits import MAX_DEPTH, ORJSON_PAD
 from statekit._load import Loader, commit_all, state_keys
 from statekit._mirrors import compile_build, value_mirror
 from statekit._module import LoadResult, StateModule, plan_of, state_extras
@@ -76,9 +76,8 @@ _KEEP = 256  # shapes remembered (module names are part of a shape, and callers 
 def typed_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDocument | None:
     """The typed decoder for these modules as they are now, or ``None`` when the full path must load them."""
     check_modules(modules)
-    try:
-        shape = tuple((name, _shape(module, 1)) for name, module in modules.items())
-    except _Surprise:
+    shape = _shape_of(modules)
+    if shape is None:
         return None
     try:
         return _documents[shape]
@@ -89,10 +88,19 @@ def typed_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDo
             made: TypedDocument | None = _make_document(modules, meta_key)
         except _NoMirror:
             made = None
+        if _shape_of(modules) != shape:
+            return None  # the modules changed while their mirror was made: not cached, not used
         if len(_documents) >= _KEEP:
             del _documents[next(iter(_documents))]  # the oldest
         _documents[shape] = made
     return made
+
+
+def _shape_of(modules: Mapping[str, StateModule]) -> Shape | None:
+    try:
+        return tuple((name, _shape(module, 1)) for name, module in modules.items())
+    except _Surprise:
+        return None
 
 
 def _shape(module: StateModule, level: int) -> Shape:
@@ -118,8 +126,10 @@ def _make_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDo
         struct, planner = _module_mirror(module)
         spec.append((f"m{index}", struct, msgspec.field(name=name)))
         planners.append(planner)
-    spec.append(("meta", _Meta | None, msgspec.field(name=meta_key, default=None)))
-    document = msgspec.defstruct("Document", spec)
+    # Absent (older files) or statekit's plain metadata; null is not metadata.
+    spec.append(("meta", _Meta | msgspec.UnsetType, msgspec.field(name=meta_key, default=msgspec.UNSET)))
+    # Other keys (modules not asked for) would be skipped unchecked: such documents take the full path.
+    document = msgspec.defstruct("Document", spec, forbid_unknown_fields=True)
     return TypedDocument(msgspec.json.Decoder(document), tuple(planners))
 
 
@@ -211,20 +221,19 @@ def decode(typed: TypedDocument, raw: bytes) -> Any:
         document = typed.decoder.decode(raw)
     except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
         return None
-    return None if _too_deep(document) else document
+    states = [getattr(document, f"m{index}") for index in range(len(typed.planners))]
+    return None if _too_deep(states) else document
 
 
-_PAD = 254 - MAX_DEPTH  # orjson refuses to nest past 254 levels
+def _too_deep(states: list[Any]) -> bool:
+    """Whether the module states, one level below the document's root, nest past
+    ``MAX_DEPTH`` (one C pass; unsure means yes).
 
-
-def _too_deep(document: Any) -> bool:
-    """Whether the decoded document nests past ``MAX_DEPTH`` (one C pass; unsure means yes).
-
-    Only values typed ``Any`` can nest without bound; orjson walks the whole
-    document, each mirror Struct written as the array of its fields (one level, as its object).
+    Only values typed ``Any`` can nest without bound; orjson walks them all,
+    each mirror Struct written as the array of its fields (one level, as its object).
     """
-    padded: Any = document
-    for _ in range(_PAD):
+    padded: Any = states  # in place of the document: its states sit one level below
+    for _ in range(ORJSON_PAD):
         padded = [padded]
     try:
         orjson.dumps(padded, default=msgspec.structs.astuple)

@@ -35,7 +35,7 @@ def record_unstructure(tp: type, conv: cattrs.Converter, hints: dict[str, Any]) 
     names: dict[str, Any] = {}
     lines: list[str] = []
     items: list[str] = []
-    for index, field in enumerate(attrs.fields(tp)):
+    for index, field in enumerate(f for f in attrs.fields(tp) if f.init):  # cattrs leaves init=False out too
         var = f"a{index}"
         lines.append(f"    {var} = o.{field.name}")
         lines.extend(_field_lines(hints.get(field.name, Any), var, names, conv))

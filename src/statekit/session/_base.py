@@ -69,9 +69,11 @@ MAX_ID_LENGTH = 200
 """The longest ``session_id`` or ``user_id``, in characters."""
 
 INLINE_DECODE_BYTES = 1 << 20
-BOM = b"\xef\xbb\xbf"
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
+
+BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark, which a JSON document may start with."""
 
 
 @attrs.frozen

@@ -178,8 +178,11 @@ def _open_regular(path: Path) -> tuple[BinaryIO, os.stat_result] | None:
             raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder") from err
         raise
     file = open(fd, "rb")  # noqa: SIM115 - the caller's with block closes it
-    status = os.fstat(fd)
-    if not stat.S_ISREG(status.st_mode):
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise not_a_file(path, status.st_mode)
+    except BaseException:
         file.close()
-        raise not_a_file(path, status.st_mode)
+        raise
     return file, status
