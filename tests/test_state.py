@@ -547,3 +547,55 @@ def test_an_unknown_key_far_from_any_known_one_gets_no_guess() -> None:
     with pytest.raises(StateLoadError) as caught:
         Toolkit().load_state_dict({"active_groups": [], "zzz": 1})
     assert [str(p) for p in caught.value.problems] == ["zzz: unknown key"]
+
+
+class Mood(str, enum.Enum):
+    CALM = "calm"
+
+
+@stateful
+class Said:
+    role: str
+    turn: int
+    final: bool
+
+
+@dataclasses.dataclass
+class Noted:
+    text: str
+
+
+@stateful
+class Talk(StateModule):
+    title: str = state_field(default="")
+    count: int = state_field(default=0)
+    said: list[Said] = state_field(factory=list)
+    noted: list[Noted] = state_field(factory=list)
+
+
+@pytest.mark.parametrize(
+    ("make", "path", "message"),
+    [
+        (lambda: Talk(title=5), ("title",), "expected a string, got an integer"),  # type: ignore[arg-type]
+        (lambda: Talk(count=True), ("count",), "expected an integer, got a boolean"),
+        (lambda: Talk(title=Mood.CALM), ("title",), "expected a string, got a Mood"),
+        (lambda: Talk(said=[Said("user", 1, False), Said("user", "2", False)]), ("said", 1, "turn"), "expected an integer, got a string"),  # type: ignore[arg-type]
+        (lambda: Talk(said=[Said("user", 1, 0)]), ("said", 0, "final"), "expected a boolean, got an integer"),  # type: ignore[arg-type]
+        (lambda: Talk(noted=[Noted(None)]), ("noted", 0, "text"), "expected a string, got null"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_dump_refuses_a_scalar_of_the_wrong_type_that_a_load_would_refuse(
+    tmp_path: Path, make: Any, path: tuple[Any, ...], message: str
+) -> None:
+    from statekit import JSONSession
+
+    with pytest.raises(StateDumpError) as caught:
+        make().state_dict()
+    assert [(p.path, p.message) for p in caught.value.problems] == [(path, message)]
+    session = JSONSession(tmp_path)
+    session.save("s", talk=Talk(title="kept"))
+    before = (tmp_path / "s.json").read_bytes()
+    with pytest.raises(StateDumpError) as caught:
+        session.save("s", talk=make())
+    assert [(p.path, p.message) for p in caught.value.problems] == [(("talk", *path), message)]
+    assert (tmp_path / "s.json").read_bytes() == before

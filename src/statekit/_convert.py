@@ -31,9 +31,9 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit._fields import field_codec
-from statekit._json import copy_any, copy_loose, describe, is_json_type, make_copier, type_name
+from statekit._json import JSONValueError, copy_any, copy_loose, describe, expected_name, is_json_type, make_copier, type_name
 from statekit._versions import versioned_structure, versioned_unstructure
-from statekit._unstructure import JSON_HOOK, record_unstructure
+from statekit._unstructure import JSON_HOOK, SCALAR_KIND, record_unstructure
 
 Hook = Callable[[Any], Any]
 SHook = Callable[[Any, Any], Any]
@@ -92,8 +92,9 @@ def _register_scalars(conv: cattrs.Converter) -> None:
         (PurePath, str, _from_string(PurePath, "a path string")),
     ]
     for scalar in (str, int, bool, type(None)):
-        # cattrs' own identity, so generated code inlines these fields.
-        conv.register_unstructure_hook(scalar, identity)
+        # A save must not write what a load refuses (an int in a str field); generated
+        # record code tests the type inline and calls this only to say what is wrong.
+        conv.register_unstructure_hook(scalar, scalar_check(scalar))
     conv.register_unstructure_hook(float, make_copier(float))  # refuses NaN and infinities
     for tp, dump, load in simple:
         conv.register_unstructure_hook(tp, dump)
@@ -106,6 +107,18 @@ def _register_scalars(conv: cattrs.Converter) -> None:
     conv.register_unstructure_hook_factory(
         lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda t: _enum_value
     )
+
+
+def scalar_check(kind: type) -> Hook:
+    """Pass values of exactly ``kind`` (``True`` is not an int, a str subclass not a str); refuse others."""
+
+    def check(value: Any) -> Any:
+        if type(value) is not kind:
+            raise JSONValueError([((), f"expected {expected_name(kind)}, got {describe(value)}")])
+        return value
+
+    setattr(check, SCALAR_KIND, kind)
+    return check
 
 
 def _is_literal(tp: Any) -> bool:

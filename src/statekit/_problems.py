@@ -91,7 +91,7 @@ def _located(conv: cattrs.Converter, tp: Any, value: Any, path: tuple[PathSegmen
     args = typing.get_args(tp)
     if _is_mapping(tp) and len(args) == 2 and isinstance(value, dict):
         return [p for k, v in value.items() for p in dump_problems(conv, args[1], v, (*path, k))]
-    if _is_collection(tp) and args and not _is_tuple(tp) and isinstance(value, Iterable):
+    if _is_collection(tp) and not _is_mapping(tp) and args and not _is_tuple(tp) and isinstance(value, Iterable):
         return [p for i, v in enumerate(value) for p in dump_problems(conv, args[0], v, (*path, i))]
     return []
 

@@ -29,6 +29,9 @@ _PLAIN = frozenset((str, int, bool, type(None)))
 JSON_HOOK = "__statekit_json__"
 """Set on statekit's own unstructure hook for a JSON type (the type it copies)."""
 
+SCALAR_KIND = "__statekit_scalar__"
+"""Set on the unstructure hook of ``str``, ``int``, ``bool`` and ``None``: the exact type it passes."""
+
 
 def record_unstructure(tp: type, conv: cattrs.Converter, hints: dict[str, Any]) -> Hook:
     """Generate ``unstructure(o)`` for an attrs record (no field with a ``to_json``)."""
@@ -48,6 +51,10 @@ def _field_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converte
     hook = conv.get_unstructure_hook(tp)
     if hook is identity:
         return []
+    kind = getattr(hook, SCALAR_KIND, None)
+    if kind is not None:
+        names[f"__h_{var}"], names[f"__k_{var}"] = hook, kind
+        return [f"    if type({var}) is not __k_{var}:", f"        __h_{var}({var})"]
     if getattr(hook, JSON_HOOK, None) == tp and _plain_union(tp):
         members = {_kind(arg): arg for arg in typing.get_args(tp)}
         names[f"__p_{var}"] = frozenset(kind for kind in members if kind in _PLAIN)
@@ -74,4 +81,4 @@ def _compile(tp: type, body: list[str], names: dict[str, Any]) -> Hook:
     return compile_function("unstructure(o)", body, names, f"unstructure {tp.__module__}.{tp.__qualname__}")
 
 
-__all__ = ["JSON_HOOK", "record_unstructure"]
+__all__ = ["JSON_HOOK", "SCALAR_KIND", "record_unstructure"]
