@@ -345,6 +345,19 @@ def _register_records(conv: cattrs.Converter) -> None:
 
     conv.register_unstructure_hook_factory(is_record, unstructure)
     conv.register_structure_hook_factory(is_record, structure)
+    conv.register_unstructure_hook_factory(_is_record_list, _record_list_unstructure)
+
+
+def _is_record_list(tp: Any) -> bool:
+    args = typing.get_args(tp)
+    return typing.get_origin(tp) is list and len(args) == 1 and is_record(args[0])
+
+
+def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+    """A list comprehension (cattrs builds a list from a generator: slower per item)."""
+    item = conv.get_unstructure_hook(typing.get_args(tp)[0])
+
+    return lambda value: [item(v) for v in value]
 
 
 _generating: set[Any] = set()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Callable
 from typing import Any
 
 import cattrs
 
 from statekit._checkers import fast_checker
-from statekit._convert import is_record, make_converter
+from statekit._convert import make_converter
 from statekit._json import is_json_type
 
 Hook = Callable[[Any], Any]
@@ -27,18 +26,7 @@ def make_encode_converter() -> cattrs.Converter:
     conv.register_unstructure_hook_factory(
         lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), fast_checker
     )
-    conv.register_unstructure_hook_factory(_is_record_list, _record_list_unstructure)
     return conv
-
-
-def _is_record_list(tp: Any) -> bool:
-    args = typing.get_args(tp)
-    return typing.get_origin(tp) is list and len(args) == 1 and is_record(args[0])
-
-
-def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
-    item = conv.get_unstructure_hook(typing.get_args(tp)[0])
-    return lambda value: [item(v) for v in value]
 
 
 __all__ = ["make_encode_converter"]
