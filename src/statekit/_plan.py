@@ -17,16 +17,9 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._encode import make_encode_converter
-from statekit._convert import (
-    dump_with,
-    iter_types,
-    lenient,
-    load_with,
-    make_converter,
-    prepare,
-    type_hints,
-)
+from statekit._convert import iter_types, lenient, make_converter, prepare, type_hints
 from statekit._fast import fast_structure, with_fallback
+from statekit._records import dump_with, load_with
 from statekit._fields import FieldCodec, field_codec
 from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError

@@ -22,10 +22,10 @@ from statekit._convert import (
     _is_mapping,
     is_record,
     _is_tuple,
-    dump_with,
     fields_of,
 )
 from statekit._fields import field_codec
+from statekit._records import dump_with
 from statekit._json import JSONValueError, is_json_type
 from statekit.errors import PathSegment, StateVersionError
 

@@ -1,0 +1,131 @@
+"""Records (attrs classes, dataclasses): how statekit's converters dump and load them.
+
+Generated code per class (cattrs' for loads and for records with codecs,
+:mod:`statekit._unstructure`'s for plain attrs records), the version key, and
+the per-field ``to_json`` / ``from_json`` codecs with their error wrapping.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from statekit._convert import Hook, SHook, _guarded, is_record, type_hints
+from statekit._fields import field_codec
+from statekit._json import copy_any, copy_loose
+from statekit._unstructure import record_unstructure
+from statekit._versions import versioned_structure, versioned_unstructure
+
+
+def register_records(conv: cattrs.Converter) -> None:
+    """attrs classes and dataclasses: generated code, with per-field codecs."""
+
+    def unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+        if tp in _generating:
+            return _late_unstructure(conv, tp)
+        _generating.add(tp)
+        try:
+            return versioned_unstructure(tp, _record_unstructure(tp, conv))
+        finally:
+            _generating.discard(tp)
+
+    def structure(tp: Any, conv: cattrs.Converter) -> SHook:
+        hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False)))
+        return _guarded(hook, dict, f"an object ({tp.__name__})")
+
+    conv.register_unstructure_hook_factory(is_record, unstructure)
+    conv.register_structure_hook_factory(is_record, structure)
+    conv.register_unstructure_hook_factory(_is_record_list, _record_list_unstructure)
+
+
+def _is_record_list(tp: Any) -> bool:
+    args = typing.get_args(tp)
+    return typing.get_origin(tp) is list and len(args) == 1 and is_record(args[0])
+
+
+def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+    """A list comprehension (cattrs builds a list from a generator: slower per item)."""
+    item = conv.get_unstructure_hook(typing.get_args(tp)[0])
+
+    return lambda value: [item(v) for v in value]
+
+
+_generating: set[Any] = set()
+
+
+def _record_unstructure(tp: type, conv: cattrs.Converter) -> Hook:
+    """statekit's generated code for a plain attrs record; cattrs' for the rest (codecs, dataclasses)."""
+    overrides = _overrides(tp, dump=True)
+    if overrides or not attrs.has(tp):
+        return make_dict_unstructure_fn(tp, conv, **overrides)
+    try:
+        hints = type_hints(tp)
+    except NameError:
+        return make_dict_unstructure_fn(tp, conv)
+    if any(field.name not in hints for field in attrs.fields(tp)):
+        return make_dict_unstructure_fn(tp, conv)  # an untyped attr.ib(): cattrs goes by the value's class
+    return record_unstructure(tp, conv, hints)
+
+
+def _late_unstructure(conv: cattrs.Converter, tp: Any) -> Hook:
+    """A recursive record (``Rec`` holding ``list[Rec]``): look its hook up when called.
+
+    cattrs would fall back to dispatching on the runtime class, which sees a bare
+    ``list`` and loses the element type.
+    """
+    return lambda value: conv.get_unstructure_hook(tp)(value)
+
+
+def _overrides(tp: type, *, dump: bool) -> dict[str, Any]:
+    if not attrs.has(tp):
+        return {}
+    out: dict[str, Any] = {}
+    for field in attrs.fields(tp):
+        codec = field_codec(field)
+        if codec is None:
+            continue
+        if dump and codec.to_json is not None:
+            out[field.name] = override(unstruct_hook=dump_with(codec.to_json))
+        elif not dump and codec.from_json is not None:
+            out[field.name] = override(struct_hook=_two_argument(load_with(codec.from_json)))
+    return out
+
+
+class CodecError(ValueError):
+    """A user's ``to_json`` / ``from_json`` raised; the message says what."""
+
+
+def dump_with(to_json: Hook) -> Hook:
+    """Wrap a ``to_json`` codec: copy its result, name its failures."""
+
+    def dump(value: Any) -> Any:
+        try:
+            data = to_json(value)
+        except Exception as exc:
+            raise CodecError(f"to_json raised {type(exc).__name__}: {exc}") from exc
+        return copy_loose(data)
+
+    return dump
+
+
+def load_with(from_json: Hook) -> Hook:
+    """Wrap a ``from_json`` codec: give it a private copy, name its failures."""
+
+    def load(data: Any) -> Any:
+        try:
+            return from_json(copy_any(data))
+        except Exception as exc:
+            raise CodecError(f"from_json raised {type(exc).__name__}: {exc}") from exc
+
+    return load
+
+
+def _two_argument(load: Hook) -> SHook:
+    return lambda value, _: load(value)
+
+
+__all__ = ["CodecError", "dump_with", "load_with", "register_records"]
