@@ -10,7 +10,6 @@ reports every problem with its path. Correct data never pays for reporting.
 from __future__ import annotations
 
 import contextlib
-import types
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -23,12 +22,11 @@ from statekit._fields import field_codec
 from statekit._convert import generation, is_ours, iter_types, type_hints
 from statekit._versions import VERSION_KEY, tag
 from statekit._checkers import fast_checker, union_members
-from statekit._json import _kind_of, copy_any, dict_copier, fast_copier, is_json_type, list_copier
+from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier, plain_union, union_copy_lines
 
 Fast = Callable[[Any], Any]
 
 _SCALAR_CHECKS = {str: "str", int: "int", bool: "bool"}
-_PLAIN_KINDS = frozenset((str, int, bool, type(None)))
 
 
 class Bail(Exception):
@@ -171,16 +169,14 @@ def _field_lines(
     if fresh and _inline_union(tp, conv):
         return [*lines, *_union_lines(tp, var, names)]
     if _inline_union(tp, conv):
-        return [*lines, *_union_copy_lines(tp, var, names)]
+        return [*lines, *union_copy_lines(tp, var, names)]
     names[f"__h_{var}"] = fast_structure(tp, conv, fresh=fresh)
     return [*lines, f"    {var} = __h_{var}({var})"]
 
 
 def _inline_union(tp: Any, conv: cattrs.Converter) -> bool:
-    """A JSON union (``str | list[dict[str, Any]]``) checked inline in a fresh load."""
-    if typing.get_origin(tp) not in (typing.Union, types.UnionType) or not is_json_type(tp):
-        return False
-    return float not in typing.get_args(tp) and is_ours(conv.get_structure_hook(tp))
+    """A JSON union (``str | list[dict[str, Any]]``) dispatched inline, when statekit's hook loads it."""
+    return plain_union(tp) and is_ours(conv.get_structure_hook(tp))
 
 
 def _union_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
@@ -189,14 +185,6 @@ def _union_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
     names[f"__p_{var}"] = frozenset(kind for kind, check in members.items() if check is None)
     names[f"__m_{var}"] = {kind: check for kind, check in members.items() if check is not None}
     return [f"    if type({var}) not in __p_{var}:", f"        __m_{var}[type({var})]({var})"]
-
-
-def _union_copy_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
-    """Plain kinds pass as they are; another member's copier copies; any other kind bails (KeyError)."""
-    members = {_kind_of(arg): arg for arg in typing.get_args(tp)}
-    names[f"__p_{var}"] = frozenset(kind for kind in members if kind in _PLAIN_KINDS)
-    names[f"__m_{var}"] = {kind: fast_copier(arg) for kind, arg in members.items() if kind not in _PLAIN_KINDS}
-    return [f"    if type({var}) not in __p_{var}:", f"        {var} = __m_{var}[type({var})]({var})"]
 
 
 def _compile(cls: type, body: list[str], names: dict[str, Any]) -> Fast:

@@ -240,6 +240,23 @@ def _union_copier(by_kind: dict[object, Copier]) -> Copier:
     return copy
 
 
+def plain_union(tp: Any) -> bool:
+    """A union of JSON kinds (``str | list[dict[str, Any]]``) that generated code may
+    dispatch inline: each kind once, no ``float`` (an int there is converted)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType) or not is_json_type(tp):
+        return False
+    return float not in typing.get_args(tp)
+
+
+def union_copy_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
+    """Generated lines copying ``var`` of :func:`plain_union` type ``tp``: a plain kind
+    stays as it is, another member's copier copies, any other kind raises ``KeyError``."""
+    members = {_kind_of(arg): arg for arg in typing.get_args(tp)}
+    names[f"__p_{var}"] = frozenset(kind for kind in members if kind in _SCALARS)  # float is not in a plain union
+    names[f"__m_{var}"] = {kind: _fast_copier(arg) for kind, arg in members.items() if kind not in names[f"__p_{var}"]}
+    return [f"    if type({var}) not in __p_{var}:", f"        {var} = __m_{var}[type({var})]({var})"]
+
+
 def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Problems) -> None:
     """Append every place where ``value`` departs from JSON type ``tp``."""
     if tp is Any or tp in (list, dict):

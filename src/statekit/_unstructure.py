@@ -12,8 +12,6 @@ Every other field keeps the converter's own hook.
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -22,10 +20,9 @@ import cattrs
 from cattrs.fns import identity
 
 from statekit._codegen import compile_function
-from statekit._json import fast_copier, is_json_type
+from statekit._json import plain_union, union_copy_lines
 
 Hook = Callable[[Any], Any]
-_PLAIN = frozenset((str, int, bool, type(None)))
 JSON_HOOK = "__statekit_json__"
 """Set on statekit's own unstructure hook for a JSON type (the type it copies)."""
 
@@ -55,26 +52,10 @@ def _field_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converte
     if kind is not None:
         names[f"__h_{var}"], names[f"__k_{var}"] = hook, kind
         return [f"    if type({var}) is not __k_{var}:", f"        __h_{var}({var})"]
-    if getattr(hook, JSON_HOOK, None) == tp and _plain_union(tp):
-        members = {_kind(arg): arg for arg in typing.get_args(tp)}
-        names[f"__p_{var}"] = frozenset(kind for kind in members if kind in _PLAIN)
-        names[f"__m_{var}"] = {kind: fast_copier(arg) for kind, arg in members.items() if kind not in _PLAIN}
-        return [f"    if type({var}) not in __p_{var}:", f"        {var} = __m_{var}[type({var})]({var})"]
+    if getattr(hook, JSON_HOOK, None) == tp and plain_union(tp):
+        return union_copy_lines(tp, var, names)
     names[f"__h_{var}"] = hook
     return [f"    {var} = __h_{var}({var})"]
-
-
-def _plain_union(tp: Any) -> bool:
-    """A union of JSON kinds, each once, without ``float`` (an int there is converted)."""
-    if typing.get_origin(tp) not in (typing.Union, types.UnionType) or not is_json_type(tp):
-        return False
-    return float not in typing.get_args(tp)
-
-
-def _kind(tp: Any) -> Any:
-    if tp is None or tp is type(None):
-        return type(None)
-    return typing.get_origin(tp) or tp
 
 
 def _compile(tp: type, body: list[str], names: dict[str, Any]) -> Hook:
