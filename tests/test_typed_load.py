@@ -342,3 +342,23 @@ class HoldsUntyped(StateModule):
 def test_an_untyped_attr_ib_is_dumped_by_the_class_of_its_value() -> None:
     assert HoldsUntyped().state_dict() == {"untyped": {"x": {"a": 1}}}
     assert HoldsUntyped(Untyped([1, 2])).state_dict() == {"untyped": {"x": [1, 2]}}
+
+
+def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from statekit.session import _base
+
+    calls: list[int] = []
+    real_decode = _base.decode
+    monkeypatch.setattr(_base, "decode", lambda typed, raw: calls.append(1) or real_decode(typed, raw))
+    session = JSONSession(tmp_path)
+    session.save("s", agent=Agent(name="a"), notes=Notes(count=2))
+    agent = Agent()
+    session.load("s", agent=agent)  # the document holds notes too: the typed decode would fail on them
+    assert (agent.name, calls) == ("a", [])
+    agent, notes = Agent(), Notes()
+    session.load("s", agent=agent, notes=notes)
+    assert (agent.name, notes.count, calls) == ("a", 2, [1])
+    fresh = JSONSession(tmp_path)  # knows nothing yet: tries once, then remembers what the file holds
+    fresh.load("s", agent=Agent())
+    fresh.load("s", agent=Agent())
+    assert calls == [1, 1]

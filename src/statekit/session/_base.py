@@ -501,25 +501,27 @@ class SessionBase(BlockingTwins, abc.ABC):
         if raw is None:
             self._revisions.remember(key, MISSING)
             return None, MISSING
-        base = None
+        base, names = None, frozenset(modules)
         try:
-            results = await self._load_typed(raw, modules, strict)
+            results = await self._load_typed(raw, key, modules, strict)
             if results is None:
-                results, base = await self._load_plain(raw, key, modules, strict)
+                results, base, names = await self._load_plain(raw, key, modules, strict)
         except StateLoadError as err:
             raise with_document_positions(err, raw, self._source(key), self.codec) from None
         except StateVersionError as err:
             raise err.located(self._source(key)) from err.__cause__
-        seen = Expected(raw=raw, base=base)
+        seen = Expected(raw=raw, base=base, names=names)
         self._revisions.remember(key, seen)
         log_timed("loaded", list(modules), lambda: self._source(key), len(raw), started)
         return results, seen
 
     async def _load_typed(
-        self, raw: bytes, modules: Mapping[str, StateModule], strict: bool
+        self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
     ) -> dict[str, LoadResult] | None:
         """The fast load (see :mod:`statekit._typed`); ``None``, nothing changed, when it does not apply."""
-        typed = typed_document(modules, META_KEY) if self.codec.fast and not split(raw)[1] else None
+        if not self.codec.fast or split(raw)[1] or not self._may_hold_only(key, modules):
+            return None
+        typed = typed_document(modules, META_KEY)
         if typed is None:
             return None
         body = raw[len(BOM):] if raw.startswith(BOM) else raw
@@ -529,17 +531,27 @@ class SessionBase(BlockingTwins, abc.ABC):
         with paused_gc(), secrets_with(self._secret_box):
             return load_typed(typed, modules, document, strict)
 
+    def _may_hold_only(self, key: SessionKey, modules: Mapping[str, StateModule]) -> bool:
+        """False when the document last seen held other modules: the typed decode would fail on them."""
+        seen = self._revisions.get(key)
+        return seen is None or seen.names is None or seen.names == frozenset(modules)
+
     async def _load_plain(
         self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
-    ) -> tuple[dict[str, LoadResult], DeltaBase | None]:
-        """The full load: decode to plain data, plan and report every problem, commit."""
+    ) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str]]:
+        """The full load: decode to plain data, plan and report every problem, commit.
+
+        Returns:
+            The results, the delta base (append-only lists) and the document's module names.
+        """
         document = await self._decode(raw, key)
         with paused_gc(), secrets_with(self._secret_box):
             results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
+        names = frozenset(name for name in document if name != META_KEY)
         if not token_of(document):
-            return results, None
+            return results, None, names
         with secrets_with(self._secret_box):  # saved with append-only lists: what the next save compares with
-            return results, base_after_load(modules, document, raw)
+            return results, base_after_load(modules, document, raw), names
 
     async def _save_modules(
         self,
@@ -554,16 +566,24 @@ class SessionBase(BlockingTwins, abc.ABC):
             size = await save_with_appends(self, key, modules, expected, overwrite=overwrite)
         else:
             raw = await self._encode(modules)
-            await self._store(key, raw, expected, overwrite=overwrite)
+            await self._store(key, raw, expected, overwrite=overwrite, names=frozenset(modules))
             size = len(raw)
         log_timed("saved", list(modules), lambda: self._source(key), size, started)
 
     async def _store(
-        self, key: SessionKey, raw: bytes, expected: Expected | None, *, overwrite: bool, base: DeltaBase | None = None
+        self,
+        key: SessionKey,
+        raw: bytes,
+        expected: Expected | None,
+        *,
+        overwrite: bool,
+        base: DeltaBase | None = None,
+        names: frozenset[str] | None = None,
     ) -> Expected:
         """Write ``raw``: unconditionally, or only over what is expected (else remembered).
 
-        ``base`` is what a later delta save appends to (a document with append-only lists).
+        ``base`` is what a later delta save appends to (a document with append-only lists);
+        ``names`` the modules the document holds (a hint for loads, see :class:`Expected`).
 
         Returns:
             What is stored now (the next save's expectation).
@@ -575,7 +595,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         elif not await self._write_if(key, raw, expected):
             source = self._source(key)
             raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
-        written = Expected(raw=raw, base=base)
+        written = Expected(raw=raw, base=base, names=names)
         self._revisions.remember(key, written)
         return written
 

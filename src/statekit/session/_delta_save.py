@@ -67,7 +67,7 @@ async def save_with_appends(
             raw = session.codec.dumps(plain_document(skeleton))
     if not held:
         del skeleton  # its dicts are encoded: free them before the write (a large save's peak)
-        await session._store(key, raw, expected, overwrite=overwrite)  # noqa: SLF001
+        await session._store(key, raw, expected, overwrite=overwrite, names=frozenset(modules))  # noqa: SLF001
         return len(raw)
     shape = skeleton_bytes(skeleton)
     if expected is None and not overwrite:

@@ -84,16 +84,28 @@ class Expected:
     :class:`~statekit.session._appends.DeltaBase`): its document's token and how
     many bytes of deltas follow it. After a delta save only the base is known,
     and the backend checks that instead of bytes.
+
+    ``names`` are the module names the document holds, when known: a hint that
+    lets a load that asks for other modules skip the typed decode, which would
+    fail on them (see :mod:`statekit._typed`).
     """
 
-    __slots__ = ("_revision", "base", "raw")
+    __slots__ = ("_revision", "base", "names", "raw")
 
-    def __init__(self, *, raw: bytes | None = None, revision: str | None = None, base: DeltaBase | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        raw: bytes | None = None,
+        revision: str | None = None,
+        base: DeltaBase | None = None,
+        names: frozenset[str] | None = None,
+    ) -> None:
         if raw is None and revision is None and base is None:
             raise TypeError("Expected needs the raw bytes, their revision, or a delta base")
         self.raw = raw
         self._revision = revision
         self.base = base
+        self.names = names
 
     @property
     def only_base(self) -> bool:
@@ -119,7 +131,7 @@ class Expected:
 
     def without_bytes(self) -> Expected:
         """The same expectation, keeping only the revision (to free memory)."""
-        return self if self.raw is None else Expected(revision=self.revision, base=self.base)
+        return self if self.raw is None else Expected(revision=self.revision, base=self.base, names=self.names)
 
 
 MISSING: Final = Expected(revision=MISSING_REVISION)
