@@ -12,13 +12,11 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from statekit._json import _NONE, _SCALARS, Copier, _Bad, _fast_copier, _kind_checked, _kind_of
+from statekit._json import _NONE, _PLAIN, _SCALARS, Copier, _Bad, _fast_copier, _kind_checked, _kind_of
+
 
 def _reject(value: Any) -> Any:
     raise _Bad
-
-
-_PLAIN = frozenset((str, int, bool, _NONE))
 
 
 def _check_any(value: Any) -> Any:

@@ -60,13 +60,18 @@ class _Bad(Exception):
     """Raised by the fast copiers; the entry point turns it into a full report."""
 
 
+_PLAIN = frozenset((str, int, bool, _NONE))
+"""The JSON scalars a copy returns as they are (``float`` is checked: NaN has no JSON form)."""
+
+
 def _copy_any(value: Any) -> Any:
     kind = type(value)
+    # plain items are tested inline: a call per string would cost more than the test
     if kind is dict:
-        return {k if type(k) is str else _bad(): _copy_any(v) for k, v in value.items()}
+        return {k if type(k) is str else _bad(): v if type(v) in _PLAIN else _copy_any(v) for k, v in value.items()}
     if kind is list:
-        return [_copy_any(v) for v in value]
-    if kind is str or kind is int or kind is bool or value is None:
+        return [v if type(v) in _PLAIN else _copy_any(v) for v in value]
+    if kind in _PLAIN:
         return value
     if kind is float and value - value == 0.0:  # NaN and infinities have no JSON form
         return value
@@ -207,6 +212,8 @@ def _copy_float(value: Any) -> Any:
 
 def list_copier(item: Copier) -> Copier:
     """Copy a list item by item with ``item`` (fast path: raises a bare error)."""
+    if item is _copy_dict_of_any:  # message content blocks: one comprehension, no call per block
+        return _copy_list_of_dicts
 
     def copy(value: Any) -> Any:
         if type(value) is not list:
@@ -218,6 +225,8 @@ def list_copier(item: Copier) -> Copier:
 
 def dict_copier(item: Copier) -> Copier:
     """Copy a ``dict[str, X]`` value by value with ``item`` (fast path)."""
+    if item is _copy_any:  # plain values are tested inline, as in _copy_any
+        return _copy_dict_of_any
 
     def copy(value: Any) -> Any:
         if type(value) is not dict:
@@ -225,6 +234,23 @@ def dict_copier(item: Copier) -> Copier:
         return {k if type(k) is str else _bad(): item(v) for k, v in value.items()}
 
     return copy
+
+
+def _copy_dict_of_any(value: Any) -> Any:
+    if type(value) is not dict:
+        raise _Bad
+    return {k if type(k) is str else _bad(): v if type(v) in _PLAIN else _copy_any(v) for k, v in value.items()}
+
+
+def _copy_list_of_dicts(value: Any) -> Any:
+    if type(value) is not list:
+        raise _Bad
+    return [
+        {k if type(k) is str else _bad(): v if type(v) in _PLAIN else _copy_any(v) for k, v in d.items()}
+        if type(d) is dict
+        else _bad()
+        for d in value
+    ]
 
 
 def _union_copier(by_kind: dict[object, Copier]) -> Copier:
