@@ -80,6 +80,39 @@ def test_a_save_refuses_what_state_dict_refuses_and_keeps_the_file(tmp_path: Pat
     assert b'"level": 1.0' in before  # an int in a float field is written as the copying path writes it
 
 
+@stateful
+class Note:
+    content: str | list[dict[str, Any]]
+    metadata: dict[str, Any] | None = None
+
+
+@stateful
+class Notes(StateModule):
+    items: list[Note] = state_field(factory=list)
+
+
+@pytest.mark.parametrize(
+    ("bad", "path"),
+    [
+        (Note([{"x": float("nan")}]), "notes.items[1].content[0].x"),
+        (Note([{"x": [(1, 2)]}]), "notes.items[1].content[0].x[0]"),
+        (Note(["text"]), "notes.items[1].content[0]"),  # type: ignore[list-item]
+        (Note(7), "notes.items[1].content"),  # type: ignore[arg-type]
+        (Note("ok", {"n": float("inf")}), "notes.items[1].metadata.n"),
+        (Note("ok", [1]), "notes.items[1].metadata"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_save_checks_the_unions_of_records(tmp_path: Path, bad: Note, path: str) -> None:
+    """Record fields typed as JSON unions are checked inline by generated code: every member still is."""
+    session = JSONSession(tmp_path)
+    session.save("s", notes=Notes([Note("hi", {"turn": 1})]))
+    before = (tmp_path / "s.json").read_bytes()
+    with pytest.raises(StateDumpError) as info:
+        session.save("s", notes=Notes([Note([{"type": "text"}], None), bad]))
+    assert [format_path(problem.path) for problem in info.value.problems] == [path]
+    assert (tmp_path / "s.json").read_bytes() == before
+
+
 def test_a_fresh_load_names_every_bad_value_and_changes_nothing(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_bytes(
         orjson.dumps({"log": {"level": "high", "blocks": [{"a": 1}, "b", 3], "content": [[]], "extra": []}})

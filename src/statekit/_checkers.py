@@ -114,6 +114,15 @@ def union_members(tp: Any, *, fresh: bool = False) -> dict[object, Copier | None
     return {_kind_of(a): _member_checker(a, any_check) for a in typing.get_args(tp)}
 
 
+def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool) -> list[str]:
+    """Generated lines checking ``var`` of a plain JSON union ``tp`` in place: plain kinds
+    pass, another member's checker runs, any other kind raises (``KeyError``)."""
+    members = union_members(tp, fresh=fresh)
+    names[f"__p_{var}"] = frozenset(kind for kind, check in members.items() if check is None)
+    names[f"__m_{var}"] = {kind: check for kind, check in members.items() if check is not None}
+    return [f"    if type({var}) not in __p_{var}:", f"        __m_{var}[type({var})]({var})"]
+
+
 def _member_checker(tp: Any, any_check: Copier) -> Copier | None:
     if tp is None or tp in _SCALARS:
         return None

@@ -9,7 +9,8 @@ import cattrs
 
 from statekit._checkers import fast_checker
 from statekit._convert import make_converter
-from statekit._json import is_json_type
+from statekit._json import is_json_type, plain_union
+from statekit._unstructure import JSON_CHECK
 
 Hook = Callable[[Any], Any]
 
@@ -24,9 +25,16 @@ def make_encode_converter() -> cattrs.Converter:
     """
     conv = make_converter()
     conv.register_unstructure_hook_factory(
-        lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), fast_checker
+        lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), _checker
     )
     return conv
+
+
+def _checker(tp: Any) -> Hook:
+    check = fast_checker(tp)
+    if plain_union(tp):  # a closure of its own: generated record code may check the union inline
+        setattr(check, JSON_CHECK, tp)
+    return check
 
 
 __all__ = ["make_encode_converter"]

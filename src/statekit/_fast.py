@@ -21,7 +21,7 @@ from statekit._codegen import compile_function
 from statekit._fields import field_codec
 from statekit._convert import generation, is_ours, iter_types, type_hints
 from statekit._versions import VERSION_KEY, tag
-from statekit._checkers import fast_checker, union_members
+from statekit._checkers import fast_checker, union_check_lines
 from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier, plain_union, union_copy_lines
 
 Fast = Callable[[Any], Any]
@@ -167,7 +167,7 @@ def _field_lines(
     if tp in _SCALAR_CHECKS and is_ours(conv.get_structure_hook(tp)):
         return [*lines, f"    if type({var}) is not {_SCALAR_CHECKS[tp]}:", "        raise __Bail"]
     if fresh and _inline_union(tp, conv):
-        return [*lines, *_union_lines(tp, var, names)]
+        return [*lines, *union_check_lines(tp, var, names, fresh=True)]
     if _inline_union(tp, conv):
         return [*lines, *union_copy_lines(tp, var, names)]
     names[f"__h_{var}"] = fast_structure(tp, conv, fresh=fresh)
@@ -177,14 +177,6 @@ def _field_lines(
 def _inline_union(tp: Any, conv: cattrs.Converter) -> bool:
     """A JSON union (``str | list[dict[str, Any]]``) dispatched inline, when statekit's hook loads it."""
     return plain_union(tp) and is_ours(conv.get_structure_hook(tp))
-
-
-def _union_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
-    """Plain kinds pass; another member's checker runs; any other kind bails (KeyError)."""
-    members = union_members(tp, fresh=True)
-    names[f"__p_{var}"] = frozenset(kind for kind, check in members.items() if check is None)
-    names[f"__m_{var}"] = {kind: check for kind, check in members.items() if check is not None}
-    return [f"    if type({var}) not in __p_{var}:", f"        __m_{var}[type({var})]({var})"]
 
 
 def _compile(cls: type, body: list[str], names: dict[str, Any]) -> Fast:

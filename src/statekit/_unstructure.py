@@ -7,6 +7,8 @@ again: three calls to return a string. Here a union of JSON kinds is
 dispatched inline: a plain kind (a string, ``None``) is returned as it is,
 another kind goes straight to its member's copier, and any other kind raises
 (``KeyError``); the dump then walks the value slowly to name the problem.
+A session save's converter checks in place instead of copying (see
+:mod:`statekit._checkers`): its unions are dispatched inline the same way.
 Every other field keeps the converter's own hook.
 """
 
@@ -19,12 +21,16 @@ import attrs
 import cattrs
 from cattrs.fns import identity
 
+from statekit._checkers import union_check_lines
 from statekit._codegen import compile_function
 from statekit._json import plain_union, union_copy_lines
 
 Hook = Callable[[Any], Any]
 JSON_HOOK = "__statekit_json__"
 """Set on statekit's own unstructure hook for a JSON type (the type it copies)."""
+
+JSON_CHECK = "__statekit_json_check__"
+"""Set on the in-place checker of a plain JSON union that a session save encodes with (the type it checks)."""
 
 SCALAR_KIND = "__statekit_scalar__"
 """Set on the unstructure hook of ``str``, ``int``, ``bool`` and ``None``: the exact type it passes."""
@@ -54,6 +60,8 @@ def _field_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converte
         return [f"    if type({var}) is not __k_{var}:", f"        __h_{var}({var})"]
     if getattr(hook, JSON_HOOK, None) == tp and plain_union(tp):
         return union_copy_lines(tp, var, names)
+    if getattr(hook, JSON_CHECK, None) == tp:
+        return union_check_lines(tp, var, names, fresh=False)
     names[f"__h_{var}"] = hook
     return [f"    {var} = __h_{var}({var})"]
 
@@ -62,4 +70,4 @@ def _compile(tp: type, body: list[str], names: dict[str, Any]) -> Hook:
     return compile_function("unstructure(o)", body, names, f"unstructure {tp.__module__}.{tp.__qualname__}")
 
 
-__all__ = ["JSON_HOOK", "SCALAR_KIND", "record_unstructure"]
+__all__ = ["JSON_CHECK", "JSON_HOOK", "SCALAR_KIND", "record_unstructure"]
