@@ -12,11 +12,11 @@ load follow a link or wait on a FIFO. ``save_dir`` itself may be a link.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from statekit.errors import SessionError
 
@@ -127,8 +127,8 @@ def holds_exactly(path: Path, expected: bytes) -> bool:
             return False
         start = 0
         for chunk in _chunks(file):
-            # bytes against a bytes slice: a memcmp (a memoryview compares item by item, 20x slower)
-            if chunk != expected[start : start + len(chunk)]:
+            # a memcmp in place (comparing memoryviews goes item by item, slicing copies)
+            if not expected.startswith(chunk, start):
                 return False
             start += len(chunk)
     return start == len(expected)
@@ -148,14 +148,21 @@ def digest_regular(path: Path) -> tuple[str, bytes] | None:
     head = b""
     with opened[0] as file:
         for chunk in _chunks(file):
-            head = head or chunk
+            head = head or chunk.tobytes()
             digest.update(chunk)
     return digest.hexdigest(), head
 
 
-def _chunks(file: BinaryIO) -> Iterator[bytes]:
-    while chunk := file.read(_COMPARE_CHUNK):
-        yield chunk
+def _chunks(file: io.BufferedReader) -> Iterator[memoryview]:
+    """The file a chunk at a time, each read into the same buffer: valid until the next one.
+
+    A fresh 256 KiB block per chunk would cost a page fault per 4 KiB: reading
+    450 KB that way took 160 us, against 15 us for this.
+    """
+    buffer = bytearray(_COMPARE_CHUNK)
+    view = memoryview(buffer)
+    while count := file.readinto(buffer):
+        yield view[:count]
 
 
 def read_regular_stat(path: Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
@@ -167,7 +174,7 @@ def read_regular_stat(path: Path, limit: int = -1) -> tuple[bytes, os.stat_resul
         return file.read(limit), opened[1]
 
 
-def _open_regular(path: Path) -> tuple[BinaryIO, os.stat_result] | None:
+def _open_regular(path: Path) -> tuple[io.BufferedReader, os.stat_result] | None:
     """Open a regular file for reading without following a link or waiting on a FIFO (``None``: no file)."""
     try:
         fd = os.open(path, _READ_FLAGS)
