@@ -113,6 +113,45 @@ def test_a_save_checks_the_unions_of_records(tmp_path: Path, bad: Note, path: st
     assert (tmp_path / "s.json").read_bytes() == before
 
 
+@stateful
+class Reading:
+    xs: list[float] | None = None
+    ws: dict[str, float] | str = ""
+
+
+@stateful
+class Readings(StateModule):
+    items: list[Reading] = state_field(factory=list)
+
+
+@pytest.mark.parametrize(
+    ("bad", "paths"),
+    [
+        (Reading([1.5, float("nan")]), ["readings.items[0].xs[1]"]),
+        (Reading(None, {"w": float("inf")}), ["readings.items[0].ws.w"]),
+        (Reading([float("-inf")], {"w": float("nan")}), ["readings.items[0].xs[0]", "readings.items[0].ws.w"]),
+    ],
+)
+def test_a_save_refuses_nan_in_the_float_unions_of_records(tmp_path: Path, bad: Reading, paths: list[str]) -> None:
+    """A union with a float inside is not checked inline (a float must be finite, an int converted)."""
+    with pytest.raises(StateDumpError) as info:
+        JSONSession(tmp_path).save("s", readings=Readings([bad]))
+    assert [format_path(problem.path) for problem in info.value.problems] == paths
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_ints_in_the_float_unions_of_records_save_and_load_as_floats(tmp_path: Path) -> None:
+    readings = Readings([Reading([1, 2.5], {"w": 3})])
+    session = JSONSession(tmp_path)
+    session.save("s", readings=readings)
+    stored = orjson.loads((tmp_path / "s.json").read_bytes())["readings"]["items"][0]
+    assert [type(x) for x in stored["xs"]] == [float, float] and type(stored["ws"]["w"]) is float
+    loaded = Readings()
+    session.load("s", readings=loaded)
+    assert loaded.items == [Reading([1.0, 2.5], {"w": 3.0})]
+    assert [type(x) for x in loaded.items[0].xs or []] == [float, float]
+
+
 def test_a_fresh_load_names_every_bad_value_and_changes_nothing(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_bytes(
         orjson.dumps({"log": {"level": "high", "blocks": [{"a": 1}, "b", 3], "content": [[]], "extra": []}})

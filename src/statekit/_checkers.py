@@ -12,7 +12,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from statekit._json import _NONE, _PLAIN, _SCALARS, Copier, _Bad, _fast_copier, _kind_checked, _kind_of
+from statekit._json import _NONE, _PLAIN, _SCALARS, Copier, _Bad, _fast_copier, _kind_checked, _kind_of, plain_union
 
 
 def _reject(value: Any) -> Any:
@@ -107,16 +107,34 @@ def _walked_kind(tp: Any) -> type | None:
 def union_members(tp: Any, *, fresh: bool = False) -> dict[object, Copier | None]:
     """Checkers of a JSON union's members by JSON kind; ``None`` where the kind is check enough.
 
-    For the fast paths: they raise bare errors. Not for unions with ``float``
-    (an int there is converted, see :func:`fast_checker`).
+    For the fast paths: they raise bare errors. Only for unions with no ``float``
+    at any depth (see :func:`checks_in_place`).
     """
     any_check = _trusted if fresh else _check_any
     return {_kind_of(a): _member_checker(a, any_check) for a in typing.get_args(tp)}
 
 
+def checks_in_place(tp: Any) -> bool:
+    """Whether generated code may check a value of ``tp`` inline with :func:`union_check_lines`:
+    a :func:`plain_union` with no ``float`` at any depth (an int there must be converted,
+    and a float checked for NaN, which only the copier does)."""
+    return plain_union(tp) and not _converts(tp)
+
+
 def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool) -> list[str]:
-    """Generated lines checking ``var`` of a plain JSON union ``tp`` in place: plain kinds
-    pass, another member's checker runs, any other kind raises (``KeyError``)."""
+    """Generated lines checking ``var`` in place: plain kinds pass, another member's
+    checker runs, any other kind raises (``KeyError``).
+
+    Args:
+        tp: A union for which :func:`checks_in_place` holds.
+        var: The variable of the generated code that holds the value.
+        names: The generated code's globals; the member tables are added to it.
+        fresh: The value comes straight from the JSON decoder (``Any`` is not walked).
+
+    Returns:
+        The lines, indented for the body of a generated function.
+    """
+    assert checks_in_place(tp), tp
     members = union_members(tp, fresh=fresh)
     names[f"__p_{var}"] = frozenset(kind for kind, check in members.items() if check is None)
     names[f"__m_{var}"] = {kind: check for kind, check in members.items() if check is not None}

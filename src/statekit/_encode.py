@@ -7,9 +7,9 @@ from typing import Any
 
 import cattrs
 
-from statekit._checkers import fast_checker
+from statekit._checkers import checks_in_place, fast_checker
 from statekit._convert import make_converter
-from statekit._json import is_json_type, plain_union
+from statekit._json import is_json_type
 from statekit._unstructure import JSON_CHECK
 
 Hook = Callable[[Any], Any]
@@ -32,7 +32,7 @@ def make_encode_converter() -> cattrs.Converter:
 
 def _checker(tp: Any) -> Hook:
     check = fast_checker(tp)
-    if plain_union(tp):  # a closure of its own: generated record code may check the union inline
+    if checks_in_place(tp):  # a closure of its own: generated record code may check the union inline
         setattr(check, JSON_CHECK, tp)
     return check
 

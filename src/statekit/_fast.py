@@ -21,7 +21,7 @@ from statekit._codegen import compile_function
 from statekit._fields import field_codec
 from statekit._convert import generation, is_ours, iter_types, type_hints
 from statekit._versions import VERSION_KEY, tag
-from statekit._checkers import fast_checker, union_check_lines
+from statekit._checkers import checks_in_place, fast_checker, union_check_lines
 from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier, plain_union, union_copy_lines
 
 Fast = Callable[[Any], Any]
@@ -166,7 +166,7 @@ def _field_lines(
     lines = [f"    {var} = o[{field.name!r}]"]
     if tp in _SCALAR_CHECKS and is_ours(conv.get_structure_hook(tp)):
         return [*lines, f"    if type({var}) is not {_SCALAR_CHECKS[tp]}:", "        raise __Bail"]
-    if fresh and _inline_union(tp, conv):
+    if fresh and _inline_union(tp, conv) and checks_in_place(tp):
         return [*lines, *union_check_lines(tp, var, names, fresh=True)]
     if _inline_union(tp, conv):
         return [*lines, *union_copy_lines(tp, var, names)]

@@ -67,6 +67,7 @@ _PLAIN = frozenset((str, int, bool, _NONE))
 def _copy_any(value: Any) -> Any:
     kind = type(value)
     # plain items are tested inline: a call per string would cost more than the test
+    # (_copy_dict_of_any and _copy_list_of_dicts repeat this comprehension: change them together)
     if kind is dict:
         return {k if type(k) is str else _bad(): v if type(v) in _PLAIN else _copy_any(v) for k, v in value.items()}
     if kind is list:

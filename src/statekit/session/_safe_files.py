@@ -156,8 +156,8 @@ def digest_regular(path: Path) -> tuple[str, bytes] | None:
 def _chunks(file: io.BufferedReader) -> Iterator[memoryview]:
     """The file a chunk at a time, each read into the same buffer: valid until the next one.
 
-    A fresh 256 KiB block per chunk would cost a page fault per 4 KiB: reading
-    450 KB that way took 160 us, against 15 us for this.
+    A fresh 256 KiB block per chunk would cost a page fault per 4 KiB: checking
+    a 450 KB file that way took 206 us, against 48 us with one buffer.
     """
     buffer = bytearray(_COMPARE_CHUNK)
     view = memoryview(buffer)
