@@ -568,6 +568,16 @@ unions and freshly made records (some refused at definition: callers reject thos
 record_types = _records_of(st.one_of(st.sampled_from(_LEAF_TYPES), value_types))
 """Freshly made ``@stateful`` records whose fields are :data:`value_types`."""
 
+_JSON_MEMBERS: list[Any] = [
+    str, int, bool, type(None), float, list[float], dict[str, float], list[Any], dict[str, Any],
+    list[dict[str, Any]], dict[str, list[float]], list[str],
+]
+json_union_records = _records_of(
+    st.tuples(st.sampled_from(_JSON_MEMBERS), st.sampled_from(_JSON_MEMBERS)).map(lambda pair: typing.Union[pair[0], pair[1]])
+)
+"""Records whose fields are unions of JSON types (``str | list[dict[str, Any]]``,
+``list[float] | None``...): the fields that generated code dispatches inline."""
+
 
 def data_for(tp: Any, noisy: bool = False) -> st.SearchStrategy[Any]:
     """JSON data shaped like ``tp``: valid for it, but for near misses that enums,

@@ -26,7 +26,7 @@ from statekit.codecs import JSON
 from statekit.errors import DocumentError
 from statekit.session._delta_save import META_KEY
 
-from strategies import data_for, json_data, record_types, value_types
+from strategies import data_for, json_data, json_union_records, record_types, value_types
 from test_agreement import shape
 from test_depth import Blob, nested
 
@@ -76,7 +76,7 @@ def assert_agree(cls: type[StateModule], data: Any, strict: bool) -> bool:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_typed_and_full_paths_agree_on_random_types_and_data(data: st.DataObject) -> None:
-    tp = data.draw(st.one_of(value_types, record_types), label="type")
+    tp = data.draw(st.one_of(value_types, record_types, json_union_records), label="type")
     try:
         cls = holder(tp)
     except StateDefinitionError:
