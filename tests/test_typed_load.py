@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from statekit import JSONSession, LoadResult, StateDefinitionError, StateLoadError, StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
 from statekit._load import load_many
+from statekit import _typed
 from statekit._typed import decode, load_typed, typed_document
 from statekit.codecs import JSON
 from statekit.errors import DocumentError
@@ -202,6 +203,23 @@ def test_the_depth_limit_is_exact_on_the_typed_path(tmp_path: Path) -> None:
         JSONSession(tmp_path).load("deep", blob=Blob())
 
 
+def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    passes: list[int] = []
+    real = _typed._too_deep
+    monkeypatch.setattr(_typed, "_too_deep", lambda states: passes.append(1) or real(states))
+    session = JSONSession(tmp_path)
+    session.save("s", blob=Blob(data=nested(3)))
+    blob = Blob()
+    session.load("s", blob=blob)  # its own bytes: checked when they were written
+    session.load("s", blob=blob)  # loaded just now
+    assert (blob.data, passes) == (nested(3), [])
+    (tmp_path / "s.json").write_bytes(msgspec.json.encode({**META, "blob": {"data": nested(MAX_DEPTH - 1)}}))
+    with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        session.load("s", blob=blob)  # another writer's bytes: checked
+    assert passes == [1]
+    assert blob.data == nested(3)
+
+
 @stateful
 class Custom(StateModule):
     """A module with its own load_state_dict, held by a typed one."""
@@ -349,7 +367,7 @@ def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path:
 
     calls: list[int] = []
     real_decode = _base.decode
-    monkeypatch.setattr(_base, "decode", lambda typed, raw: calls.append(1) or real_decode(typed, raw))
+    monkeypatch.setattr(_base, "decode", lambda typed, raw, checked: calls.append(1) or real_decode(typed, raw, checked))
     session = JSONSession(tmp_path)
     session.save("s", agent=Agent(name="a"), notes=Notes(count=2))
     agent = Agent()

@@ -214,13 +214,22 @@ def load_typed(
     return dict(zip(loaders, commit_all(list(loaders.values())), strict=True))
 
 
-def decode(typed: TypedDocument, raw: bytes) -> Any:
+def decode(typed: TypedDocument, raw: bytes, checked: bool = False) -> Any:
     """The document's mirrors, or ``None`` when msgspec refuses it or it nests
-    too deep (the full path says why)."""
+    too deep (the full path says why).
+
+    Args:
+        typed: The decoder for the requested modules.
+        raw: The document's bytes.
+        checked: These exact bytes passed the depth check before (a session
+            wrote or loaded them): skip it.
+    """
     try:
         document = typed.decoder.decode(raw)
     except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
         return None
+    if checked:
+        return document
     states = [getattr(document, f"m{index}") for index in range(len(typed.planners))]
     return None if _too_deep(states) else document
 

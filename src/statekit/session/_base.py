@@ -519,22 +519,21 @@ class SessionBase(BlockingTwins, abc.ABC):
         self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
     ) -> dict[str, LoadResult] | None:
         """The fast load (see :mod:`statekit._typed`); ``None``, nothing changed, when it does not apply."""
-        if not self.codec.fast or split(raw)[1] or not self._may_hold_only(key, modules):
+        seen = self._revisions.get(key)
+        if not self.codec.fast or split(raw)[1] or not _may_hold_only(seen, modules):
             return None
         typed = typed_document(modules, META_KEY)
         if typed is None:
             return None
         body = raw[len(BOM):] if raw.startswith(BOM) else raw
-        document = await self._run_codec(without_gc(decode), typed, body, size=len(body))
+        # Bytes this object wrote or loaded before passed the depth check then: a compare costs less.
+        checked = seen is not None and seen.raw is not None and seen.raw == raw
+        document = await self._run_codec(without_gc(decode), typed, body, checked, size=len(body))
         if document is None:
             return None
         with paused_gc(), secrets_with(self._secret_box):
             return load_typed(typed, modules, document, strict)
 
-    def _may_hold_only(self, key: SessionKey, modules: Mapping[str, StateModule]) -> bool:
-        """False when the document last seen held other modules: the typed decode would fail on them."""
-        seen = self._revisions.get(key)
-        return seen is None or seen.names is None or seen.names == frozenset(modules)
 
     async def _load_plain(
         self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
@@ -636,6 +635,11 @@ class SessionBase(BlockingTwins, abc.ABC):
         if META_KEY in document:
             _check_meta(document[META_KEY], self._source(key))
         return document
+
+
+def _may_hold_only(seen: Expected | None, modules: Mapping[str, StateModule]) -> bool:
+    """False when the document last seen held other modules: the typed decode would fail on them."""
+    return seen is None or seen.names is None or seen.names == frozenset(modules)
 
 
 def _with_meta(data: object, source: str) -> dict[str, Any]:
