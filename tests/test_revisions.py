@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from workers import run_workers
 
-from statekit import ConflictError, StoredDocument
+from statekit import ConflictError, StateModule, StoredDocument, generate_secret_key, state_field, stateful
 from statekit.errors import DocumentError, SessionError
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, SessionKey, YAMLSession, _revisions, revision_of
 from statekit.session._files import FileSession
@@ -100,6 +100,34 @@ async def test_update_restarts_a_missing_session_from_the_modules_as_given(tmp_p
     await session.aupdate("s", bump, counter=counter)
     assert seen == [7, 50, 7]
     assert counter.count == 8
+
+
+@stateful
+class Vault(StateModule):
+    count: int = state_field(default=0)
+    token: str = state_field(default="", secret=True)
+
+
+async def test_update_restarts_a_missing_session_with_its_secret_fields_too(tmp_path: Path) -> None:
+    """The restart puts secret fields back as well (they are sealed with the session's key)."""
+    key = generate_secret_key()
+    session, meddler = JSONSession(tmp_path, secret_key=key), JSONSession(tmp_path, secret_key=key)
+    vault = Vault(count=7, token="a")
+    seen: list[tuple[int, str]] = []
+
+    async def bump() -> None:
+        seen.append((vault.count, vault.token))
+        vault.count, vault.token = vault.count + 1, vault.token + "x"
+        if len(seen) == 1:
+            await meddler.asave("s", vault=Vault(count=50, token="m"))
+        elif len(seen) == 2:
+            await meddler.adelete("s")
+
+    await session.aupdate("s", bump, vault=vault)
+    assert seen == [(7, "a"), (50, "m"), (7, "a")]
+    stored = Vault()
+    await meddler.aload("s", vault=stored)
+    assert (stored.count, stored.token) == (vault.count, vault.token) == (8, "ax")
 
 
 @pytest.mark.parametrize("retries", [-1, 1.5, True, "3"])

@@ -354,7 +354,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         for attempt in itertools.count():
             results, seen = await self._load(key, modules, True)
             if results is None:
-                fresh = restart_missing(modules, fresh)
+                fresh = restart_missing(modules, fresh, self._secret_box)
             if inspect.isawaitable(outcome := mutate()):
                 await outcome
             try:  # against what this attempt loaded, not what the object saw last: tasks may share it

@@ -20,6 +20,7 @@ import attrs
 from statekit._dump import dump_many
 from statekit._load import load_many
 from statekit._module import StateModule
+from statekit._secrets import SecretBox, secrets_with
 
 if TYPE_CHECKING:
     from statekit.session._appends import DeltaBase
@@ -192,9 +193,17 @@ def conflict_message(source: str, *, created: bool) -> str:
     )
 
 
-def restart_missing(modules: Mapping[str, StateModule], fresh: dict[str, Any] | None) -> dict[str, Any]:
-    """Snapshot the modules on the first miss; put them back to it on later ones."""
-    if fresh is None:
-        return dump_many(modules)
-    load_many(modules, fresh, strict=True)
+def restart_missing(
+    modules: Mapping[str, StateModule], fresh: dict[str, Any] | None, box: SecretBox | None
+) -> dict[str, Any]:
+    """Snapshot the modules on the first miss; put them back to it on later ones.
+
+    Secret fields are sealed with the session's ``box`` and restored with the
+    rest, as a load would restore them; without a key a load leaves them as
+    they are, and so does this.
+    """
+    with secrets_with(box):
+        if fresh is None:
+            return dump_many(modules)
+        load_many(modules, fresh, strict=True)
     return fresh
