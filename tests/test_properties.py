@@ -94,8 +94,9 @@ def test_round_trip_keeps_integers_beyond_64_bits(big: int, blob: Any) -> None:
 def test_dump_keys_follow_declaration_order(module: StateModule) -> None:
     for node in iter_modules(module):
         keys = list(node.state_dict())
-        if attrs.has(type(node)):
-            declared = [f.name for f in attrs.fields(type(node)) if f.name in keys]
+        cls = type(node)
+        if attrs.has(cls):
+            declared = [f.name for f in attrs.fields(cls) if f.name in keys]
             assert keys[: len(declared)] == declared
 
 
@@ -253,7 +254,8 @@ def test_non_strict_missing_keys_keep_the_current_values(data: st.DataObject) ->
     assume(kept and all(p[:-1] in module_paths for p in kept))
     expected = copy.deepcopy(corruption.state)
     for path in kept:
-        parent, current = expected, target_state
+        parent: Any = expected
+        current: Any = target_state
         for segment in path[:-1]:
             parent, current = parent[segment], current[segment]
         parent[path[-1]] = current[path[-1]]

@@ -136,7 +136,7 @@ def test_state_dict_is_a_snapshot() -> None:
     initial = agent.state_dict()
     frozen = copy.deepcopy(initial)
     agent.memory.content.append(Msg("user", "more"))
-    agent.memory.content[1].content[0]["input"]["q"].append("c")  # type: ignore[index]
+    agent.memory.content[1].content[0]["input"]["q"].append("c")  # type: ignore[index, union-attr]
     agent.toolkit.active_groups.append("files")
     assert initial == frozen
 
@@ -282,7 +282,7 @@ def test_loaded_values_share_nothing_with_the_input() -> None:
     agent = Agent(name="a")
     agent.load_state_dict(state)
     saved = copy.deepcopy(state)
-    agent.memory.content[1].content[0]["input"]["q"].append("z")  # type: ignore[index]
+    agent.memory.content[1].content[0]["input"]["q"].append("z")  # type: ignore[index, union-attr]
     agent.toolkit.active_groups.clear()
     assert state == saved
 

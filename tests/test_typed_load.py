@@ -206,7 +206,12 @@ def test_the_depth_limit_is_exact_on_the_typed_path(tmp_path: Path) -> None:
 def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     passes: list[int] = []
     real = _typed._too_deep
-    monkeypatch.setattr(_typed, "_too_deep", lambda states: passes.append(1) or real(states))
+
+    def counted(states: list[Any]) -> bool:
+        passes.append(1)
+        return real(states)
+
+    monkeypatch.setattr(_typed, "_too_deep", counted)
     session = JSONSession(tmp_path)
     session.save("s", blob=Blob(data=nested(3)))
     blob = Blob()
@@ -349,7 +354,7 @@ class Inner:
 
 @attr.s
 class Untyped:
-    x = attr.ib()
+    x = attr.ib()  # type: ignore[var-annotated]
 
 
 @stateful
@@ -366,8 +371,12 @@ def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path:
     from statekit.session import _base
 
     calls: list[int] = []
-    real_decode = _base.decode
-    monkeypatch.setattr(_base, "decode", lambda typed, raw, checked: calls.append(1) or real_decode(typed, raw, checked))
+
+    def counted(typed: Any, raw: bytes, checked: bool) -> Any:
+        calls.append(1)
+        return decode(typed, raw, checked)
+
+    monkeypatch.setattr(_base, "decode", counted)
     session = JSONSession(tmp_path)
     session.save("s", agent=Agent(name="a"), notes=Notes(count=2))
     agent = Agent()

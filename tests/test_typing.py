@@ -81,7 +81,7 @@ def pinned(checker: str) -> Said:
     expected: Said = {}
     for number, line in enumerate(lines, 1):
         if line.rstrip().endswith("  # E"):
-            above = []
+            above: list[str] = []
             for comment in reversed(lines[: number - 1]):
                 if not comment.lstrip().startswith("# ") or " says: " not in comment:
                     break
