@@ -534,7 +534,6 @@ class SessionBase(BlockingTwins, abc.ABC):
         with paused_gc(), secrets_with(self._secret_box):
             return load_typed(typed, modules, document, strict)
 
-
     async def _load_plain(
         self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
     ) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str]]:
