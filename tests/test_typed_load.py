@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import attr
 import attrs
 import msgspec
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -23,7 +24,7 @@ from statekit._limits import MAX_DEPTH
 from statekit._load import load_many
 from statekit import _typed
 from statekit._typed import decode, load_typed, typed_document
-from statekit.codecs import JSON
+from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
 from statekit.session._delta_save import META_KEY
 
@@ -201,6 +202,59 @@ def test_the_depth_limit_is_exact_on_the_typed_path(tmp_path: Path) -> None:
     (tmp_path / "deep.json").write_bytes(too_deep)
     with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
         JSONSession(tmp_path).load("deep", blob=Blob())
+
+
+@stateful
+class Leaf:
+    n: int = 0
+
+
+@stateful
+class Tail(StateModule):
+    leaf: Leaf = state_field(factory=Leaf)
+
+
+@stateful
+class Link(StateModule):
+    next: Optional[StateModule] = state_field(default=None)
+
+
+def linked(links: int) -> Link:
+    """``links`` modules in a chain, ending in a ``Tail``."""
+    head = last = Link()
+    for _ in range(links - 1):
+        last.next = Link()
+        last = last.next
+    last.next = Tail()
+    return head
+
+
+@pytest.mark.parametrize(("links", "accepted"), [(MAX_DEPTH - 3, True), (MAX_DEPTH - 2, False)])
+def test_the_typed_depth_pass_counts_a_record_at_the_bottom(links: int, accepted: bool) -> None:
+    """Document, ``links`` modules, the tail module, then a record of scalars: ``links + 3`` levels."""
+    state: Any = {"leaf": {"n": 1}}
+    for _ in range(links):
+        state = {"next": state}
+    raw = msgspec.json.encode({**META, "head": state})
+    assert (typed({"head": linked(links)}, raw) is not None) is accepted
+    if accepted:
+        assert full({"head": linked(links)}, raw) == {"head": LoadResult([], [])}
+    else:
+        with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
+            full({"head": linked(links)}, raw)
+
+
+class _NoDepthCodecSession(JSONSession):
+    """A session whose codec writes with plain orjson, which nests up to 254 levels."""
+
+    codec: ClassVar[Codec] = Codec("json", ".json", orjson.dumps, JSON.loads, JSON.locate, fast=True)
+
+
+def test_bytes_another_codec_wrote_are_depth_checked_when_loaded(tmp_path: Path) -> None:
+    session = _NoDepthCodecSession(tmp_path)
+    session.save("s", blob=Blob(data=nested(MAX_DEPTH)))  # this codec does not refuse it
+    with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        session.load("s", blob=Blob())
 
 
 def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

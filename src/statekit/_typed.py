@@ -221,8 +221,9 @@ def decode(typed: TypedDocument, raw: bytes, checked: bool = False) -> Any:
     Args:
         typed: The decoder for the requested modules.
         raw: The document's bytes.
-        checked: These exact bytes passed the depth check before (a session
-            wrote or loaded them): skip it.
+        checked: These exact bytes passed an exact depth check before (a
+            session wrote or loaded them with a built-in codec): skip it, and
+            the fallback to the full path for data orjson cannot write.
     """
     try:
         document = typed.decoder.decode(raw)
@@ -239,16 +240,23 @@ def _too_deep(states: list[Any]) -> bool:
     ``MAX_DEPTH`` (one C pass; unsure means yes).
 
     Only values typed ``Any`` can nest without bound; orjson walks them all,
-    each mirror Struct written as the array of its fields (one level, as its object).
+    each mirror Struct written as the list of its fields (one level, as its object).
     """
     padded: Any = states  # in place of the document: its states sit one level below
     for _ in range(ORJSON_PAD):
         padded = [padded]
     try:
-        orjson.dumps(padded, default=msgspec.structs.astuple)
+        orjson.dumps(padded, default=_fields_list)
     except orjson.JSONEncodeError:
         return True  # too deep, or data orjson cannot write (a huge integer): the full path decides
     return False
+
+
+def _fields_list(struct: Any) -> list[Any]:
+    """A mirror Struct's fields, as a list: orjson counts a tuple that ``default``
+    returns one level short when nothing nests inside it (a record of scalars at
+    the bottom of a document one level too deep would pass)."""
+    return list(msgspec.structs.astuple(struct))
 
 
 __all__ = ["TypedDocument", "decode", "load_typed", "typed_document"]

@@ -28,7 +28,7 @@ from statekit._dump import check_modules, dump_many
 from statekit._load import load_many
 from statekit._typed import decode, load_typed, typed_document
 from statekit._module import LoadResult, StateModule
-from statekit.codecs import JSON, Codec, with_document_positions
+from statekit.codecs import JSON, JSON_COMPACT, Codec, with_document_positions
 from statekit.errors import (
     ConflictError,
     DocumentError,
@@ -71,6 +71,9 @@ MAX_ID_LENGTH = 200
 INLINE_DECODE_BYTES = 1 << 20
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
+
+DEPTH_CHECKING = (JSON, JSON_COMPACT)
+"""The codecs whose ``dumps`` and ``loads`` refuse documents nested past ``MAX_DEPTH``."""
 
 BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark, which a JSON document may start with."""
@@ -526,8 +529,9 @@ class SessionBase(BlockingTwins, abc.ABC):
         if typed is None:
             return None
         body = raw[len(BOM):] if raw.startswith(BOM) else raw
-        # Bytes this object wrote or loaded before passed the depth check then: a compare costs less.
-        checked = seen is not None and seen.raw is not None and seen.raw == raw
+        # Bytes this object wrote or loaded before passed the depth check then (the built-in
+        # codecs check it on both ways; another codec may not): a compare costs less.
+        checked = self.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
         document = await self._run_codec(without_gc(decode), typed, body, checked, size=len(body))
         if document is None:
             return None
