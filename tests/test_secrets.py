@@ -6,7 +6,9 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
+
+import attrs
 
 import orjson
 import pytest
@@ -16,8 +18,10 @@ from statekit import (
     JSONSession,
     SecretError,
     StateLoadError,
+    StateVersionError,
     StateModule,
     YAMLSession,
+    from_config,
     generate_secret_key,
     state_field,
     stateful,
@@ -185,6 +189,114 @@ def test_errors_about_a_secret_never_quote_it(tmp_path: Path) -> None:
     session.close()
 
 
+@stateful
+class Guarded(StateModule):
+    model: str = state_field(default="gpt")
+    api_key: str = state_field(default="sk-ok", secret=True, validator=attrs.validators.matches_re(r"sk-[a-z]+"))
+
+
+@stateful
+class HoldsGuarded(StateModule):
+    client: Optional[Guarded] = state_field(default=None)
+
+
+def test_a_validator_refusing_a_secret_while_a_module_is_built_never_quotes_it(tmp_path: Path) -> None:
+    with pytest.raises(StateLoadError) as built:
+        from_config(Guarded, {"api_key": TOKEN})
+    assert TOKEN not in str(built.value) and "details hidden" in str(built.value)
+    key = generate_secret_key()
+    holder = HoldsGuarded(client=Guarded())
+    object.__setattr__(holder.client, "api_key", TOKEN)  # set before the validator was tightened
+    JSONSession(tmp_path, secret_key=key).save("s", holder=holder)
+    target = HoldsGuarded()
+    with pytest.raises(StateLoadError) as loaded:
+        JSONSession(tmp_path, secret_key=key).load("s", holder=target)  # holder.client is built anew
+    assert TOKEN not in str(loaded.value) and "details hidden" in str(loaded.value)
+    assert target.client is None
+    with pytest.raises(StateLoadError, match="must be >= 0"):  # a message about another field is kept
+        from_config(Counted, {"count": -1})
+
+
+@stateful
+class Counted(StateModule):
+    count: int = state_field(default=0, validator=attrs.validators.ge(0))
+    token: str = state_field(default="", secret=True)
+
+
+@stateful
+class CredentialV1:
+    token: str = ""
+
+
+def _token_to_port(data: dict[str, Any]) -> dict[str, Any]:
+    data["port"] = int(data.pop("token"))  # fails on the secret, quoting it
+    return data
+
+
+@stateful(version=2, migrations={1: _token_to_port})
+class CredentialV2:
+    token: str = ""
+    port: int = 0
+
+
+@stateful
+class VaultV1(StateModule):
+    cred: CredentialV1 = state_field(factory=CredentialV1, secret=True)
+
+
+@stateful
+class VaultV2(StateModule):
+    cred: CredentialV2 = state_field(factory=CredentialV2, secret=True)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_failing_migration_of_a_secret_never_quotes_it(tmp_path: Path, strict: bool) -> None:
+    key = generate_secret_key()
+    JSONSession(tmp_path, secret_key=key).save("s", vault=VaultV1(cred=CredentialV1(token=TOKEN)))
+    with pytest.raises(StateVersionError) as caught:
+        JSONSession(tmp_path, secret_key=key).load("s", vault=VaultV2(), strict=strict)
+    assert TOKEN not in str(caught.value) and caught.value.__cause__ is None
+    assert caught.value.path == ("vault", "cred") and "details hidden" in str(caught.value)
+
+
+@stateful
+class TokenV1:
+    value: str = ""
+    legacy: str = ""
+
+
+@stateful
+class TokenV2:
+    value: str = ""
+
+
+@stateful
+class TokensV1(StateModule):
+    tokens: dict[str, TokenV1] = state_field(factory=dict, secret=True)
+
+
+@stateful
+class TokensV2(StateModule):
+    tokens: dict[str, TokenV2] = state_field(factory=dict, secret=True)
+
+
+def test_keys_a_lenient_load_ignores_inside_a_secret_are_not_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    key = generate_secret_key()
+    JSONSession(tmp_path, secret_key=key).save("s", m=TokensV1(tokens={TOKEN: TokenV1("v", "old")}))
+    target = TokensV2()
+    result = JSONSession(tmp_path, secret_key=key).load("s", m=target, strict=False)
+    assert result["m"].unexpected_keys == ["m.tokens"]
+    assert target.tokens == {TOKEN: TokenV2("v")}
+    assert TOKEN not in caplog.text and "m.tokens" in caplog.text
+
+
+def test_a_key_that_is_not_ascii_is_refused(tmp_path: Path) -> None:
+    for key in ("é" * 32, "ж" * 32):
+        with pytest.raises(SecretError, match="must be ASCII") as caught:
+            JSONSession(tmp_path, secret_key=key)
+        assert key not in str(caught.value)
+
+
 def test_a_malformed_key_is_refused_without_echoing_it(tmp_path: Path) -> None:
     with pytest.raises(SecretError, match="32 random bytes") as caught:
         JSONSession(tmp_path, secret_key="short-" + TOKEN)
@@ -197,6 +309,37 @@ def test_secret_is_for_module_values_only() -> None:
         @stateful
         class Record:
             token: str = state_field(default="", secret=True)
+
+
+@pytest.mark.parametrize(
+    "holder_type", [list[Client], dict[str, Client], Client | int, tuple[Client, ...]], ids=["list", "dict", "union", "tuple"]
+)
+def test_a_module_with_secrets_is_refused_where_it_would_be_saved_as_plain_data(holder_type: Any) -> None:
+    """Inside a container a module is dumped field by field, so its secret would be written in clear."""
+    namespace = {"__annotations__": {"clients": holder_type}, "clients": state_field(default=None)}
+    with pytest.raises(StateDefinitionError, match=r"Client has secret fields \(api_key\), so it cannot be held in a list"):
+        stateful(type("Pool", (StateModule,), namespace))
+
+
+def test_a_value_record_holding_a_module_with_secrets_is_refused() -> None:
+    with pytest.raises(StateDefinitionError, match=r"Client has secret fields \(api_key\)"):
+
+        @stateful
+        class Holder:
+            client: Client | None = None
+
+
+@stateful
+class Plain(StateModule):
+    n: int = state_field(default=0)
+
+
+def test_a_module_without_secrets_may_still_be_held_in_a_list() -> None:
+    @stateful
+    class Pool(StateModule):
+        names: list[Plain] = state_field(factory=list)
+
+    assert Pool(names=[Plain(n=2)]).state_dict() == {"names": [{"n": 2}]}
 
 
 def test_statekit_show_masks_the_secret_and_validate_passes(

@@ -23,9 +23,9 @@ from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_
 from statekit._overrides import Deferred, defer, join_paths, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
 from statekit._problems import only_extra_keys, problems_of, unknown_key
-from statekit._secrets import hidden, open_secret
+from statekit._secrets import hidden, hidden_version_error, open_secret, scrubbed
 from statekit._versions import upgrade
-from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, format_path
+from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
 
 T = TypeVar("T")
 Path = tuple[PathSegment, ...]
@@ -111,9 +111,15 @@ class Loader:
         except SecretError as exc:
             self.problem(path, str(exc))
             return
-        before = len(self.problems)
-        self._plan_field(module, plan, data, path)
-        hidden(self.problems, before, path)
+        marks = len(self.problems), len(self.unexpected)
+        try:
+            self._plan_field(module, plan, data, path)
+        except StateVersionError as exc:  # its reason may quote the value (a migration's error)
+            raise hidden_version_error(exc) from None
+        hidden(self.problems, marks[0], path)
+        if len(self.unexpected) > marks[1]:  # keys inside the secret (a lenient load) could be secret too
+            del self.unexpected[marks[1] :]
+            self.unexpected.append(format_path(path))
 
     def _plan_field(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
         if plan.module_type is not None:
@@ -292,7 +298,8 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     try:
         return cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - a validator or __attrs_post_init__ refused
-        loader.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+        secrets = {p.name: kwargs.get(p.field.alias or p.name) for p in plan.fields if p.secret}
+        loader.problems.extend(Problem(p, scrubbed(m, secrets)) for p, m in problems_of(exc, path))
         return None
 
 

@@ -19,12 +19,14 @@ from statekit._fields import field_codec
 from statekit._json import copy_any, copy_loose
 from statekit._unstructure import record_unstructure
 from statekit._versions import versioned_structure, versioned_unstructure
+from statekit.errors import StateDefinitionError
 
 
 def register_records(conv: cattrs.Converter) -> None:
     """attrs classes and dataclasses: generated code, with per-field codecs."""
 
     def unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+        refuse_secret_values(tp)
         if tp in _generating:
             return _late_unstructure(conv, tp)
         _generating.add(tp)
@@ -34,12 +36,34 @@ def register_records(conv: cattrs.Converter) -> None:
             _generating.discard(tp)
 
     def structure(tp: Any, conv: cattrs.Converter) -> SHook:
+        refuse_secret_values(tp)
         hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False)))
         return _guarded(hook, dict, f"an object ({tp.__name__})")
 
     conv.register_unstructure_hook_factory(is_record, unstructure)
     conv.register_structure_hook_factory(is_record, structure)
     conv.register_unstructure_hook_factory(_is_record_list, _record_list_unstructure)
+
+
+def refuse_secret_values(tp: Any) -> None:
+    """Refuse a module class with secret fields where it would be converted as a value.
+
+    A module held in a list, a dict, a union or a value record is dumped and
+    loaded as plain data, field by field, without the sealing a module field
+    gets: its secrets would be written in clear.
+
+    Raises:
+        StateDefinitionError: ``tp`` is such a class.
+    """
+    if not hasattr(tp, "__statekit_plan__"):
+        return
+    secret = [f.name for f in attrs.fields(tp) if getattr(field_codec(f), "secret", False)]
+    if secret:
+        raise StateDefinitionError(
+            f"{tp.__qualname__} has secret fields ({', '.join(secret)}), so it cannot be held in a list, "
+            "a dict, a union or a value record, where a module is saved as plain data and its secrets "
+            "would be written in clear; hold it in a module field (state_field()) of another module"
+        )
 
 
 def _is_record_list(tp: Any) -> bool:
@@ -128,4 +152,4 @@ def _two_argument(load: Hook) -> SHook:
     return lambda value, _: load(value)
 
 
-__all__ = ["CodecError", "dump_with", "load_with", "register_records"]
+__all__ = ["CodecError", "dump_with", "load_with", "refuse_secret_values", "register_records"]

@@ -21,12 +21,12 @@ import contextvars
 import hashlib
 import hmac
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
 
-from statekit.errors import MissingExtraError, PathSegment, Problem, SecretError, StateDumpError
+from statekit.errors import MissingExtraError, PathSegment, Problem, SecretError, StateDumpError, StateVersionError
 
 SECRET_KEY = "__secret__"
 """The only key of the object that stands for an encrypted secret in a document."""
@@ -98,7 +98,9 @@ class SecretBox:
 
 def _key_bytes(key: object) -> bytes:
     if isinstance(key, str):
-        key = key.encode("ascii", errors="replace")
+        if not key.isascii():  # encoding it would make every such key the same (or fail)
+            raise SecretError("secret_key must be ASCII: 32 random bytes as URL-safe base64, from statekit.generate_secret_key()")
+        key = key.encode("ascii")
     if isinstance(key, bytes) and len(key) == 44:
         with contextlib.suppress(binascii.Error, ValueError):
             key = base64.urlsafe_b64decode(key)
@@ -165,6 +167,25 @@ def hidden(problems: list[Problem], since: int, path: tuple[PathSegment, ...]) -
     """Replace the messages of a secret field's problems (they could quote the value)."""
     for index in range(since, len(problems)):
         problems[index] = Problem(path, "not a valid value for this secret field (details hidden)")
+
+
+def hidden_version_error(error: StateVersionError) -> StateVersionError:
+    """``error`` (a secret field's value failed to migrate) without its reason, which could quote the value."""
+    reason = "the value of this secret field could not be brought to its class's version (details hidden)"
+    return StateVersionError(reason, path=error.path, found=error.found, expected=error.expected, source=error.source)
+
+
+HIDDEN_BUILD = "refused while building the module (details hidden: the message named a secret field or its value)"
+
+
+def scrubbed(message: str, secrets: Mapping[str, Any]) -> str:
+    """``message`` of a module's constructor, or :data:`HIDDEN_BUILD` when it names one
+    of the module's secret fields or quotes a value of one (``secrets``: name to value)."""
+    for name, value in secrets.items():
+        quoted = {str(value), repr(value)} - {"", "None"}
+        if name in message or any(text in message for text in quoted):
+            return HIDDEN_BUILD
+    return message
 
 
 def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value: Any, path: tuple[PathSegment, ...]) -> None:
