@@ -421,3 +421,39 @@ def test_convert_keeps_the_versions(tmp_path: Path) -> None:
         yaml_session.load("chat", agent=agent)
     assert agent == v3_expected()
     session.close()
+
+
+_upgrades: list[dict[str, Any]] = []
+
+
+def _n_to_count(data: dict[str, Any]) -> dict[str, Any]:
+    _upgrades.append(dict(data))
+    data["count"] = data.pop("n", 0)  # tolerant: a second run would silently reset the count
+    return data
+
+
+@stateful(version=2, migrations={1: _n_to_count})
+class OwnLoadCounter(StateModule):
+    """A versioned module with its own load_state_dict() (AgentScope style)."""
+
+    count: int = state_field(default=0)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True) -> statekit.LoadResult:
+        return super().load_state_dict(state_dict, strict)
+
+
+@stateful
+class HoldsOwnLoadCounter(StateModule):
+    counter: OwnLoadCounter | None = state_field(default=None)
+
+
+@pytest.mark.parametrize("stored", [{"__version__": 2, "count": 3}, {"n": 3}], ids=["current", "version 1"])
+def test_a_versioned_module_with_its_own_load_is_upgraded_once_when_built(tmp_path: Path, stored: dict[str, Any]) -> None:
+    _upgrades.clear()
+    holder = HoldsOwnLoadCounter()  # counter is None: statekit builds one and loads it through its own method
+    holder.load_state_dict({"counter": copy.deepcopy(stored)})
+    assert holder.counter is not None and holder.counter.count == 3
+    path = tmp_path / "counter.json"
+    path.write_bytes(orjson.dumps(stored))
+    assert from_config(OwnLoadCounter, path).count == 3
+    assert len(_upgrades) == (0 if "__version__" in stored else 2)  # once per load that needed it

@@ -282,9 +282,9 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     if not isinstance(data, Mapping):
         loader.problem(path, f"expected an object of state, got {describe(data)}")
         return None
-    data = upgrade(cls, data, path)
     if getattr(cls, "load_state_dict", None) is not StateModule.load_state_dict:
-        return _build_by_override(cls, data, loader, path)
+        return _build_by_override(cls, data, loader, path)  # its load upgrades the data, once
+    data = upgrade(cls, data, path)
     plan = _plan_of_class(cls)
     kwargs: dict[str, Any] = {}
     for field_plan in plan.fields:
