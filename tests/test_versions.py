@@ -457,3 +457,44 @@ def test_a_versioned_module_with_its_own_load_is_upgraded_once_when_built(tmp_pa
     path.write_bytes(orjson.dumps(stored))
     assert from_config(OwnLoadCounter, path).count == 3
     assert len(_upgrades) == (0 if "__version__" in stored else 2)  # once per load that needed it
+
+
+_DEFAULT_TOOLS: dict[str, Any] = {"tools": ["search"]}
+
+
+def _adds_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    data["extra"] = _DEFAULT_TOOLS  # a module-level constant, not a copy
+    return data
+
+
+def _adds_non_json(data: dict[str, Any]) -> dict[str, Any]:
+    data["extra"] = {"ratio": float("nan"), "pair": (1, 2)}
+    return data
+
+
+@stateful(version=2, migrations={1: _adds_defaults})
+class GainsDefaults(StateModule):
+    name: str = state_field(default="")
+    extra: dict[str, Any] = state_field(factory=dict)
+
+
+@stateful(version=2, migrations={1: _adds_non_json})
+class GainsNonJSON(StateModule):
+    name: str = state_field(default="")
+    extra: dict[str, Any] = state_field(factory=dict)
+
+
+@pytest.mark.parametrize("kind", [statekit.JSONSession, statekit.YAMLSession])
+def test_a_module_migration_output_is_checked_and_copied_by_every_load(tmp_path: Path, kind: type[Any]) -> None:
+    session = kind(tmp_path)
+    session.write_document("s", {"m": {"name": "x"}})  # version 1: no __version__
+    loaded = GainsDefaults()
+    session.load("s", m=loaded)
+    assert loaded.extra == _DEFAULT_TOOLS and loaded.extra is not _DEFAULT_TOOLS
+    loaded.extra["tools"].append("shell")
+    assert _DEFAULT_TOOLS == {"tools": ["search"]}
+    target = GainsNonJSON()
+    with pytest.raises(StateLoadError) as caught:
+        session.load("s", m=target)
+    assert sorted(p.dotted for p in caught.value.problems) == ["m.extra.pair", "m.extra.ratio"]
+    assert target.extra == {}

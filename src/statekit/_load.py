@@ -24,7 +24,7 @@ from statekit._overrides import Deferred, defer, join_paths, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
 from statekit._problems import only_extra_keys, problems_of, unknown_key
 from statekit._secrets import hidden, hidden_version_error, open_secret, scrubbed
-from statekit._versions import upgrade
+from statekit._versions import is_older, upgrade
 from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
 
 T = TypeVar("T")
@@ -72,7 +72,20 @@ class Loader:
         if not isinstance(state, Mapping):
             self.problem(path, f"expected an object of state, got {describe(state)}")
             return
-        state = upgrade(type(module), state, path)
+        if self.fresh and is_older(type(module), state):
+            self._plan_migrated(module, upgrade(type(module), state, path), path)
+            return
+        self._plan_keys(module, upgrade(type(module), state, path), path)
+
+    def _plan_migrated(self, module: StateModule, state: Mapping[str, Any], path: Path) -> None:
+        """A migration's output is not the decoder's: check and copy it (and all below), as a caller's dict."""
+        self.fresh = False
+        try:
+            self._plan_keys(module, state, path)
+        finally:
+            self.fresh = True
+
+    def _plan_keys(self, module: StateModule, state: Mapping[str, Any], path: Path) -> None:
         keys = state_keys(module)
         for name, spec in keys.items():
             if name in state:

@@ -94,6 +94,12 @@ def tag(cls: type) -> int | None:
     return current if current > 1 else None
 
 
+def is_older(cls: type, data: Mapping[str, Any]) -> bool:
+    """Whether :func:`upgrade` would run migrations on ``data`` (a well-formed older version)."""
+    found = data.get(VERSION_KEY, 1)
+    return type(found) is int and found < versions_of(cls).current
+
+
 def upgrade(cls: type, data: Mapping[str, Any], path: Path = ()) -> Mapping[str, Any]:
     """Return ``data`` at ``cls``'s version, without the version key.
 
