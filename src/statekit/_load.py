@@ -20,7 +20,7 @@ from statekit._dump import check_modules, converter_of
 from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
-from statekit._overrides import Deferred, defer, join_paths, run_overrides
+from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
 from statekit._problems import only_extra_keys, problems_of, unknown_key
 from statekit._secrets import hidden, hidden_version_error, open_secret, scrubbed
@@ -54,6 +54,7 @@ class Loader:
         self.missing: list[str] = []
         self.unexpected: list[str] = []
         self.deferred: list[Deferred] = []
+        self.paths: dict[int, Path] = {}  # id(module) -> its path, to name a refused assignment
 
     def problem(self, path: Path, message: str) -> None:
         self.problems.append(Problem(path, message))
@@ -69,6 +70,7 @@ class Loader:
 
     def plan(self, module: StateModule, state: Any, path: Path) -> None:
         """Plan the load of one module (and, recursively, its children)."""
+        self.paths[id(module)] = path
         if not isinstance(state, Mapping):
             self.problem(path, f"expected an object of state, got {describe(state)}")
             return
@@ -197,13 +199,43 @@ def commit_all(loaders: list[Loader]) -> list[LoadResult]:
         raise StateLoadError(problems)
     if any(loader.deferred for loader in loaders):
         _run_deferred(loaders)
-    for loader in loaders:
-        for target, name, value in loader.assignments:
-            object.__setattr__(target, name, value)
+    _assign_all(loaders)
     ignored = [key for loader in loaders for key in loader.unexpected]
     if ignored:
         _LOG.warning("a non-strict load ignored %d unknown key(s): %s", len(ignored), ", ".join(ignored))
     return [LoadResult(loader.missing, loader.unexpected) for loader in loaders]
+
+
+def _assign_all(loaders: list[Loader]) -> None:
+    """Assign every planned value; when one is refused (a property's setter raised),
+    put back every value assigned and every override run, and raise."""
+    done: list[tuple[object, str, Any]] = []
+    for loader in loaders:
+        for target, name, value in loader.assignments:
+            before = getattr(target, name)
+            try:
+                object.__setattr__(target, name, value)
+            except Exception as exc:  # noqa: BLE001 - reported with its path, nothing kept
+                path = (*loader.paths.get(id(target), ()), name)
+                problem = Problem(path, f"setting it raised {type(exc).__name__}: {exc}")
+                raise StateLoadError([problem, *_undo(done, loaders)]) from exc
+            done.append((target, name, before))
+
+
+def _undo(done: list[tuple[object, str, Any]], loaders: list[Loader]) -> list[Problem]:
+    """Put back the values ``done`` replaced and the modules the overrides loaded; what could not be."""
+    failed: list[Problem] = []
+    for target, name, before in reversed(done):
+        try:
+            object.__setattr__(target, name, before)
+        except Exception as exc:  # noqa: BLE001 - reported, never hidden
+            path = (*_path_of(loaders, target), name)
+            failed.append(Problem(path, f"could not be restored ({type(exc).__name__}: {exc}); it may be half-loaded"))
+    return failed + restore_all([item for loader in loaders for item in loader.deferred])
+
+
+def _path_of(loaders: list[Loader], target: object) -> Path:
+    return next((loader.paths[id(target)] for loader in loaders if id(target) in loader.paths), ())
 
 
 def _run_deferred(loaders: list[Loader]) -> None:

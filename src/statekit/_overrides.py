@@ -136,6 +136,11 @@ def _attributes(module: object) -> dict[str, Any]:
     return found
 
 
+def restore_all(items: list[Deferred]) -> list[Problem]:
+    """Put back every module whose override ran (last first); a problem for each that could not be."""
+    return [p for p in (_restore(item) for item in reversed(items)) if p is not None]
+
+
 def _restore(item: Deferred) -> Problem | None:
     """Put a module back as it was; a problem when that failed."""
     if item.snapshot is None:
@@ -145,6 +150,8 @@ def _restore(item: Deferred) -> Problem | None:
         _set_attributes(item.module, attributes)
         if state is not None and copy_loose(dict(item.module.state_dict())) != state:
             item.module.load_state_dict(state, strict=False)  # the override changed objects in place
+            if copy_loose(dict(item.module.state_dict())) != state:
+                return Problem(item.path, "could not be restored (its load_state_dict() did not put it back); it may be half-loaded")
     except Exception as exc:  # noqa: BLE001 - reported, never hidden
         return Problem(item.path, f"could not be restored ({type(exc).__name__}: {exc}); it may be half-loaded")
     return None

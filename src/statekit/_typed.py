@@ -172,6 +172,7 @@ def _key(module: StateModule, name: str, spec: Any) -> tuple[int, Any, Any]:
 
 def _planner(steps: tuple[tuple[int, str, str, Any], ...]) -> Planner:
     def plan(loader: Loader, module: StateModule, state: Any, path: tuple[str, ...]) -> None:
+        loader.paths[id(module)] = path
         for kind, name, attr, extra in steps:
             value = getattr(state, attr)
             if kind == _TYPED:

@@ -325,3 +325,67 @@ async def test_registered_tuples_are_arrays_through_a_session_too(tmp_path: Path
     loaded.pairs = []
     await session.aload("s", pairs=loaded)
     assert loaded.pairs == [["a", 1], ["b", [2, 3]]]
+
+
+# -- a refused assignment or restore is reported, and nothing is kept --------------------
+
+
+class Tuned(StateModule):
+    """Imperative state whose ``temperature`` is a property with a checking setter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "friday"
+        self._temperature = 0.5
+        self.fragile = Fragile()
+        self.register_state("name")
+        self.register_state("temperature")
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        if not 0 <= value <= 2:
+            raise ValueError(f"temperature {value} out of range")
+        self._temperature = value
+
+
+def test_a_setter_refusing_a_value_at_the_commit_changes_nothing(tmp_path: Path) -> None:
+    tuned = Tuned()
+    state = {"name": "jarvis", "temperature": 7, "fragile": {"items": [3]}}
+    with pytest.raises(StateLoadError) as caught:
+        tuned.load_state_dict(state)
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        (("temperature",), "setting it raised ValueError: temperature 7 out of range")
+    ]
+    assert (tuned.name, tuned.temperature, tuned.fragile.items) == ("friday", 0.5, [1, 2])
+    (tmp_path / "s.json").write_bytes(b'{"tuned": {"name": "jarvis", "temperature": 7, "fragile": {"items": [3]}}}')
+    with pytest.raises(StateLoadError, match=r"tuned\.temperature: setting it raised ValueError"):
+        JSONSession(tmp_path).load("s", tuned=tuned)
+    assert (tuned.name, tuned.temperature, tuned.fragile.items) == ("friday", 0.5, [1, 2])
+
+
+class Merging(StateModule):
+    """An override that merges into its dict instead of replacing it: a restore cannot undo it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: dict[str, bool] = {"basic": True}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"groups": dict(self.groups)}
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:  # type: ignore[override]
+        self.groups.update(state_dict["groups"])
+
+
+def test_an_override_that_cannot_be_put_back_is_reported_as_half_loaded() -> None:
+    holder = Holder(Merging())
+    holder.bad = Fragile()  # type: ignore[attr-defined]  # a submodule set at run time, AgentScope style
+    with pytest.raises(StateLoadError) as caught:
+        holder.load_state_dict({"child": {"groups": {"web": True}}, "bad": {"items": ["x"]}})
+    messages = {p.dotted: p.message for p in caught.value.problems}
+    assert messages["child"] == "could not be restored (its load_state_dict() did not put it back); it may be half-loaded"
+    assert "bad item 'x'" in messages["bad"]
