@@ -351,6 +351,27 @@ def test_bad_enum_and_date_are_named() -> None:
     assert "'red', 'blue'" in str(info.value)
 
 
+class Priority(enum.Enum):
+    LOW = 1
+    HIGH = 2
+
+
+@stateful
+class Task(StateModule):
+    priority: Priority = state_field(default=Priority.HIGH)
+
+
+@pytest.mark.parametrize("stored", [True, 1.0, "1"])
+def test_an_enum_member_is_matched_by_its_value_and_its_type(stored: object) -> None:
+    """Python's ``Priority(True)`` and ``Priority(1.0)`` return ``LOW``: a load must not."""
+    task = Task()
+    with pytest.raises(StateLoadError, match=f"priority: expected one of 1, 2, got {stored!r}"):
+        task.load_state_dict({"priority": stored})
+    assert task.priority is Priority.HIGH
+    task.load_state_dict({"priority": 1})
+    assert task.state_dict() == {"priority": 1}
+
+
 def test_unsupported_type_fails_at_definition_naming_the_field() -> None:
     class Opaque:
         pass

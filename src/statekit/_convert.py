@@ -161,9 +161,12 @@ def _enum_structure(tp: type[enum.Enum]) -> SHook:
 
     def structure(value: Any, _: Any) -> Any:
         try:
-            return tp(value)
+            member = tp(value)
         except ValueError:
-            raise ValueError(f"expected one of {values}, got {value!r}") from None
+            member = None
+        if member is None or type(member.value) is not type(value):  # Python matches True and 1.0 to 1
+            raise ValueError(f"expected one of {values}, got {value!r}")
+        return member
 
     return structure
 
