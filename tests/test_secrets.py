@@ -355,6 +355,30 @@ def test_statekit_show_masks_the_secret_and_validate_passes(
     assert main(["validate", str(path), "--module", "agent=test_secrets:Agent"]) == 0
 
 
+@stateful
+class NeedsKey(StateModule):
+    api_key: str = state_field(secret=True)  # no default: a build needs it
+    turns: int = state_field(default=0)
+
+
+def test_validate_does_not_call_an_encrypted_required_secret_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with JSONSession(tmp_path, secret_key=generate_secret_key()) as session:
+        session.save("s1", c=NeedsKey(api_key=TOKEN))
+        path = session.session_path("s1")
+    monkeypatch.setattr(sys, "path", [str(Path(__file__).parent), *sys.path])
+    assert main(["validate", str(path), "--module", "c=test_secrets:NeedsKey"]) == 0
+    document = orjson.loads(path.read_bytes())
+    del document["c"]["api_key"]  # really missing: still reported
+    document["c"]["turns"] = "three"
+    path.write_bytes(orjson.dumps(document))
+    capsys.readouterr()
+    assert main(["validate", str(path), "--module", "c=test_secrets:NeedsKey"]) == 1
+    _, err = capsys.readouterr()
+    assert "c.api_key: required key is missing" in err and "c.turns: expected an integer" in err
+
+
 def test_key_rotation_is_a_load_with_the_old_key_then_a_save_with_the_new(tmp_path: Path) -> None:
     old, new = generate_secret_key(), generate_secret_key()
     with JSONSession(tmp_path, secret_key=old) as session:

@@ -20,7 +20,7 @@ import attrs
 
 from statekit._config import Document, codec_for, read_document
 from statekit._load import build, overrides_load
-from statekit._secrets import without_secrets
+from statekit._secrets import sealed_paths, without_secrets
 from statekit._schema import require_stateful_class
 from statekit.codecs import JSON, Codec
 from statekit.errors import (
@@ -145,9 +145,13 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
         try:
             build(cls, without_secrets(data[name]), strict=strict)  # encrypted: not checkable here
         except StateLoadError as exc:
-            problems.extend(_under(name, p) for p in exc.problems)
+            sealed = sealed_paths(data[name])  # taken out above: "missing" there is not a problem
+            problems.extend(_under(name, p) for p in exc.problems if not (p.path in sealed and p.message == MISSING))
     if problems:
         raise document.positioned(StateLoadError(problems))
+
+
+MISSING = "required key is missing"
 
 
 def _under(name: str, problem: Problem) -> Problem:

@@ -205,6 +205,14 @@ def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value:
     out[name] = box.seal(data)
 
 
+def sealed_paths(data: Any, path: tuple[PathSegment, ...] = ()) -> set[tuple[PathSegment, ...]]:
+    """The paths of the encrypted secrets in plain data (what :func:`without_secrets` takes out)."""
+    if is_sealed(data):
+        return {path}
+    items = data.items() if type(data) is dict else enumerate(data) if type(data) is list else ()
+    return {found for key, value in items for found in sealed_paths(value, (*path, key))}
+
+
 def without_secrets(data: Any) -> Any:
     """A copy of plain data without its encrypted secrets (to check the rest of it)."""
     if type(data) is dict:
