@@ -361,6 +361,24 @@ class Task(StateModule):
     priority: Priority = state_field(default=Priority.HIGH)
 
 
+class Ratio(enum.Enum):
+    HALF = 0.5
+    ONE = 1.0
+
+
+@stateful
+class Scaled(StateModule):
+    ratio: Ratio = state_field(default=Ratio.HALF)
+
+
+def test_an_enum_of_floats_takes_an_int_as_a_float_field_does() -> None:
+    scaled = Scaled()
+    scaled.load_state_dict({"ratio": 1})
+    assert scaled.state_dict() == {"ratio": 1.0}
+    with pytest.raises(StateLoadError, match="expected one of 0.5, 1.0, got True"):
+        scaled.load_state_dict({"ratio": True})
+
+
 @pytest.mark.parametrize("stored", [True, 1.0, "1"])
 def test_an_enum_member_is_matched_by_its_value_and_its_type(stored: object) -> None:
     """Python's ``Priority(True)`` and ``Priority(1.0)`` return ``LOW``: a load must not."""

@@ -498,3 +498,15 @@ def test_a_module_migration_output_is_checked_and_copied_by_every_load(tmp_path:
         session.load("s", m=target)
     assert sorted(p.dotted for p in caught.value.problems) == ["m.extra.pair", "m.extra.ratio"]
     assert target.extra == {}
+
+
+def test_a_newer_version_of_a_class_with_its_own_load_is_a_version_error(tmp_path: Path) -> None:
+    path = tmp_path / "counter.json"
+    path.write_bytes(orjson.dumps({"__version__": 3, "count": 1}))
+    with pytest.raises(StateVersionError, match="the data is version 3 but OwnLoadCounter is version 2"):
+        from_config(OwnLoadCounter, path)
+    holder = HoldsOwnLoadCounter(counter=OwnLoadCounter(count=7))
+    with pytest.raises(StateVersionError) as caught:
+        holder.load_state_dict({"counter": {"__version__": 3, "count": 1}})
+    assert caught.value.path == ("counter",)
+    assert holder.counter is not None and holder.counter.count == 7

@@ -19,8 +19,8 @@ from typing import Any
 import attrs
 
 from statekit._config import Document, codec_for, read_document
-from statekit._load import build, overrides_load
-from statekit._secrets import sealed_paths, without_secrets
+from statekit._load import build, overrides_load, secret_paths
+from statekit._secrets import without_secrets
 from statekit._schema import require_stateful_class
 from statekit.codecs import JSON, Codec
 from statekit.errors import (
@@ -145,8 +145,8 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
         try:
             build(cls, without_secrets(data[name]), strict=strict)  # encrypted: not checkable here
         except StateLoadError as exc:
-            sealed = sealed_paths(data[name])  # taken out above: "missing" there is not a problem
-            problems.extend(_under(name, p) for p in exc.problems if not (p.path in sealed and p.message == MISSING))
+            secret = secret_paths(cls)  # encrypted (taken out above) or saved without a key: left out either way
+            problems.extend(_under(name, p) for p in exc.problems if not (p.path in secret and p.message == MISSING))
     if problems:
         raise document.positioned(StateLoadError(problems))
 

@@ -156,6 +156,11 @@ def _enum_value(member: enum.Enum) -> Any:
     return member.value
 
 
+def _same_kind(member_value: Any, value: Any) -> bool:
+    """Exact types, except that an int stands for a float (as in a ``float`` field)."""
+    return type(member_value) is type(value) or (type(member_value) is float and type(value) is int)
+
+
 def _enum_structure(tp: type[enum.Enum]) -> SHook:
     values = ", ".join(repr(m.value) for m in tp)
 
@@ -164,7 +169,7 @@ def _enum_structure(tp: type[enum.Enum]) -> SHook:
             member = tp(value)
         except ValueError:
             member = None
-        if member is None or type(member.value) is not type(value):  # Python matches True and 1.0 to 1
+        if member is None or not _same_kind(member.value, value):  # Python matches True and 1.0 to 1
             raise ValueError(f"expected one of {values}, got {value!r}")
         return member
 

@@ -23,7 +23,7 @@ from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_
 from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
 from statekit._problems import only_extra_keys, problems_of, unknown_key
-from statekit._secrets import hidden, hidden_version_error, open_secret, scrubbed
+from statekit._secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
 from statekit._versions import is_older, upgrade
 from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
 
@@ -110,7 +110,7 @@ class Loader:
         if _is_secret(spec):
             self._plan_secret(module, spec, data, path)
             return
-        current = getattr(module, name)
+        current = getattr(module, name, None)
         if data is None and isinstance(spec, FieldPlan) and spec.nullable:
             self.assignments.append((module, name, None))
         elif isinstance(current, StateModule):
@@ -206,14 +206,17 @@ def commit_all(loaders: list[Loader]) -> list[LoadResult]:
     return [LoadResult(loader.missing, loader.unexpected) for loader in loaders]
 
 
+_UNSET = object()  # an attribute that had no value (a slot never set), deleted again on undo
+
+
 def _assign_all(loaders: list[Loader]) -> None:
     """Assign every planned value; when one is refused (a property's setter raised),
     put back every value assigned and every override run, and raise."""
     done: list[tuple[object, str, Any]] = []
     for loader in loaders:
         for target, name, value in loader.assignments:
-            before = getattr(target, name)
             try:
+                before = getattr(target, name, _UNSET)
                 object.__setattr__(target, name, value)
             except Exception as exc:  # noqa: BLE001 - reported with its path, nothing kept
                 path = (*loader.paths.get(id(target), ()), name)
@@ -227,7 +230,10 @@ def _undo(done: list[tuple[object, str, Any]], loaders: list[Loader]) -> list[Pr
     failed: list[Problem] = []
     for target, name, before in reversed(done):
         try:
-            object.__setattr__(target, name, before)
+            if before is _UNSET:
+                object.__delattr__(target, name)
+            else:
+                object.__setattr__(target, name, before)
         except Exception as exc:  # noqa: BLE001 - reported, never hidden
             path = (*_path_of(loaders, target), name)
             failed.append(Problem(path, f"could not be restored ({type(exc).__name__}: {exc}); it may be half-loaded"))
@@ -254,7 +260,7 @@ def state_keys(module: StateModule) -> dict[str, Any]:
     """Every state key of ``module`` with what loads it, in dump order."""
     keys: dict[str, Any] = {}
     for plan in plan_of(module).fields:
-        if plan.is_state or plan.module_type is not None or isinstance(getattr(module, plan.name), StateModule):
+        if plan.is_state or plan.module_type is not None or isinstance(getattr(module, plan.name, None), StateModule):
             keys[plan.name] = plan
     keys.update(state_extras(module))
     return keys
@@ -343,8 +349,10 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     try:
         return cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - a validator or __attrs_post_init__ refused
-        secrets = {p.name: kwargs.get(p.field.alias or p.name) for p in plan.fields if p.secret}
-        loader.problems.extend(Problem(p, scrubbed(m, secrets)) for p, m in problems_of(exc, path))
+        found = problems_of(exc, path)
+        if holds_secrets(cls, kwargs.values()):  # its message could quote them, whole or in part
+            found = [(path, HIDDEN_BUILD)]
+        loader.problems.extend(Problem(p, m) for p, m in found)
         return None
 
 
@@ -371,6 +379,32 @@ def _build_by_override(cls: type, data: Mapping[str, Any], loader: Loader, path:
 def _plan_of_class(cls: type) -> ClassPlan:
     plan: ClassPlan | None = cls.__statekit_plan__  # type: ignore[attr-defined]
     return plan if plan is not None else late_plan(cls)
+
+
+def secret_paths(cls: type, path: Path = (), seen: frozenset[type] = frozenset()) -> set[Path]:
+    """The paths of the secret fields of module class ``cls`` and of the module classes
+    its module fields name (a document may leave any of them out)."""
+    if cls in seen or not issubclass(cls, StateModule) or cls is StateModule:
+        return set()
+    found: set[Path] = set()
+    for plan in _plan_of_class(cls).fields:
+        if plan.secret:
+            found.add((*path, plan.name))
+        elif plan.module_type is not None:
+            found |= secret_paths(plan.module_type, (*path, plan.name), seen | {cls})
+    return found
+
+
+def holds_secrets(cls: type, values: Iterable[Any]) -> bool:
+    """Whether module class ``cls`` has secret fields, or one of ``values`` (its new
+    fields) is a module that does, at any depth."""
+    if any(p.secret for p in _plan_of_class(cls).fields):
+        return True
+    return any(isinstance(v, StateModule) and holds_secrets(type(v), _field_values(v)) for v in values)
+
+
+def _field_values(module: StateModule) -> list[Any]:
+    return [getattr(module, p.name, None) for p in plan_of(module).fields]
 
 
 def _is_secret(spec: Any) -> bool:
@@ -418,4 +452,4 @@ def _missing_field(plan: FieldPlan, loader: Loader, path: Path, fill_defaults: b
         loader.missing.append(format_path(path))
 
 
-__all__ = ["Loader", "build", "commit_all", "load_many", "overrides_load", "refuse_too_deep", "state_keys"]
+__all__ = ["Loader", "build", "commit_all", "load_many", "overrides_load", "refuse_too_deep", "secret_paths", "state_keys"]

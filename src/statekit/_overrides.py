@@ -22,7 +22,7 @@ import attrs
 
 from statekit._problems import problems_of
 from statekit._json import JSONValueError, copy_any, copy_loose, describe
-from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, format_path
+from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, StateVersionError, format_path
 
 if TYPE_CHECKING:
     from statekit._module import LoadResult, StateModule
@@ -101,9 +101,10 @@ def run_overrides(deferred: list[Deferred]) -> list[LoadResult | None]:
         try:
             results.append(_call(item))
         except Exception as exc:  # noqa: BLE001 - reported with the module's path
-            failed = [_restore(done) for done in reversed(deferred[: index + 1])]
-            problems = [Problem(item.path, _raised(item.module, exc)), *(p for p in failed if p is not None)]
-            raise StateLoadError(problems) from exc
+            failed = [p for p in (_restore(done) for done in reversed(deferred[: index + 1])) if p is not None]
+            if isinstance(exc, StateVersionError) and not failed:  # documented as its own error, at its path
+                raise exc.under(item.path) from exc.__cause__
+            raise StateLoadError([Problem(item.path, _raised(item.module, exc)), *failed]) from exc
     return results
 
 

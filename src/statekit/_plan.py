@@ -19,7 +19,7 @@ from cattrs.errors import StructureHandlerNotFoundError
 from statekit._encode import make_encode_converter
 from statekit._convert import iter_types, lenient, make_converter, prepare, type_hints
 from statekit._fast import fast_structure, with_fallback
-from statekit._records import dump_with, load_with
+from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
 from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
@@ -190,6 +190,7 @@ def value_hooks(
     """Make the dump and the two load hooks of a value field, failing early."""
     try:
         if codec.to_json is None or codec.from_json is None:
+            refuse_secret_values_in(tp)
             prepare(conv, tp)
             prepare(lenient(conv), tp)
         dump = _dump_hook(tp, codec, conv)

@@ -14,7 +14,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from statekit._convert import Hook, SHook, _guarded, is_record, type_hints
+from statekit._convert import Hook, SHook, _guarded, is_record, iter_types, type_hints
 from statekit._fields import field_codec
 from statekit._json import copy_any, copy_loose
 from statekit._unstructure import record_unstructure
@@ -55,7 +55,7 @@ def refuse_secret_values(tp: Any) -> None:
     Raises:
         StateDefinitionError: ``tp`` is such a class.
     """
-    if not hasattr(tp, "__statekit_plan__"):
+    if not hasattr(tp, "__statekit_plan__") or not attrs.has(tp):
         return
     secret = [f.name for f in attrs.fields(tp) if getattr(field_codec(f), "secret", False)]
     if secret:
@@ -64,6 +64,24 @@ def refuse_secret_values(tp: Any) -> None:
             "a dict, a union or a value record, where a module is saved as plain data and its secrets "
             "would be written in clear; hold it in a module field (state_field()) of another module"
         )
+
+
+def refuse_secret_values_in(tp: Any, seen: set[Any] | None = None) -> None:
+    """:func:`refuse_secret_values` for every type nested in ``tp``, record fields included
+    (so that any converter, not only statekit's hooks, meets the refusal)."""
+    seen = set() if seen is None else seen
+    for inner in iter_types(tp):
+        if not isinstance(inner, type) or inner in seen:
+            continue
+        seen.add(inner)
+        refuse_secret_values(inner)
+        if is_record(inner) and not hasattr(inner, "__statekit_plan__"):
+            try:
+                hints = type_hints(inner)
+            except NameError:
+                continue  # forward references: the hooks refuse it when they are made
+            for field_tp in hints.values():
+                refuse_secret_values_in(field_tp, seen)
 
 
 def _is_record_list(tp: Any) -> bool:
@@ -152,4 +170,4 @@ def _two_argument(load: Hook) -> SHook:
     return lambda value, _: load(value)
 
 
-__all__ = ["CodecError", "dump_with", "load_with", "refuse_secret_values", "register_records"]
+__all__ = ["CodecError", "dump_with", "load_with", "refuse_secret_values", "refuse_secret_values_in", "register_records"]

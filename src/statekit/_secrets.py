@@ -21,7 +21,7 @@ import contextvars
 import hashlib
 import hmac
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -175,17 +175,8 @@ def hidden_version_error(error: StateVersionError) -> StateVersionError:
     return StateVersionError(reason, path=error.path, found=error.found, expected=error.expected, source=error.source)
 
 
-HIDDEN_BUILD = "refused while building the module (details hidden: the message named a secret field or its value)"
-
-
-def scrubbed(message: str, secrets: Mapping[str, Any]) -> str:
-    """``message`` of a module's constructor, or :data:`HIDDEN_BUILD` when it names one
-    of the module's secret fields or quotes a value of one (``secrets``: name to value)."""
-    for name, value in secrets.items():
-        quoted = {str(value), repr(value)} - {"", "None"}
-        if name in message or any(text in message for text in quoted):
-            return HIDDEN_BUILD
-    return message
+HIDDEN_BUILD = "refused while building the module (details hidden: the module holds secret fields)"
+"""The problem reported when the constructor of a module holding secrets refuses: its message could quote them."""
 
 
 def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value: Any, path: tuple[PathSegment, ...]) -> None:
@@ -203,14 +194,6 @@ def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value:
         problem = Problem(path, f"the secret's value cannot be saved ({type(exc).__name__}; details hidden)")
         raise StateDumpError([problem]) from None
     out[name] = box.seal(data)
-
-
-def sealed_paths(data: Any, path: tuple[PathSegment, ...] = ()) -> set[tuple[PathSegment, ...]]:
-    """The paths of the encrypted secrets in plain data (what :func:`without_secrets` takes out)."""
-    if is_sealed(data):
-        return {path}
-    items = data.items() if type(data) is dict else enumerate(data) if type(data) is list else ()
-    return {found for key, value in items for found in sealed_paths(value, (*path, key))}
 
 
 def without_secrets(data: Any) -> Any:

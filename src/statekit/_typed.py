@@ -112,7 +112,7 @@ def _shape(module: StateModule, level: int) -> Shape:
         raise _Surprise  # registered attributes: their hooks are the user's
     held = []
     for plan in plan_of(module).fields:
-        value = getattr(module, plan.name)
+        value = getattr(module, plan.name, None)  # None: a slot no one set yet (init=False)
         held.append(_shape(value, level + 1) if isinstance(value, StateModule) else None)
     for name in extras:
         held.append((name, _shape(getattr(module, name), level + 1)))
@@ -153,7 +153,7 @@ def _module_mirror(module: StateModule) -> tuple[Any, Planner]:
 
 def _key(module: StateModule, name: str, spec: Any) -> tuple[int, Any, Any]:
     """``(kind, msgspec type, what plans it)`` for one state key."""
-    current = getattr(module, name)
+    current = getattr(module, name, None)
     if isinstance(current, StateModule):
         if type(current).load_state_dict is not StateModule.load_state_dict:
             return _GENERIC, Any, spec  # its own load_state_dict() runs at the commit
