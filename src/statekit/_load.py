@@ -395,12 +395,15 @@ def secret_paths(cls: type, path: Path = (), seen: frozenset[type] = frozenset()
     return found
 
 
-def holds_secrets(cls: type, values: Iterable[Any]) -> bool:
+def holds_secrets(cls: type, values: Iterable[Any], seen: frozenset[int] = frozenset()) -> bool:
     """Whether module class ``cls`` has secret fields, or one of ``values`` (its new
-    fields) is a module that does, at any depth."""
+    fields) is a module that does, at any depth (``seen``: the ids on the way, against cycles)."""
     if any(p.secret for p in _plan_of_class(cls).fields):
         return True
-    return any(isinstance(v, StateModule) and holds_secrets(type(v), _field_values(v)) for v in values)
+    return any(
+        isinstance(v, StateModule) and id(v) not in seen and holds_secrets(type(v), _field_values(v), seen | {id(v)})
+        for v in values
+    )
 
 
 def _field_values(module: StateModule) -> list[Any]:
