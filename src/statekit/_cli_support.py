@@ -130,6 +130,9 @@ def check_config(document: Document, cls: type[Any], *, strict: bool) -> None:
         raise document.positioned(exc) from None
 
 
+MISSING = "required key is missing"
+
+
 def check_session(document: Document, classes: Mapping[str, type[Any]], *, strict: bool) -> None:
     """Build every named module of a session document, reporting every problem.
 
@@ -149,9 +152,6 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
             problems.extend(_under(name, p) for p in exc.problems if not (p.path in secret and p.message == MISSING))
     if problems:
         raise document.positioned(StateLoadError(problems))
-
-
-MISSING = "required key is missing"
 
 
 def _under(name: str, problem: Problem) -> Problem:
