@@ -350,6 +350,12 @@ def test_the_refusal_holds_with_a_plain_cattrs_converter_too() -> None:
         class Pool(StateModule):
             clients: list[Client] = state_field(factory=list)
 
+    with pytest.raises(StateDefinitionError, match=r"Client has secret fields \(api_key\)"):
+
+        @stateful(converter=cattrs.Converter())
+        class Pools(StateModule):
+            agents: list[Agent] = state_field(factory=list)  # Agent holds a Client in a module field
+
 
 def test_a_secret_set_only_by_a_load_is_loaded(tmp_path: Path) -> None:
     """A secret field with init=False has no value until a load sets it."""

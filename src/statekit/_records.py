@@ -14,7 +14,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from statekit._convert import Hook, SHook, _guarded, is_record, iter_types, type_hints
+from statekit._convert import Hook, SHook, _guarded, fields_of, is_record, iter_types, type_hints
 from statekit._fields import field_codec
 from statekit._json import copy_any, copy_loose
 from statekit._unstructure import record_unstructure
@@ -75,13 +75,13 @@ def refuse_secret_values_in(tp: Any, seen: set[Any] | None = None) -> None:
             continue
         seen.add(inner)
         refuse_secret_values(inner)
-        if is_record(inner) and not hasattr(inner, "__statekit_plan__"):
+        if is_record(inner):  # a module in here is dumped field by field too: its module fields as well
             try:
                 hints = type_hints(inner)
             except NameError:
                 continue  # forward references: the hooks refuse it when they are made
-            for field_tp in hints.values():
-                refuse_secret_values_in(field_tp, seen)
+            for field in fields_of(inner):
+                refuse_secret_values_in(hints.get(field.name, Any), seen)
 
 
 def _is_record_list(tp: Any) -> bool:
