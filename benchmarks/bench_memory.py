@@ -47,7 +47,7 @@ def run_memory(n: int, rivals: bool = True) -> dict[str, tuple[float, float]]:
         print(f"\nPeak extra memory, JSON session of {n:,} messages ({size:.0f} MiB file; tracemalloc)")
         out = {name: (peak_mib(save), peak_mib(load)) for name, (save, load) in pairs.items()}
     for name, (save_mib, load_mib) in out.items():
-        print(f"  {name:<28} | save {save_mib:8.1f} MiB | load {load_mib:8.1f} MiB")
+        print(f"  {name:<30} | save {save_mib:8.1f} MiB | load {load_mib:8.1f} MiB")
     return out
 
 

@@ -27,6 +27,7 @@ from statekit.session import JSONSession, SessionBase, YAMLSession  # noqa: E402
 
 LOOP = asyncio.new_event_loop()
 PRETTY = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+STATEKIT_COLD = "statekit, load by new object"
 
 
 def json_floor(path: Path, agent: Agent) -> Pair:
@@ -62,10 +63,21 @@ def statekit_pair(session: SessionBase, agent: Agent) -> Pair:
     )
 
 
+def statekit_cold_pair(folder: Path, agent: Agent) -> Pair:
+    """The same save; each load by a new session object, as another process or a
+    restart loads: it has not seen the bytes, so it checks their depth (see BENCHMARKS.md)."""
+    writer = JSONSession(folder)
+    return (
+        lambda: LOOP.run_until_complete(writer.asave("cold", agent=agent)),
+        lambda: LOOP.run_until_complete(JSONSession(folder).aload("cold", agent=agent)),
+    )
+
+
 def json_pairs(folder: Path, agent: Agent, rivals: bool) -> dict[str, Pair]:
     """Every implementation of a JSON session save/load that is installed."""
     pairs = {"floor (no copy, orjson)": json_floor(folder / "floor.json", agent)}
     pairs["statekit JSONSession"] = statekit_pair(JSONSession(folder), agent)
+    pairs[STATEKIT_COLD] = statekit_cold_pair(folder, agent)
     if rivals:
         found = {
             "msgspec (same objects)": msgspec_pair(folder / "msgspec.json", agent),
