@@ -49,15 +49,16 @@ async def import_folder(old_dir: Path, new_dir: Path, users: list[str], *, overw
         if len(split.pairs) != 1:
             print(_ambiguous(split, users), file=err)
             ok = False
-        elif not await _copy(old, new, *split.pairs[0], overwrite=overwrite, out=out, err=err):
+        elif not await _copy(old, new, old_dir / split.name, *split.pairs[0], overwrite=overwrite, out=out, err=err):
             ok = False
     copied = sum(1 for split in splits if len(split.pairs) == 1)
     print(f"{len(splits)} session file(s) in {old_dir}; {copied} with one reading of their name", file=out)
     return ok
 
 
-async def _copy(old: JSONSession, new: JSONSession, user_id: str, session_id: str, *, overwrite: bool, out: TextIO, err: TextIO) -> bool:
-    source = old.session_path(session_id, user_id)
+async def _copy(
+    old: JSONSession, new: JSONSession, source: Path, user_id: str, session_id: str, *, overwrite: bool, out: TextIO, err: TextIO
+) -> bool:
     try:
         document = await old.aread_document(session_id, user_id)
         if document is None:

@@ -94,3 +94,13 @@ def test_validate_goes_through_an_overriding_load(tmp_path: Path, capsys: pytest
     status, _, err = run(capsys, "validate", str(bad), "--module", module)
     assert status == 1
     assert "memory: InMemoryMemory.load_state_dict() raised ValueError: Invalid item format" in err
+
+
+def test_a_name_whose_ids_statekit_refuses_is_reported_and_the_rest_copied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = _old_folder(tmp_path), tmp_path / "new"
+    (old / "v1..v2.json").write_text(json.dumps({"memory": {"content": []}}), encoding="utf-8")  # AgentScope writes ids as they are
+    status, out, err = run(capsys, "import-agentscope", str(old), str(new), "--user-id", "alice", "--user-id", "bob")
+    assert status == 1
+    assert err.startswith(f"failed {old / 'v1..v2.json'}: ") and "'..'" in err
+    assert f"copied {old / 'solo.json'}" in out and "4 session file(s)" in out
+    assert _texts(new, "x", "bob") == ["three"]  # sorts after the refused name, copied all the same
