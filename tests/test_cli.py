@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import socket
 import stat
 import subprocess
@@ -355,3 +356,13 @@ def test_convert_into_a_missing_folder_names_the_folder(workdir: Path, capsys: p
     status, _, err = run(capsys, "convert", str(source), "out/chat.yaml")
     assert (status, err) == (1, "cannot write out/chat.yaml: there is no folder 'out'\n")
     assert not (workdir / "out").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("command", [["show", "chat.json"], ["convert", "chat.json", "out.yaml"], ["validate", "chat.json", "--class", "agents:Agent"]])
+def test_a_fifo_given_as_a_file_is_refused_at_once(workdir: Path, command: list[str]) -> None:
+    os.mkfifo(workdir / "chat.json")  # reading it would wait for a writer forever
+    done = subprocess.run([sys.executable, "-m", "statekit", *command], capture_output=True, text=True, cwd=workdir, timeout=30, check=False)
+    assert done.returncode == 1
+    assert done.stderr == "chat.json: cannot read the file: not a regular file\n"
+    assert not (workdir / "out.yaml").exists()

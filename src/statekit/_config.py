@@ -9,6 +9,7 @@ nothing is built or changed when loading fails.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,11 +89,20 @@ def read_document(source: ConfigSource) -> Document:
     name = os.fspath(source)
     codec = codec_for(name)
     try:
-        raw = Path(name).read_bytes()
+        raw = _read_regular(name)
     except OSError as exc:
         raise DocumentError(f"cannot read the file: {exc.strerror or exc}", source=name) from None
     data = codec.loads_strict(raw, name)
     return Document({} if data is None else data, name, raw, codec)
+
+
+def _read_regular(name: str) -> bytes:
+    """The whole file, refused at once when it is not a regular file (a FIFO would block the read)."""
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise DocumentError("cannot read the file: not a regular file", source=name)
+        return file.read()
 
 
 def from_config(cls: type[T], source: ConfigSource, *, strict: bool = True) -> T:
