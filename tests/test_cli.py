@@ -366,3 +366,15 @@ def test_a_fifo_given_as_a_file_is_refused_at_once(workdir: Path, command: list[
     assert done.returncode == 1
     assert done.stderr == "chat.json: cannot read the file: not a regular file\n"
     assert not (workdir / "out.yaml").exists()
+
+
+def test_convert_refuses_nan_and_infinities_instead_of_writing_null(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (workdir / "s.yaml").write_text("agent:\n  temperature: .nan\n  costs: [1.5, -.inf]\n", encoding="utf-8")
+    status, out, err = run(capsys, "convert", "s.yaml", "s.json")
+    assert (status, out) == (1, "")
+    assert err == textwrap.dedent("""\
+        cannot dump state: 2 problems
+          agent.temperature: nan (not a finite number) is not JSON data
+          agent.costs[1]: -inf (not a finite number) is not JSON data
+        """)
+    assert not (workdir / "s.json").exists()
