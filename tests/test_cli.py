@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from statekit.cli import main
+from statekit.errors import StatekitError
 from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
 
@@ -378,3 +379,27 @@ def test_convert_refuses_nan_and_infinities_instead_of_writing_null(workdir: Pat
           agent.costs[1]: -inf (not a finite number) is not JSON data
         """)
     assert not (workdir / "s.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda doc: doc["agent"].pop("turns"), ": agent.turns: required key is missing"),
+        (lambda doc: doc["agent"].update(turns={"__secret__": "v1:zz"}), ": agent.turns: expected an integer, got an object"),
+        (lambda doc: doc["__statekit__"].update(format=99), "written in session format 99 by a newer statekit"),
+    ],
+    ids=["missing-key", "sealed-value-in-a-plain-field", "newer-format"],
+)
+def test_validate_refuses_what_a_session_load_refuses(
+    workdir: Path, capsys: pytest.CaptureFixture[str], edit: Any, expected: str
+) -> None:
+    path = saved_session(workdir)
+    document = orjson.loads(path.read_bytes())
+    edit(document)
+    path.write_bytes(orjson.dumps(document))
+    with pytest.raises(StatekitError) as loading:
+        JSONSession(workdir / "sessions").load("chat-1", agent=agent_class(workdir)(name="x"))
+    assert expected in str(loading.value)
+    status, _, err = run(capsys, "validate", str(path), "--module", "agent=agents:Agent")
+    assert status == 1
+    assert expected in err

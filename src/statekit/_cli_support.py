@@ -20,7 +20,7 @@ import attrs
 
 from statekit._config import Document, codec_for, read_document
 from statekit._load import build, overrides_load, secret_paths
-from statekit._secrets import without_secrets
+from statekit._secrets import is_sealed
 from statekit._schema import require_stateful_class
 from statekit.codecs import JSON, Codec
 from statekit.errors import (
@@ -34,6 +34,7 @@ from statekit.errors import (
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
 from statekit.session._appends import merge
+from statekit.session._base import check_meta
 from statekit.session._companion import companion, split
 from statekit.session._companion import read_session as read_stored
 from statekit.session._delta_save import check_token, is_joined, without_token
@@ -140,18 +141,33 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
         StateLoadError: Every problem, each path starting at its module name.
     """
     data = document.data if isinstance(document.data, Mapping) else {}
+    if META_KEY in data:
+        check_meta(data[META_KEY], document.source or "the session")
     problems: list[Problem] = []
     for name, cls in classes.items():
         if name not in data:
             problems.append(Problem((name,), "module is missing from the session"))
             continue
-        try:
-            build(cls, without_secrets(data[name]), strict=strict)  # encrypted: not checkable here
+        secret = secret_paths(cls)  # encrypted (not checkable here) or saved without a key: left out either way
+        try:  # as a session load builds it: a module's keys are required when strict
+            build(cls, _without_sealed(data[name], secret), strict=strict, fill_defaults=False)
         except StateLoadError as exc:
-            secret = secret_paths(cls)  # encrypted (taken out above) or saved without a key: left out either way
             problems.extend(_under(name, p) for p in exc.problems if not (p.path in secret and p.message == MISSING))
     if problems:
         raise document.positioned(StateLoadError(problems))
+
+
+def _without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tuple[PathSegment, ...] = ()) -> Any:
+    """``state`` without the encrypted values of its secret fields (found elsewhere, they are problems)."""
+    if type(state) is not dict:
+        return state
+    kept = {}
+    for key, value in state.items():
+        here = (*path, key)
+        if here in secret and is_sealed(value):
+            continue
+        kept[key] = _without_sealed(value, secret, here)
+    return kept
 
 
 def _under(name: str, problem: Problem) -> Problem:

@@ -194,12 +194,3 @@ def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value:
         problem = Problem(path, f"the secret's value cannot be saved ({type(exc).__name__}; details hidden)")
         raise StateDumpError([problem]) from None
     out[name] = box.seal(data)
-
-
-def without_secrets(data: Any) -> Any:
-    """A copy of plain data without its encrypted secrets (to check the rest of it)."""
-    if type(data) is dict:
-        return {key: without_secrets(value) for key, value in data.items() if not is_sealed(value)}
-    if type(data) is list:
-        return [without_secrets(value) for value in data]
-    return data

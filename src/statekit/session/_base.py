@@ -636,7 +636,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             message = f"a session document maps module names to states; this one is {kind}"
             raise DocumentError(message, source=self._source(key))
         if META_KEY in document:
-            _check_meta(document[META_KEY], self._source(key))
+            check_meta(document[META_KEY], self._source(key))
         return document
 
 
@@ -650,12 +650,12 @@ def _with_meta(data: object, source: str) -> dict[str, Any]:
         kind = type(data).__name__
         raise DocumentError(f"a session document maps module names to states, not a {kind}", source=source)
     if META_KEY in data:
-        _check_meta(data[META_KEY], source)
+        check_meta(data[META_KEY], source)
         return without_token(data)  # written whole: deltas stored beside an older document are not its
     return plain_document(data)
 
 
-def _check_meta(meta: object, source: str) -> None:
+def check_meta(meta: object, source: str) -> None:
     version = meta.get("format") if isinstance(meta, dict) else None
     if not isinstance(version, int) or isinstance(version, bool):
         raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
