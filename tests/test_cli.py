@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import orjson
 import pytest
+import redis
 import yaml
 
 from statekit.cli import main
@@ -403,3 +404,49 @@ def test_validate_refuses_what_a_session_load_refuses(
     status, _, err = run(capsys, "validate", str(path), "--module", "agent=agents:Agent")
     assert status == 1
     assert expected in err
+
+
+TTL_MODELS = """
+from typing import Any
+from statekit import StateModule, state_field, stateful
+
+@stateful(frozen=True)
+class Line:
+    text: str
+
+@stateful
+class Log(StateModule):
+    content: list[Line] = state_field(factory=list, append_only=True)
+
+def _up(state: dict[str, Any]) -> dict[str, Any]:
+    return {**state, "note": ""}
+
+@stateful(version=2, migrations={1: _up})
+class LogV2(StateModule):
+    content: list[Line] = state_field(factory=list, append_only=True)
+    note: str = state_field(default="")
+"""
+
+
+@pytest.mark.redis
+def test_compact_and_migrate_keep_a_redis_keys_expiry(workdir: Path, redis_server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    (workdir / "ttlmodels.py").write_text(TTL_MODELS, encoding="utf-8")
+    from statekit._cli_support import load_class
+
+    ttlmodels = sys.modules[load_class("ttlmodels.py:Log").__module__]
+
+    prefix = f"cli-{uuid.uuid4().hex}:"
+    where = ["--redis-url", f"redis://{redis_server.host}:{redis_server.port}/0", "--key-prefix", prefix]
+    client = redis.Redis(redis_server.host, redis_server.port)
+    with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=3600) as session:
+        log = ttlmodels.Log()
+        for text in ("one", "two"):
+            log.content.append(ttlmodels.Line(text))
+            session.save("c", history=log)  # the second save appends a delta
+        key = session.session_key("c")
+        assert b'"log"' in client.get(key)  # type: ignore[operator]
+        assert run(capsys, "compact", *where, "c")[0] == 0
+        assert b'"log"' not in client.get(key) and 3000 < client.ttl(key) <= 3600  # type: ignore[operator]
+        assert run(capsys, "migrate", *where, "--module", "history=ttlmodels:LogV2", "c")[0] == 0
+        assert b'"__version__":2' in client.get(key) and 3000 < client.ttl(key) <= 3600  # type: ignore[operator]
+    client.close()

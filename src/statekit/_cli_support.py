@@ -206,9 +206,11 @@ def open_store(options: StoreOptions) -> SessionBase:
     from statekit.session.redis import RedisSession
 
     try:
-        return RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix)
+        store = RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
+    store._keep_ttl = True  # noqa: SLF001 - compact and migrate rewrite keys the app may let expire
+    return store
 
 
 async def close_store(store: SessionBase) -> None:

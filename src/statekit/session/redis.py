@@ -76,12 +76,14 @@ if current then revision = redis.sha1hex(current) end
 if revision ~= ARGV[2] then return 0 end
 if ARGV[3] == '' then
   redis.call('SET', KEYS[1], ARGV[1])
+elseif ARGV[3] == 'keep' then
+  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
 else
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
 end
 return 1
 """
-"""Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL or ''."""
+"""Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL, '' or 'keep' (the key's own)."""
 
 _COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=False).hexdigest()
 
@@ -93,11 +95,13 @@ local head = redis.call('GETRANGE', KEYS[1], 0, 511)
 if not string.find(head, ARGV[1], 1, true) then return 0 end
 if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
 if ARGV[4] == 'set' then
-  if ARGV[5] == '' then redis.call('SET', KEYS[1], ARGV[3]) else redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[5]) end
+  if ARGV[5] == '' then redis.call('SET', KEYS[1], ARGV[3])
+  elseif ARGV[5] == 'keep' then redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+  else redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[5]) end
   return 1
 end
 if ARGV[3] ~= '' then redis.call('APPEND', KEYS[1], ARGV[3]) end
-if ARGV[5] ~= '' then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
+if ARGV[5] ~= '' and ARGV[5] ~= 'keep' then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
 return 1
 """
 _IF_BASE_SHA = hashlib.sha1(_IF_BASE.encode(), usedforsecurity=False).hexdigest()
@@ -187,6 +191,7 @@ class RedisSession(SessionBase):
             )
         self._client: Client = client
         self._lua = True  # until the server says it runs no scripts
+        self._keep_ttl = False  # with no key_ttl: saves keep the key's expiry (statekit's commands set it)
         self.address = _address(client)
 
     def __repr__(self) -> str:
@@ -254,7 +259,7 @@ class RedisSession(SessionBase):
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         async with self._errors(key):
-            await self._client.set(self._key(key), data, ex=self.key_ttl)
+            await self._client.set(self._key(key), data, **self._expiry())
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         data = (b"\n" + header(base.token) if base.log_len == 0 and line else b"") + line
@@ -263,7 +268,7 @@ class RedisSession(SessionBase):
 
     async def _if_base(self, key: SessionKey, base: DeltaBase, data: bytes, mode: str) -> bool:
         """Append ``data`` (or set it, ``mode="set"``) if the stored value is still ``base``."""
-        ttl = "" if self.key_ttl is None else str(self.key_ttl)
+        ttl = self._ttl_arg()
         args = (f'"log":"{base.token}"', str(base.doc_len + base.log_len), data, mode, ttl)
         async with self._errors(key):
             if self._lua:
@@ -291,7 +296,7 @@ class RedisSession(SessionBase):
                 return False
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             if mode == "set":
-                pipe.set(name, data, ex=self.key_ttl)
+                pipe.set(name, data, **self._expiry())
             elif data:
                 pipe.append(name, data)
             if mode != "set" and self.key_ttl is not None:
@@ -301,6 +306,16 @@ class RedisSession(SessionBase):
             except _redis_errors.WatchError:
                 return False
         return True
+
+    def _ttl_arg(self) -> str:
+        """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
+        if self.key_ttl is not None:
+            return str(self.key_ttl)
+        return "keep" if self._keep_ttl else ""
+
+    def _expiry(self) -> dict[str, Any]:
+        """``SET``'s expiry options, as :meth:`_ttl_arg` says."""
+        return {"ex": self.key_ttl, "keepttl": self.key_ttl is None and self._keep_ttl}
 
     def _joined(self, value: bytes) -> bytes:
         """A value holding deltas after its document, marked for the decoder."""
@@ -323,7 +338,7 @@ class RedisSession(SessionBase):
             return await self._compare_and_set_watch(self._key(key), data, expected)
 
     async def _compare_and_set_lua(self, name: str, data: bytes, expected: Expected) -> bool:
-        ttl = "" if self.key_ttl is None else str(self.key_ttl)
+        ttl = self._ttl_arg()
         revision = expected.revision
         try:
             done = await self._client.evalsha(_COMPARE_AND_SET_SHA, 1, name, data, revision, ttl)
@@ -339,7 +354,7 @@ class RedisSession(SessionBase):
             if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
                 return False  # leaving the block resets the pipeline, which unwatches
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.set(name, data, ex=self.key_ttl)
+            pipe.set(name, data, **self._expiry())
             try:
                 await pipe.execute()
             except _redis_errors.WatchError:
