@@ -181,3 +181,24 @@ def test_encrypted_secrets_migrate_with_the_key_and_fail_untouched_without(
         session.load("t", tool=tool)
     assert (tool.token, tool.url) == ("s3cret", "https://example.org")
     assert main(["migrate", "--dir", str(tmp_path), spec, "--secret-key-env", "NOT_SET_ANYWHERE"]) == 2
+
+
+@pytest.mark.parametrize("spec", ["--module=tool=test_migrate_command:ToolV1", "--module=tool=test_migrate_command:ToolV2"], ids=["current", "older"])
+def test_a_secret_saved_without_a_key_stays_out_when_migrated_with_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    with JSONSession(tmp_path) as session:  # no key: the secret is left out of the document
+        session.save("t", tool=ToolV1(token="from-the-environment", host="example.org"))
+    path = tmp_path / "t.json"
+    before = path.read_bytes()
+    key = generate_secret_key()
+    monkeypatch.setenv("STATEKIT_TEST_KEY", key)
+    assert main(["migrate", "--dir", str(tmp_path), spec, "--secret-key-env", "STATEKIT_TEST_KEY"]) == 0
+    out = capsys.readouterr().out
+    assert b'"token"' not in path.read_bytes()
+    if spec.endswith("ToolV1"):
+        assert "unchanged" in out and path.read_bytes() == before
+    tool = ToolV2(token="set-by-the-app")
+    with JSONSession(tmp_path, secret_key=key) as session:
+        session.load("t", strict=False, tool=tool)
+    assert tool.token == "set-by-the-app"  # not replaced by an encrypted default

@@ -17,11 +17,11 @@ import attrs
 
 from statekit._cli_support import _under
 from statekit._config import Document
-from statekit._load import build
+from statekit._load import build, secret_paths
 from statekit._module import StateModule
 from statekit._secrets import SecretBox, secrets_with
 from statekit._versions import VERSION_KEY, versions_of
-from statekit.errors import Problem, StatekitError, StateLoadError, StateVersionError
+from statekit.errors import PathSegment, Problem, StatekitError, StateLoadError, StateVersionError
 from statekit.session import SessionBase
 
 
@@ -112,7 +112,35 @@ def _current_state(cls: type[Any], state: Any, name: str) -> dict[str, Any]:
         module: StateModule = build(cls, state, strict=True, fill_defaults=False)
     except StateVersionError as exc:
         raise exc.under((name,)) from exc.__cause__
-    return module.state_dict()
+    current = module.state_dict()
+    for path in secret_paths(cls):
+        _drop_unsaved_secret(module, state, current, path)
+    return current
+
+
+def _drop_unsaved_secret(module: StateModule, stored: Any, current: dict[str, Any], path: tuple[PathSegment, ...]) -> None:
+    """Leave out a secret that the stored state did not hold (it was saved without a
+    key) and that no migration set: sealing its default would make the next load
+    replace the value the application set with that default."""
+    owner: Any = module
+    for key in path[:-1]:
+        stored = stored.get(key) if isinstance(stored, Mapping) else None
+        owner, current = getattr(owner, str(key), None), current.get(str(key))  # type: ignore[assignment]
+        if not isinstance(owner, StateModule) or not isinstance(current, dict):
+            return
+    name = str(path[-1])
+    if isinstance(stored, Mapping) and name in stored:
+        return
+    field = attrs.fields_dict(type(owner)).get(name)
+    if field is not None and getattr(owner, name) == _default(field, owner):
+        current.pop(name, None)
+
+
+def _default(field: Any, owner: object) -> Any:
+    default = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]  # attrs types Factory as a function
+        return default.factory(owner) if default.takes_self else default.factory()
+    return default
 
 
 def _move(name: str, old: Any, cls: type[Any]) -> str:
