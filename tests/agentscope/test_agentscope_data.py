@@ -160,3 +160,17 @@ def test_memory_written_by_agentscope_keeps_its_pairs(tmp_path: Path) -> None:
     _write_as_agentscope(tmp_path, "m.json", {"memory": {"_compressed_summary": "sum", "content": [[Msg("a", "x", "user").to_dict(), []]]}})
     JSONSession(tmp_path, layout="agentscope").load("m", memory=memory)
     assert memory._compressed_summary == "sum" and len(memory.content) == 1
+
+
+def test_the_agentscope_layout_writes_append_only_lists_whole(tmp_path: Path) -> None:
+    from append_models import Memory
+    from append_models import Msg as Line
+
+    memory = Memory()
+    with JSONSession(tmp_path, layout="agentscope") as session:
+        for text in ("one", "two", "three"):
+            memory.content.append(Line("user", text))
+            session.save("c", "alice", memory=memory)  # in statekit's layout, the later saves append deltas
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alice_c.json"]  # AgentScope 1.x reads this file alone
+    stored = json.loads((tmp_path / "alice_c.json").read_text(encoding="utf-8"))
+    assert [m["text"] for m in stored["memory"]["content"]] == ["one", "two", "three"]

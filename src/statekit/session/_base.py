@@ -180,6 +180,10 @@ class SessionBase(BlockingTwins, abc.ABC):
     supports_appends: ClassVar[bool] = False
     """Whether the backend stores deltas of append-only lists (``_append``); else every save rewrites."""
 
+    def _saves_deltas(self) -> bool:
+        """Whether a save after appends writes only the new items (see ``supports_appends``)."""
+        return self.supports_appends and self.codec.fast
+
     # -- the storage primitives a backend implements -------------------------------
 
     @abc.abstractmethod
@@ -564,7 +568,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         expected: Expected | None = None,
     ) -> None:
         started = time.perf_counter()
-        if self.supports_appends and self.codec.fast:
+        if self._saves_deltas():
             size = await save_with_appends(self, key, modules, expected, overwrite=overwrite)
         else:
             raw = await self._encode(modules)

@@ -251,6 +251,10 @@ class FileSession(SessionBase):
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
 
+    def _saves_deltas(self) -> bool:
+        # AgentScope 1.x reads only the document: in its layout every save writes the whole state
+        return super()._saves_deltas() and self.layout == "statekit"
+
     def __repr__(self) -> str:
         layout = "" if self.layout == "statekit" else f", layout={self.layout!r}"
         return f"{type(self).__name__}(save_dir={str(self.save_dir)!r}{layout})"
