@@ -660,6 +660,11 @@ def _with_meta(data: object, source: str) -> dict[str, Any]:
 
 
 def check_meta(meta: object, source: str) -> None:
+    """Refuse a document's ``__statekit__`` metadata unless this statekit reads its format.
+
+    Raises:
+        DocumentError: The format is not an integer, or is newer than this statekit reads.
+    """
     version = meta.get("format") if isinstance(meta, dict) else None
     if not isinstance(version, int) or isinstance(version, bool):
         raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
