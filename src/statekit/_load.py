@@ -340,12 +340,17 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     kwargs: dict[str, Any] = {}
     for field_plan in plan.fields:
         _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs, fill_defaults)
-    for name in data:
-        if name not in plan.by_name or not _is_state_plan(plan.by_name[name]):
-            known = [p.name for p in plan.fields if _is_state_plan(p)]
-            loader._unknown((*path, name), known)  # noqa: SLF001 - same module's helper
-    if loader.problems:
+    extra = [name for name in data if name not in plan.by_name or not _is_state_plan(plan.by_name[name])]
+    module = None if loader.problems else _construct(cls, kwargs, loader, path)
+    if module is None:  # its registered attributes are unknown: every extra key is reported
+        for name in extra:
+            loader._unknown((*path, name), [p.name for p in plan.fields if _is_state_plan(p)])  # noqa: SLF001
         return None
+    _plan_extras(module, data, extra, loader, path, fill_defaults)
+    return module
+
+
+def _construct(cls: type, kwargs: dict[str, Any], loader: Loader, path: Path) -> Any:
     try:
         return cls(**kwargs)
     except Exception as exc:  # noqa: BLE001 - a validator or __attrs_post_init__ refused
@@ -354,6 +359,23 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
             found = [(path, HIDDEN_BUILD)]
         loader.problems.extend(Problem(p, m) for p, m in found)
         return None
+
+
+def _plan_extras(module: StateModule, data: Mapping[str, Any], extra: list[str], loader: Loader, path: Path, fill_defaults: bool) -> None:
+    """Load the state the new module declared when it was built: attributes it
+    registered, or set to a module, in ``__init__`` / ``__attrs_post_init__``."""
+    keys = state_extras(module)
+    for name, spec in keys.items():
+        if name in data:
+            loader.plan_key(module, name, spec, data[name], (*path, name))
+        elif loader.strict and not fill_defaults:
+            loader.problem((*path, name), "required key is missing")
+        elif not fill_defaults:
+            loader.missing.append(format_path((*path, name)))
+    known = [*(p.name for p in _plan_of_class(type(module)).fields if _is_state_plan(p)), *keys]
+    for name in extra:
+        if name not in keys:
+            loader._unknown((*path, name), known)  # noqa: SLF001 - same module's helper
 
 
 def overrides_load(cls: object) -> bool:
