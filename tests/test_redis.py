@@ -203,6 +203,12 @@ def test_from_url_refuses_a_bad_url_without_echoing_the_password(url: str) -> No
     assert "s3cret" not in str(caught.value)
 
 
+@pytest.mark.parametrize("url", ["redis://localhost:6379/abc", "redis://localhost/3/4", "rediss://localhost/-1"])
+def test_from_url_refuses_a_database_that_is_not_a_number(url: str) -> None:
+    with pytest.raises(SessionError, match="the path must be a database number"):
+        RedisSession.from_url(url)  # redis-py reads /abc as database 0 and /3/4 as 34
+
+
 def test_the_cli_reports_a_bad_url_as_a_usage_error() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "statekit.cli", "list", "--redis-url", "http://user:s3cret@x"],

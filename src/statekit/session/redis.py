@@ -220,6 +220,7 @@ class RedisSession(SessionBase):
         if scheme in CLUSTER_SCHEMES:
             url, cluster = f"{CLUSTER_SCHEMES[scheme]}{sep}{rest}", True
         try:
+            _check_database(url)
             client: Client = (RedisCluster if cluster else Redis).from_url(url, **_defaults(options))
         except (ValueError, TypeError, _redis_errors.RedisError, _redis_errors.RedisClusterException) as err:
             raise SessionError(f"not a usable Redis URL {_redact(url)!r}: {err}") from None
@@ -443,6 +444,23 @@ def _defaults(options: dict[str, Any]) -> dict[str, Any]:
         "retry": _default_retry(),
         **options,
     }
+
+
+_DATABASE_PATH = re.compile(r"/?|/\d+")
+
+
+def _check_database(url: str) -> None:
+    """Refuse a URL path that is not a database number (redis-py would read
+    ``/abc`` as database 0 and ``/3/4`` as 34, silently).
+
+    Raises:
+        ValueError: Saying what the path must be.
+    """
+    scheme, _, rest = url.partition("://")
+    if scheme in ("redis", "rediss"):
+        path = rest.split("?", 1)[0].split("#", 1)[0].partition("/")
+        if not _DATABASE_PATH.fullmatch(path[1] + path[2]):
+            raise ValueError("the path must be a database number, as in redis://host:6379/0")
 
 
 def _redact(url: str) -> str:
