@@ -120,6 +120,18 @@ class ClassB(StateModule):
         self.register_state("c")
 
 
+@stateful
+class Counted(StateModule):
+    """A declared field, and state it registers when built."""
+
+    name: str = state_field(default="a")
+
+    def __attrs_post_init__(self) -> None:
+        self.counter = 0
+        self.register_state("counter")
+        self.scratch = Memory()  # an undeclared attribute holding a module
+
+
 def _sorted_list(value: set[str]) -> list[str]:
     return sorted(value)
 

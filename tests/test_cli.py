@@ -452,30 +452,17 @@ def test_compact_and_migrate_keep_a_redis_keys_expiry(workdir: Path, redis_serve
     client.close()
 
 
-REGISTERING = """
-from statekit import StateModule, state_field, stateful
-
-@stateful
-class Counted(StateModule):
-    name: str = state_field(default="a")
-
-    def __attrs_post_init__(self) -> None:
-        self.counter = 0
-        self.register_state("counter")
-"""
-
 
 def test_validate_and_migrate_take_the_state_a_module_registers(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (workdir / "counted.py").write_text(REGISTERING, encoding="utf-8")
     path = workdir / "sessions" / "c.json"
     path.parent.mkdir()
-    path.write_bytes(orjson.dumps({"__statekit__": {"format": 1}, "counted": {"name": "b", "counter": 3}}))
-    assert run(capsys, "validate", str(path), "--module", "counted=counted:Counted")[0] == 0
+    path.write_bytes(orjson.dumps({"__statekit__": {"format": 1}, "counted": {"name": "b", "counter": 3, "scratch": {"content": [], "summary": ""}}}))
+    assert run(capsys, "validate", str(path), "--module", "counted=agent_models:Counted")[0] == 0
     before = path.read_bytes()
-    status, _, err = run(capsys, "migrate", "c", "--dir", str(path.parent), "--module", "counted=counted:Counted")
+    status, _, err = run(capsys, "migrate", "c", "--dir", str(path.parent), "--module", "counted=agent_models:Counted")
     assert (status, path.read_bytes()) == (0, before), err  # up to date: nothing to rewrite
-    path.write_bytes(orjson.dumps({"__statekit__": {"format": 1}, "counted": {"name": "b", "countr": 3}}))
-    status, _, err = run(capsys, "validate", str(path), "--module", "counted=counted:Counted")
+    path.write_bytes(orjson.dumps({"__statekit__": {"format": 1}, "counted": {"name": "b", "countr": 3, "scratch": {"content": [], "summary": ""}}}))
+    status, _, err = run(capsys, "validate", str(path), "--module", "counted=agent_models:Counted")
     assert status == 1
     assert "counted.countr: unknown key; did you mean 'counter'?" in err
     assert "counted.counter: required key is missing" in err

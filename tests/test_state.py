@@ -18,7 +18,7 @@ import pytest
 from statekit import LoadResult, StateModule, StatekitError, StateLoadError, from_config, state_field, stateful
 from statekit.errors import StateDefinitionError, StateDumpError
 
-from agent_models import ClassA, ClassB
+from agent_models import ClassA, ClassB, Counted
 
 
 @stateful
@@ -100,26 +100,14 @@ def test_register_state_with_codec() -> None:
 
 
 @stateful
-class Counted(StateModule):
-    """A declared field, and state it registers when built."""
-
-    name: str = state_field(default="a")
-
-    def __attrs_post_init__(self) -> None:
-        self.counter = 0
-        self.register_state("counter")
-        self.scratch = Toolkit()  # an undeclared attribute holding a module
-
-
-@stateful
 class HoldsCounted(StateModule):
     counted: Counted | None = state_field(default=None)
 
 
 def test_a_new_module_takes_the_state_it_registers_when_built() -> None:
-    state = {"name": "b", "counter": 7, "scratch": {"active_groups": ["web"]}}
+    state = {"name": "b", "counter": 7, "scratch": {"content": [], "summary": "s"}}
     built = from_config(Counted, state)
-    assert (built.counter, built.scratch.active_groups) == (7, ["web"])
+    assert (built.counter, built.scratch.summary) == (7, "s")
     holder = HoldsCounted()
     holder.load_state_dict({"counted": state})
     assert holder.counted is not None and holder.counted.state_dict() == state
@@ -128,11 +116,11 @@ def test_a_new_module_takes_the_state_it_registers_when_built() -> None:
 def test_a_new_module_refuses_unknown_keys_beside_what_it_registers() -> None:
     holder = HoldsCounted()
     with pytest.raises(StateLoadError) as caught:
-        holder.load_state_dict({"counted": {"name": "b", "counter": 7, "scratch": {"active_groups": []}, "countr": 1}})
+        holder.load_state_dict({"counted": {"name": "b", "counter": 7, "scratch": {"content": [], "summary": ""}, "countr": 1}})
     assert [(p.path, p.message) for p in caught.value.problems] == [(("counted", "countr"), "unknown key; did you mean 'counter'?")]
     assert holder.counted is None
     with pytest.raises(StateLoadError, match=r"counted\.counter: required key is missing"):
-        holder.load_state_dict({"counted": {"name": "b", "scratch": {"active_groups": []}}})
+        holder.load_state_dict({"counted": {"name": "b", "scratch": {"content": [], "summary": ""}}})
     assert from_config(Counted, {"name": "c"}).counter == 0  # a config takes what the class sets
 
 
