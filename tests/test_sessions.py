@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from statekit.errors import DocumentError, InvalidSessionIdError, SessionError, StateLoadError
 from statekit.session import META_KEY, JSONSession, SessionBase, SessionKey, YAMLSession
-from statekit.session._base import MAX_ID_LENGTH
+from statekit.session._ids import MAX_ID_LENGTH
 from statekit.session._files import USER_MARK, FileSession, decode_id, encode_id
 from statekit.testing import (
     CHECKS,

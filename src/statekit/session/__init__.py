@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from statekit.session._base import SessionBase, SessionKey
+from statekit.session._base import SessionBase
+from statekit.session._ids import SessionKey
 from statekit.session._delta_save import FORMAT_VERSION, META_KEY
 from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, revision_of
 from statekit.session.json import JSONSession

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from statekit.errors import InvalidSessionIdError, SessionError
-from statekit.session._base import SessionKey
+from statekit.session._ids import SessionKey
 from statekit.session._delta_save import META_KEY
 
 Layout = Literal["statekit", "agentscope"]

@@ -19,10 +19,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
-import attrs
-
 from statekit._gc import paused_gc, without_gc
-from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
 from statekit._load import load_many
@@ -32,7 +29,6 @@ from statekit.codecs import JSON, JSON_COMPACT, Codec, with_document_positions
 from statekit.errors import (
     ConflictError,
     DocumentError,
-    InvalidSessionIdError,
     SessionError,
     SessionNotFoundError,
     StateLoadError,
@@ -60,13 +56,11 @@ from statekit.session._delta_save import (
     token_of,
     without_token,
 )
+from statekit.session._ids import SessionKey, check_id
 from statekit.session._log import log_missing, log_timed
 from statekit.session._sync import BlockingTwins
 
 T = TypeVar("T")
-
-MAX_ID_LENGTH = 200
-"""The longest ``session_id`` or ``user_id``, in characters."""
 
 INLINE_DECODE_BYTES = 1 << 20
 """Documents up to this size are decoded on the event loop even by backends that
@@ -77,54 +71,6 @@ DEPTH_CHECKING = (JSON, JSON_COMPACT)
 
 BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark, which a JSON document may start with."""
-
-
-@attrs.frozen
-class SessionKey:
-    """Which session: checked ids, ready for a backend to map to its storage.
-
-    Attributes:
-        user_id: The owner; ``""`` for "no particular user".
-        session_id: The session, never empty.
-    """
-
-    user_id: str
-    session_id: str
-
-
-def check_id(value: object, what: str, *, allow_empty: bool = False) -> str:
-    """Check a ``session_id`` or ``user_id``.
-
-    Args:
-        value: The id given by the caller.
-        what: ``"session_id"`` or ``"user_id"``, for the message.
-        allow_empty: Whether ``""`` is allowed (it is for ``user_id``).
-
-    Returns:
-        The id, unchanged.
-
-    Raises:
-        InvalidSessionIdError: Not a ``str``, empty, longer than
-            :data:`MAX_ID_LENGTH`, or holding NUL or a lone surrogate.
-    """
-    if not isinstance(value, str):
-        raise InvalidSessionIdError(f"{what} must be a string, got {describe(value)}")
-    if not value and not allow_empty:
-        raise InvalidSessionIdError(f"{what} must not be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidSessionIdError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
-    if "\x00" in value:
-        raise InvalidSessionIdError(f"{what} {value!r} contains a NUL character")
-    if not value.isascii():
-        _check_utf8(value, what)
-    return value
-
-
-def _check_utf8(value: str, what: str) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidSessionIdError(f"{what} {value!r} contains a lone surrogate") from None
 
 
 def _check_names(modules: Mapping[str, object]) -> None:

@@ -33,7 +33,8 @@ from statekit.session._companion import Stored
 from statekit.session._revisions import Expected, conflict_message
 
 if TYPE_CHECKING:
-    from statekit.session._base import SessionBase, SessionKey
+    from statekit.session._base import SessionBase
+    from statekit.session._ids import SessionKey
 
 META_KEY: Final = "__statekit__"
 """The reserved top-level key of a session document; no module may use it."""

@@ -50,7 +50,8 @@ from statekit.session._agentscope import (
     refuse_agentscope_file,
     refuse_case_twin,
 )
-from statekit.session._base import SessionBase, SessionKey
+from statekit.session._base import SessionBase
+from statekit.session._ids import SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
 from statekit.session._companion import append, base_holds, companion, doc_token, drop_retired, read_session, retire, tidy

@@ -24,7 +24,7 @@ from statekit._secrets import SecretBox, secrets_with
 
 if TYPE_CHECKING:
     from statekit.session._appends import DeltaBase
-    from statekit.session._base import SessionKey
+    from statekit.session._ids import SessionKey
 
 MISSING_REVISION: Final = ""
 """The revision of a session that is not stored: ``expected_revision=MISSING_REVISION``
