@@ -426,6 +426,18 @@ def test_unsupported_type_fails_at_definition_naming_the_field() -> None:
             thing: Opaque = state_field(factory=Opaque)
 
 
+UNSTRUCTURABLE = Literal["a", 1] | dt.datetime  # no way to tell a string of one from the other
+
+
+@pytest.mark.parametrize(
+    "tp", [list[UNSTRUCTURABLE] | None, dict[str, list[UNSTRUCTURABLE]] | int, tuple[int, UNSTRUCTURABLE | None] | None]
+)
+def test_an_unsupported_type_under_a_union_fails_at_definition(tp: Any) -> None:
+    namespace = {"__annotations__": {"thing": tp}, "thing": state_field(default=None)}
+    with pytest.raises(StateDefinitionError, match=r"Nested\.thing: statekit cannot save or load values of type"):
+        stateful(type("Nested", (StateModule,), namespace))  # cattrs would make the member's hook at the first load
+
+
 def test_unsupported_type_with_codec_is_fine() -> None:
     class Opaque:
         def __init__(self, v: int = 0) -> None:

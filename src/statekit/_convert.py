@@ -64,7 +64,7 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
 
 def _unsupported(tp: Any) -> Any:
     raise StructureHandlerNotFoundError(
-        f"statekit cannot save {type_name(tp)}: give the field to_json/from_json, "
+        f"statekit cannot save or load {type_name(tp)}: give the field to_json/from_json, "
         "or register a hook on a converter",
         tp,
     )

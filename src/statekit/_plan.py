@@ -217,6 +217,8 @@ def _dump_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Dump:
 def _load_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Load:
     if codec.from_json is not None:
         return load_with(codec.from_json)
+    for inner in iter_types(tp):  # cattrs makes the hooks of union members lazily: fail here, not in a load
+        conv.get_structure_hook(inner)
     return with_fallback(fast_structure(tp, conv), conv.get_structure_hook(tp), tp)
 
 
