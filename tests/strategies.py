@@ -607,7 +607,7 @@ def data_for(tp: Any, noisy: bool = False) -> st.SearchStrategy[Any]:
 
 _NEAR_MISSES: dict[Any, st.SearchStrategy[Any]] = {
     bool: st.sampled_from([0, 1, 1.0]),
-    int: st.sampled_from([True, False, 1.0]),
+    int: st.sampled_from([True, False, 1.0, 2.5]),
     float: st.sampled_from([True, "1.5"]),
     str: st.sampled_from([1, None, True]),
     type(None): st.sampled_from([0, "", False]),

@@ -14,10 +14,13 @@ import jsonschema  # type: ignore[import-untyped]
 import orjson
 import pytest
 import yaml
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from statekit import StateModule, state_field, stateful
+from statekit import StatekitError, StateModule, from_config, state_field, stateful
 from statekit._schema import DRAFT, json_schema, session_schema
 from statekit.errors import StateDefinitionError
+
+from strategies import data_for, json_data, record_type, value_types
 
 
 class Role(enum.Enum):
@@ -248,3 +251,30 @@ def test_module_with_run_time_state_only_is_refused_with_a_hint() -> None:
 
     with pytest.raises(StateDefinitionError, match="registered at run time: it has no static schema"):
         json_schema(Imperative)
+
+
+def _ints_for_whole_floats(data: Any) -> Any:
+    """``data`` with ``3.0`` written ``3``: JSON Schema's ``integer`` takes both, statekit's ``int`` only ``3``."""
+    if type(data) is float and data.is_integer():
+        return int(data)
+    if type(data) is list:
+        return [_ints_for_whole_floats(v) for v in data]
+    if type(data) is dict:
+        return {k: _ints_for_whole_floats(v) for k, v in data.items()}
+    return data
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_the_schema_accepts_what_from_config_loads(data: st.DataObject) -> None:
+    tp = data.draw(value_types)
+    record = record_type([tp])
+    assume(isinstance(record, type))
+    document = {"f0": data.draw(st.one_of(data_for(tp, noisy=True), json_data))}
+    try:
+        from_config(record, _ints_for_whole_floats(document))
+    except StatekitError as refused:
+        loads, reason = False, str(refused)
+    else:
+        loads, reason = True, ""
+    assert validator(json_schema(record)).is_valid(document) == loads, reason
