@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from unittest import mock
 from typing import Any, ClassVar, Optional
 
 import attr
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import JSONSession, LoadResult, StateDefinitionError, StateLoadError, StateModule, state_field, stateful
+from statekit._bounded import ANY_LEVELS
 from statekit._limits import MAX_DEPTH
 from statekit._load import load_many
 from statekit import _typed
@@ -75,18 +77,21 @@ def assert_agree(cls: type[StateModule], data: Any, strict: bool) -> bool:
     return True
 
 
+@pytest.mark.parametrize("bounded", [False, True], ids=["depth-pass", "bounded-decoder"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_typed_and_full_paths_agree_on_random_types_and_data(data: st.DataObject) -> None:
+def test_typed_and_full_paths_agree_on_random_types_and_data(bounded: bool, data: st.DataObject) -> None:
     tp = data.draw(st.one_of(value_types, record_types, json_union_records), label="type")
     try:
         cls = holder(tp)
     except StateDefinitionError:
         return  # refused at definition: nothing to compare
-    values = st.one_of(data_for(tp), data_for(tp, noisy=True), json_data)
-    for value in data.draw(st.lists(values, min_size=3, max_size=3), label="data"):
-        for strict in (True, False):
-            assert_agree(cls, copy.deepcopy(value), strict)
+    deep = json_data.map(lambda value: [[[[[[[[[value]]]]]]]]])  # past ANY_LEVELS: the bounded decoder refuses
+    values = st.one_of(data_for(tp), data_for(tp, noisy=True), json_data, deep)
+    with mock.patch.object(_typed, "BOUNDED_FROM", 0 if bounded else 1 << 62):
+        for value in data.draw(st.lists(values, min_size=3, max_size=3), label="data"):
+            for strict in (True, False):
+                assert_agree(cls, copy.deepcopy(value), strict)
 
 
 @stateful
@@ -277,6 +282,86 @@ def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Pa
         session.load("s", blob=blob)  # another writer's bytes: checked
     assert passes == [1]
     assert blob.data == nested(3)
+
+
+def lists_of_any(levels: int) -> Any:
+    """The type of ``levels`` lists nested in one another, around a value typed ``Any``."""
+    tp: Any = Any
+    for _ in range(levels):
+        tp = list[tp]
+    return tp
+
+
+def count_depth_passes(monkeypatch: pytest.MonkeyPatch, bounded_from: int = 0) -> list[int]:
+    """Count the depth passes; documents from ``bounded_from`` bytes try the bounded decoder first."""
+    monkeypatch.setattr(_typed, "BOUNDED_FROM", bounded_from)
+    passes: list[int] = []
+    real = _typed._too_deep
+
+    def counted(states: list[Any]) -> bool:
+        passes.append(1)
+        return real(states)
+
+    monkeypatch.setattr(_typed, "_too_deep", counted)
+    return passes
+
+
+# Document, module, the lists of the type, then ANY_LEVELS levels in the Any: exactly MAX_DEPTH.
+AT_THE_LIMIT = MAX_DEPTH - 2 - ANY_LEVELS
+
+
+@pytest.mark.parametrize("lists", [AT_THE_LIMIT, AT_THE_LIMIT + 1])
+@pytest.mark.parametrize("in_any", [ANY_LEVELS - 1, ANY_LEVELS, ANY_LEVELS + 1])
+def test_types_that_prove_the_limit_need_no_depth_pass(lists: int, in_any: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    cls = holder(lists_of_any(lists))
+    passes = count_depth_passes(monkeypatch)
+    raw = msgspec.json.encode({**META, "m": {"value": nested(lists + in_any)}})
+    within = lists + in_any + 2 <= MAX_DEPTH
+    assert (typed({"m": cls()}, raw) is not None) is within
+    # The bounded decoder takes the document when the types prove the limit and
+    # the Any holds at most ANY_LEVELS; otherwise the depth pass decides, exactly.
+    bounded_took = lists == AT_THE_LIMIT and in_any <= ANY_LEVELS
+    assert passes == ([] if bounded_took else [1])
+    if within:
+        assert full({"m": cls()}, raw) == {"m": LoadResult([], [])}
+    else:
+        with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
+            full({"m": cls()}, raw)
+
+
+def test_an_any_nested_past_the_bounded_decoder_takes_the_depth_pass_from_then_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cls = holder(dict[str, Any])
+    passes = count_depth_passes(monkeypatch)
+    shallow = msgspec.json.encode({**META, "m": {"value": {"a": nested(ANY_LEVELS - 1)}}})
+    deep = msgspec.json.encode({**META, "m": {"value": {"a": nested(ANY_LEVELS + 5)}}})
+    (tmp_path / "s.json").write_bytes(shallow)
+    module: Any = cls()
+    JSONSession(tmp_path).load("s", m=module)  # another writer's bytes, shallow: no pass
+    assert (module.value, passes) == ({"a": nested(ANY_LEVELS - 1)}, [])
+    (tmp_path / "s.json").write_bytes(deep)
+    JSONSession(tmp_path).load("s", m=module)  # typed, with the pass (the bounded decoder refused)
+    assert (module.value, passes) == ({"a": nested(ANY_LEVELS + 5)}, [1])
+    (tmp_path / "s.json").write_bytes(shallow)
+    JSONSession(tmp_path).load("s", m=module)  # this shape held deep data: straight to the pass
+    assert (module.value, passes) == ({"a": nested(ANY_LEVELS - 1)}, [1, 1])
+
+
+def test_small_documents_take_the_depth_pass_without_making_the_bounded_decoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module: Any = holder(dict[str, Any])()
+    raw = msgspec.json.encode({**META, "m": {"value": {"a": [1]}}})
+    passes = count_depth_passes(monkeypatch, bounded_from=len(raw) + 1)
+    (tmp_path / "s.json").write_bytes(raw)
+    JSONSession(tmp_path).load("s", m=module)
+    typed_doc = typed_document({"m": module}, META_KEY)
+    assert typed_doc is not None
+    assert (module.value, passes, typed_doc.bounded_made) == ({"a": [1]}, [1], False)
+    monkeypatch.setattr(_typed, "BOUNDED_FROM", len(raw))
+    JSONSession(tmp_path).load("s", m=module)
+    assert (passes, typed_doc.bounded_made, typed_doc.bounded is not None) == ([1], True, True)
 
 
 @stateful
