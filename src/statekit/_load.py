@@ -361,7 +361,9 @@ def _construct(cls: type, kwargs: dict[str, Any], loader: Loader, path: Path) ->
         return None
 
 
-def _plan_extras(module: StateModule, data: Mapping[str, Any], extra: list[str], loader: Loader, path: Path, fill_defaults: bool) -> None:
+def _plan_extras(
+    module: StateModule, data: Mapping[str, Any], extra: list[str], loader: Loader, path: Path, fill_defaults: bool
+) -> None:
     """Load the state the new module declared when it was built: attributes it
     registered, or set to a module, in ``__init__`` / ``__attrs_post_init__``."""
     keys = state_extras(module)
