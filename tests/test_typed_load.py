@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from unittest import mock
 from typing import Any, ClassVar, Optional
+from unittest import mock
 
 import attr
 import attrs
@@ -262,7 +262,9 @@ def test_bytes_another_codec_wrote_are_depth_checked_when_loaded(tmp_path: Path)
         session.load("s", blob=Blob())
 
 
-def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def count_depth_passes(monkeypatch: pytest.MonkeyPatch, bounded_from: int = 0) -> list[int]:
+    """Count the depth passes; documents from ``bounded_from`` bytes try the bounded decoder first."""
+    monkeypatch.setattr(_typed, "BOUNDED_FROM", bounded_from)
     passes: list[int] = []
     real = _typed._too_deep
 
@@ -271,6 +273,11 @@ def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Pa
         return real(states)
 
     monkeypatch.setattr(_typed, "_too_deep", counted)
+    return passes
+
+
+def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    passes = count_depth_passes(monkeypatch, bounded_from=_typed.BOUNDED_FROM)  # small documents: the pass
     session = JSONSession(tmp_path)
     session.save("s", blob=Blob(data=nested(3)))
     blob = Blob()
@@ -290,20 +297,6 @@ def lists_of_any(levels: int) -> Any:
     for _ in range(levels):
         tp = list[tp]
     return tp
-
-
-def count_depth_passes(monkeypatch: pytest.MonkeyPatch, bounded_from: int = 0) -> list[int]:
-    """Count the depth passes; documents from ``bounded_from`` bytes try the bounded decoder first."""
-    monkeypatch.setattr(_typed, "BOUNDED_FROM", bounded_from)
-    passes: list[int] = []
-    real = _typed._too_deep
-
-    def counted(states: list[Any]) -> bool:
-        passes.append(1)
-        return real(states)
-
-    monkeypatch.setattr(_typed, "_too_deep", counted)
-    return passes
 
 
 # Document, module, the lists of the type, then ANY_LEVELS levels in the Any: exactly MAX_DEPTH.
