@@ -13,6 +13,7 @@ import dataclasses
 import datetime as dt
 import enum
 import contextlib
+import math
 import typing
 import uuid
 from collections.abc import Callable, Iterable
@@ -82,30 +83,40 @@ def _from_string(build: Callable[[str], Any], what: str) -> SHook:
 
 
 def _register_scalars(conv: cattrs.Converter) -> None:
-    simple: list[tuple[type, Hook, SHook]] = [
-        (dt.datetime, dt.datetime.isoformat, _from_string(dt.datetime.fromisoformat, "an ISO 8601 date-time string")),
-        (dt.date, dt.date.isoformat, _from_string(dt.date.fromisoformat, "an ISO 8601 date string")),
-        (dt.time, dt.time.isoformat, _from_string(dt.time.fromisoformat, "an ISO 8601 time string")),
-        (uuid.UUID, str, _from_string(uuid.UUID, "a UUID string")),
-        (Path, str, _from_string(Path, "a path string")),
-        (PurePath, str, _from_string(PurePath, "a path string")),
+    simple: list[tuple[type, Callable[[Any], str], str, Callable[[str], Any], str]] = [
+        (dt.datetime, dt.datetime.isoformat, "a datetime", dt.datetime.fromisoformat, "an ISO 8601 date-time string"),
+        (dt.date, dt.date.isoformat, "a date", dt.date.fromisoformat, "an ISO 8601 date string"),
+        (dt.time, dt.time.isoformat, "a time", dt.time.fromisoformat, "an ISO 8601 time string"),
+        (uuid.UUID, str, "a UUID", uuid.UUID, "a UUID string"),
+        (Path, str, "a path", Path, "a path string"),
+        (PurePath, str, "a path", PurePath, "a path string"),
     ]
     for scalar in (str, int, bool, type(None)):
         # A save must not write what a load refuses (an int in a str field); generated
         # record code tests the type inline and calls this only to say what is wrong.
         conv.register_unstructure_hook(scalar, scalar_check(scalar))
     conv.register_unstructure_hook(float, make_copier(float))  # refuses NaN and infinities
-    for tp, dump, load in simple:
-        conv.register_unstructure_hook(tp, dump)
-        conv.register_structure_hook(tp, load)
+    for tp, write, name, parse, text in simple:
+        conv.register_unstructure_hook(tp, _as_string(tp, write, name))
+        conv.register_structure_hook(tp, _from_string(parse, text))
     conv.register_structure_hook_factory(
         lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _enum_structure
     )
     conv.register_unstructure_hook_factory(_is_literal, _literal_unstructure)
     conv.register_structure_hook_factory(_is_literal, _literal_structure)
-    conv.register_unstructure_hook_factory(
-        lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda t: _enum_value
-    )
+    conv.register_unstructure_hook_factory(lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _enum_dump)
+
+
+def _as_string(kind: type, write: Callable[[Any], str], name: str) -> Hook:
+    """Write a ``kind`` with ``write``; refuse anything else, and a ``datetime``
+    where a ``date`` is wanted (its time would be lost)."""
+
+    def dump(value: Any) -> Any:
+        if not isinstance(value, kind) or (kind is dt.date and isinstance(value, dt.datetime)):
+            raise JSONValueError([((), f"expected {name}, got {describe(value)}")])
+        return write(value)
+
+    return dump
 
 
 def scalar_check(kind: type) -> Hook:
@@ -125,9 +136,18 @@ def _is_literal(tp: Any) -> bool:
 
 
 def _literal_unstructure(tp: Any) -> Hook:
-    if any(isinstance(v, enum.Enum) for v in typing.get_args(tp)):
-        return _json_value
-    return identity
+    """Pass one of the literal's values (matched by type and value, as a load matches
+    them) as its JSON value; refuse anything else, which the next load would refuse."""
+    allowed = {_literal_key(v): _json_value(v) for v in typing.get_args(tp)}
+    names = ", ".join(repr(v) for v in typing.get_args(tp))
+
+    def dump(value: Any) -> Any:
+        try:
+            return allowed[_literal_key(value)]
+        except (KeyError, TypeError):
+            raise JSONValueError([((), f"expected one of {names}, got {describe(value)}")]) from None
+
+    return dump
 
 
 def _literal_structure(tp: Any) -> SHook:
@@ -152,8 +172,15 @@ def _literal_key(value: Any) -> tuple[type, Any]:
     return (type(value), value)
 
 
-def _enum_value(member: enum.Enum) -> Any:
-    return member.value
+def _enum_dump(tp: type[enum.Enum]) -> Hook:
+    """A member of ``tp`` as its value; anything else (a member of another enum) is refused."""
+
+    def dump(member: Any) -> Any:
+        if type(member) is not tp:
+            raise JSONValueError([((), f"expected a member of {tp.__qualname__}, got {describe(member)}")])
+        return member.value
+
+    return dump
 
 
 def _same_kind(member_value: Any, value: Any) -> bool:
@@ -415,7 +442,7 @@ def prepare(conv: cattrs.Converter, tp: Any, seen: set[Any] | None = None) -> No
         _refuse_non_json(inner)
         if isinstance(inner, type) and issubclass(inner, enum.Enum) and issubclass(inner, (str, int, float)):
             conv.register_structure_hook(inner, _enum_structure(inner))
-            conv.register_unstructure_hook(inner, _enum_value)
+            conv.register_unstructure_hook(inner, _enum_dump(inner))
         elif is_record(inner):
             for field_type in _field_types(inner):
                 prepare(conv, field_type, seen)
@@ -432,8 +459,23 @@ def _hashable(tp: Any) -> bool:
 def _refuse_non_json(tp: Any) -> None:
     if isinstance(tp, type) and issubclass(tp, _NOT_JSON):
         raise StructureHandlerNotFoundError(f"{tp.__name__} has no JSON form; give the field a codec", tp)
+    values = list(tp) if isinstance(tp, type) and issubclass(tp, enum.Enum) else _literal_values(tp)
+    for value in values:
+        if not _json_scalar(_json_value(value)):  # a tuple would be written as a list, NaN as null
+            where = f"{type(value).__qualname__}.{value.name}" if isinstance(value, enum.Enum) else "the literal"
+            raise StructureHandlerNotFoundError(
+                f"{where} = {_json_value(value)!r} has no JSON form (strings, numbers, booleans and None have)", tp
+            )
     if _is_mapping(tp) and typing.get_args(tp) and not _is_str_key(typing.get_args(tp)[0]):
         raise StructureHandlerNotFoundError(f"JSON object keys are strings, not {type_name(typing.get_args(tp)[0])}", tp)
+
+
+def _literal_values(tp: Any) -> tuple[Any, ...]:
+    return typing.get_args(tp) if _is_literal(tp) else ()
+
+
+def _json_scalar(value: Any) -> bool:
+    return type(value) in (str, int, bool, type(None)) or (type(value) is float and math.isfinite(value))
 
 
 def _is_str_key(tp: Any) -> bool:

@@ -59,6 +59,19 @@ def dump_root(
         raise StateDumpError([module_problem(module, path, exc.path)]) from None
 
 
+_UNSET = object()
+
+
+def _refuse_unset(plan: FieldPlan, path: Path) -> None:
+    """A state field without a value cannot be saved (a plain attribute is no one's business).
+
+    Raises:
+        StateDumpError: ``plan`` is state.
+    """
+    if plan.is_state or plan.module_type is not None:
+        raise StateDumpError([Problem(path, "has no value (an init=False field that was never set)")])
+
+
 def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, held: Held | None = None) -> dict[str, Any]:
     """The state of ``obj``; ``live`` shares validated JSON values instead of
     copying them (for data that is encoded at once, see :func:`dump_many`);
@@ -69,7 +82,10 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, h
     version = tag(type(obj))
     out: dict[str, Any] = {} if version is None else {VERSION_KEY: version}
     for plan in plan_of(obj).fields:
-        value = getattr(obj, plan.name)
+        value = getattr(obj, plan.name, _UNSET)
+        if value is _UNSET:  # a field with init=False that no one set yet
+            _refuse_unset(plan, (*path, plan.name))
+            continue
         dump = plan.encode if live else plan.dump
         if isinstance(value, StateModule):
             out[plan.name] = _dump_child(value, (*path, plan.name), live, held)

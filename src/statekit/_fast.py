@@ -102,6 +102,13 @@ def _is_module(tp: type) -> bool:
     return hasattr(tp, "__statekit_plan__")
 
 
+def by_keyword(cls: type, field: attrs.Attribute[Any]) -> bool:
+    """Whether generated code passes ``field`` by keyword: a ``kw_only`` field, or any field
+    of a class with its own ``__init__`` (its parameters need not follow the fields; cattrs
+    passes them all by keyword too)."""
+    return field.kw_only or hasattr(cls, "__attrs_init__")
+
+
 def _via_cattrs(tp: Any, conv: cattrs.Converter) -> Fast:
     hook = conv.get_structure_hook(tp)
 
@@ -144,8 +151,10 @@ def _record(cls: type, conv: cattrs.Converter, fresh: bool) -> Fast:
             return _via_cattrs(cls, conv)
         var = f"a{index}"
         body.extend(_field_lines(field, hints.get(field.name, Any), var, names, conv, fresh))
-        target = keyword if field.kw_only else positional
-        target.append(var if not field.kw_only else f"{field.alias}={var}")
+        if by_keyword(cls, field):
+            keyword.append(f"{field.alias}={var}")
+        else:
+            positional.append(var)
     body.append(f"    return __cl({', '.join(positional + keyword)})")
     return _compile(cls, body, names)
 

@@ -32,7 +32,7 @@ import msgspec
 
 from statekit._codegen import compile_function
 from statekit._convert import generation, is_ours, type_hints
-from statekit._fast import runs_from_json
+from statekit._fast import by_keyword, runs_from_json
 from statekit._json import is_json_type
 from statekit._versions import VERSION_KEY, tag
 
@@ -157,7 +157,7 @@ def _record(cls: type, fields: tuple[attrs.Attribute[Any], ...], mirrors: list[M
     for i, (field, mirror) in enumerate(zip(fields, mirrors, strict=True)):
         value = f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}")
         names.update(mirror.names)
-        if field.kw_only:
+        if by_keyword(cls, field):
             keyword.append(f"{field.alias}={value}")
         else:
             positional.append(value)
