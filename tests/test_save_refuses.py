@@ -113,7 +113,7 @@ class Reordered:
     c: int = 0
 
     def __init__(self, b: str, a: int, c: int = 0) -> None:
-        self.__attrs_init__(a, b, c)
+        self.__attrs_init__(a, b, c)  # type: ignore[attr-defined]  # attrs adds it (mypy does not know)
 
 
 @stateful
