@@ -675,3 +675,21 @@ def test_a_dump_refuses_a_scalar_of_the_wrong_type_that_a_load_would_refuse(
         session.save("s", talk=make())
     assert [(p.path, p.message) for p in caught.value.problems] == [(("talk", *path), message)]
     assert (tmp_path / "s.json").read_bytes() == before
+
+
+def test_an_integer_too_large_for_a_float_field_is_named() -> None:
+    @stateful
+    class Scores(StateModule):
+        best: float = state_field(default=0.0)
+        all: list[float] = state_field(factory=list)
+        last: float | None = state_field(default=None)
+
+    scores = Scores()
+    with pytest.raises(StateLoadError) as caught:
+        scores.load_state_dict({"best": 10**400, "all": [1, -(10**309)], "last": 10**400})
+    too_large = "expected a number, got an integer too large for a float (beyond 1.8e308)"
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        (("best",), too_large), (("all", 1), too_large), (("last",), too_large)
+    ]
+    scores.load_state_dict({"best": 2**1023, "all": [10**308], "last": None})
+    assert (scores.best, scores.all) == (float(2**1023), [1e308])

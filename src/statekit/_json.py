@@ -9,6 +9,7 @@ once to find *every* bad value and its path; the fast path never tracks paths.
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -208,7 +209,7 @@ def _copy_float(value: Any) -> Any:
     kind = type(value)
     if kind is float and value - value == 0.0:
         return value
-    if kind is int:
+    if kind is int and -_FLOAT_MAX <= value <= _FLOAT_MAX:
         return float(value)
     raise _Bad
 
@@ -285,6 +286,8 @@ def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
         _list_problems(tp, args[0], value, path, out)
     elif origin is dict:
         _dict_problems(tp, args[1], value, path, out)
+    elif tp is float and type(value) is int and not _scalar_fits(tp, value):
+        out.append((path, "expected a number, got an integer too large for a float (beyond 1.8e308)"))
     elif not _scalar_fits(tp, value):
         out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
 
@@ -292,8 +295,12 @@ def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
 def _scalar_fits(tp: Any, value: Any) -> bool:
     kind = type(value)
     if tp is float:
-        return (kind is float and value - value == 0.0) or kind is int
+        return (kind is float and value - value == 0.0) or (kind is int and -_FLOAT_MAX <= value <= _FLOAT_MAX)
     return kind is (_NONE if tp is None else tp)
+
+
+_FLOAT_MAX = int(sys.float_info.max)
+"""The largest integer a float field takes (a larger one has no float: ``float()`` overflows)."""
 
 
 def _any_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Problems) -> None:
