@@ -263,6 +263,20 @@ def test_a_companion_of_another_document_is_an_error(tmp_path: Path) -> None:
     assert str(tmp_path / "b" / "chat.json") in str(info.value)
 
 
+def test_a_document_whose_keys_a_tool_reordered_is_refused_until_put_back(tmp_path: Path) -> None:
+    _, agent = _saved_with_deltas(tmp_path)
+    path = tmp_path / "chat.json"
+    document = json.loads(path.read_bytes())
+    (tmp_path / "chat.json").write_text(json.dumps({"agent": document["agent"], **document}, indent=2))  # what jq -S does
+    loading = Agent()
+    with pytest.raises(DocumentError, match="'__statekit__' metadata is not its first key") as info:
+        JSONSession(tmp_path).load("chat", agent=loading)
+    assert str(path) in str(info.value)
+    assert loading.memory.content == []  # nothing was loaded: the appended items were not silently left out
+    path.write_text(json.dumps(document, indent=2))
+    assert _load(tmp_path).memory.content == agent.memory.content
+
+
 def test_a_crash_before_the_document_is_replaced(tmp_path: Path) -> None:
     """The companion was put aside, the new document not written yet: the old state loads."""
     _, agent = _saved_with_deltas(tmp_path)

@@ -45,7 +45,7 @@ from statekit.session._revisions import (
     revision_of,
 )
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
-from statekit.session._companion import split
+from statekit.session._companion import doc_token, split
 from statekit.session._delta_save import (
     META_KEY,
     base_after_load,
@@ -574,6 +574,8 @@ class SessionBase(BlockingTwins, abc.ABC):
             check_token(document, token, self._source(key), self._companion_source(key))
             # without the collector: a full pass over the fresh document costs more than the merge
             await self._run_codec(without_gc(merge), document, log, self._companion_source(key), size=len(log))
+        elif token_of(document) is not None and doc_token(raw) is None:
+            raise DocumentError(REORDERED, source=self._source(key))
         return document
 
     async def _decode_document(self, raw: bytes, key: SessionKey) -> dict[str, Any]:
@@ -588,6 +590,12 @@ class SessionBase(BlockingTwins, abc.ABC):
         if META_KEY in document:
             check_meta(document[META_KEY], self._source(key))
         return document
+
+
+REORDERED = (
+    f"the document's {META_KEY!r} metadata is not its first key (did a tool sort or reorder the keys?): "
+    "statekit finds the items appended beside the document by it; move it back to the top of the document"
+)
 
 
 def _may_hold_only(seen: Expected | None, modules: Mapping[str, StateModule]) -> bool:
