@@ -10,12 +10,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from workers import run_workers
 
 from statekit import ConflictError, StateModule, StoredDocument, generate_secret_key, state_field, stateful
-from statekit.errors import DocumentError, SessionError
+from statekit._limits import MAX_DEPTH
+from statekit.errors import DocumentError, SessionError, StateDumpError
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, SessionKey, YAMLSession, _revisions, revision_of
 from statekit.session._files import FileSession
 from statekit.session._safe_files import digest_regular, holds_exactly
@@ -145,6 +147,25 @@ async def test_write_document_refuses_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(DocumentError, match="newer statekit"):
         await session.awrite_document("s", {"__statekit__": {"format": 99}})
     assert not session.session_path("s").exists()
+
+
+async def test_write_document_refuses_what_a_codec_would_write_changed(backend: SessionFactory) -> None:
+    bad = {"agent": {"score": float("nan"), "limit": float("-inf"), "pair": (1, 2), "ok": [1.5, {"a": None}]}}
+    async with backend() as session:
+        with pytest.raises(StateDumpError) as caught:
+            await session.awrite_document("s", bad)
+        assert [(p.path, p.message) for p in caught.value.problems] == [
+            (("agent", "score"), "nan (not a finite number) is not JSON data"),
+            (("agent", "limit"), "-inf (not a finite number) is not JSON data"),
+            (("agent", "pair"), "a tuple is not JSON data"),
+        ]
+        assert await session.aread_document("s") is None
+        deep: Any = "leaf"
+        for _ in range(MAX_DEPTH):
+            deep = [deep]
+        with pytest.raises(StateDumpError, match=f"nested deeper than {MAX_DEPTH} levels"):
+            await session.awrite_document("s", {"agent": deep})
+        assert await session.aread_document("s") is None
 
 
 async def test_concurrent_tasks_with_separate_objects_lose_no_update(backend: SessionFactory) -> None:

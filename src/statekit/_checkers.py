@@ -12,7 +12,21 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from statekit._json import _NONE, _PLAIN, _SCALARS, Copier, _Bad, _fast_copier, _kind_checked, _kind_of, plain_union
+from statekit._json import (
+    _NONE,
+    _PLAIN,
+    _SCALARS,
+    Copier,
+    Problems,
+    _Bad,
+    _fast_copier,
+    _kind_checked,
+    _kind_of,
+    find_problems,
+    plain_union,
+)
+from statekit._limits import depth_message, path_too_deep, too_deep
+from statekit.errors import Problem, StateDumpError
 
 
 def _reject(value: Any) -> Any:
@@ -197,3 +211,23 @@ def _dict_checker(item: Copier) -> Copier:
         return value
 
     return check
+
+
+def refuse_non_json(data: Any) -> None:
+    """Refuse plain data that a codec would write changed (NaN and infinities as
+    ``null``, tuples as lists, enums as their values) or nested past ``MAX_DEPTH``.
+
+    For documents handed over whole (``write_document``, ``statekit convert``),
+    which no type describes.
+
+    Raises:
+        StateDumpError: Naming every such value by its path (the first one too deep).
+    """
+    if too_deep(data):
+        raise StateDumpError([Problem(path_too_deep(data) or (), depth_message())])
+    try:
+        _check_any(data)
+    except _Bad:
+        found: Problems = []
+        find_problems(Any, data, (), found)
+        raise StateDumpError([Problem(path, message) for path, message in found]) from None

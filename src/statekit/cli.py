@@ -34,13 +34,13 @@ from statekit._cli_support import (
 from statekit._cli_compact import compact_sessions
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import Outcome, migrate_sessions
+from statekit._checkers import refuse_non_json
 from statekit._config import Document
-from statekit._json import Problems, find_problems
 from statekit._module import StateModule
 from statekit._secrets import SecretBox, mask_secrets
 from statekit._schema import json_schema, session_schema
 from statekit.codecs import JSON, YAML
-from statekit.errors import Problem, SecretError, SessionNotFoundError, StatekitError, StateDumpError
+from statekit.errors import SecretError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
 
 __all__ = ["main"]
@@ -304,22 +304,10 @@ def _run_convert(args: argparse.Namespace) -> int:
     out_codec = file_codec(args.target)
     target = _output(args.target, force=args.force)
     data = read_file(args.source).data
-    _refuse_non_json(data)
+    refuse_non_json(data)
     _write_bytes(target, out_codec.dumps(data), mode=stat.S_IMODE(os.stat(args.source).st_mode))
     print(f"wrote {target}")
     return OK
-
-
-def _refuse_non_json(data: Any) -> None:
-    """Refuse what statekit never saves (NaN, infinities): orjson would write them as ``null``.
-
-    Raises:
-        StateDumpError: Naming every such value by its path; nothing is written.
-    """
-    found: Problems = []
-    find_problems(Any, data, (), found)
-    if found:
-        raise StateDumpError([Problem(path, message) for path, message in found])
 
 
 def _output(name: str, *, force: bool) -> Path:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
+from statekit._checkers import refuse_non_json
 from statekit._gc import paused_gc, without_gc
 from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
@@ -381,6 +382,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise SessionError("give expected_revision or overwrite=True, not both")
         started = time.perf_counter()
         document = _with_meta(data, self._source(key))
+        refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
         raw = await self._run_codec(self.codec.dumps, document)
         expected = None if expected_revision is None else Expected(revision=expected_revision)
         revision = (await self._store(key, raw, expected, overwrite=overwrite)).revision
