@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from append_models import Agent, Memory, Msg
 from statekit import StateModule, state_field, stateful
 from statekit.cli import main
-from statekit.errors import ConflictError, DocumentError, StateDefinitionError
+from statekit.errors import ConflictError, DocumentError, StateDefinitionError, StateDumpError
 from statekit.session import JSONSession, YAMLSession
 from statekit.session import _appends
 
@@ -171,6 +171,31 @@ def test_scalar_items(tmp_path: Path) -> None:
         agent.events.append(value)
         session.save("chat", agent=agent)
     assert _load(tmp_path).events == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("append", "path", "message"),
+    [
+        (lambda agent: agent.memory.content.append(Msg(7, "x")), ("agent", "memory", "content", 3, "role"), "expected a string"),  # type: ignore[arg-type]
+        (lambda agent: agent.events.append("x"), ("agent", "events", 2), "expected an integer"),
+        (lambda agent: agent.events.append(2**64), ("agent", "events", 2), "an integer of 65 bits"),
+    ],
+    ids=["record-field", "scalar", "refused-by-the-codec"],
+)
+def test_a_bad_appended_item_is_named_by_its_index_in_the_whole_list(
+    tmp_path: Path, append: Any, path: tuple[Any, ...], message: str
+) -> None:
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(3))
+    agent.events.extend([1, 2])
+    session.save("chat", agent=agent)
+    before = _files(tmp_path), (tmp_path / "chat.json").read_bytes()
+    append(agent)
+    with pytest.raises(StateDumpError) as caught:
+        session.save("chat", agent=agent)  # a delta save: only the new items are encoded
+    assert [p.path for p in caught.value.problems] == [path]
+    assert message in caught.value.problems[0].message
+    assert (_files(tmp_path), (tmp_path / "chat.json").read_bytes()) == before
 
 
 # -- Hypothesis: whatever happens to the list, a load gives it back ----------------------

@@ -133,8 +133,24 @@ def _dump_registered(owner: StateModule, dump: Callable[[Any], Any], value: Any,
 
 
 def encode_held(held: HeldList, start: int = 0) -> Any:
-    """Encode a held append-only list, from item ``start`` on, as a save would."""
-    return _encode_value(held.owner, held.plan, held.value[start:] if start else held.value, held.path)
+    """Encode a held append-only list, from item ``start`` on, as a save would.
+
+    Raises:
+        StateDumpError: Naming bad items by their index in the whole list.
+    """
+    if not start:
+        return _encode_value(held.owner, held.plan, held.value, held.path)
+    try:
+        return _encode_value(held.owner, held.plan, held.value[start:], held.path)
+    except StateDumpError as err:
+        raise StateDumpError([item_problem(p, held.path, start, p.path[len(held.path) :]) for p in err.problems]) from None
+
+
+def item_problem(problem: Problem, path: Path, start: int, at: tuple[PathSegment, ...]) -> Problem:
+    """``problem``, found at ``at`` in the items of the list at ``path`` from ``start`` on, in the whole list."""
+    if not at or not isinstance(at[0], int):
+        return attrs.evolve(problem, path=path)
+    return attrs.evolve(problem, path=(*path, start + at[0], *at[1:]))
 
 
 def _encode_value(owner: object, plan: FieldPlan, value: Any, path: Path) -> Any:

@@ -24,9 +24,9 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from statekit._dump import Held, HeldList, encode_held
+from statekit._dump import Held, HeldList, encode_held, item_problem
 from statekit.codecs import json as _json
-from statekit.errors import DocumentError, PathSegment
+from statekit.errors import DocumentError, PathSegment, Problem, StateDumpError
 
 Path = tuple[PathSegment, ...]
 
@@ -114,9 +114,26 @@ def new_items(base: DeltaBase | None, skeleton: bytes, held: Held) -> list[tuple
 
 
 def delta_line(parts: list[tuple[HeldList, int]]) -> bytes:
-    """One companion line with every list's new items (``b""`` when none grew)."""
-    entries = [[list(entry.path), encode_held(entry, start)] for entry, start in parts if len(entry.value) > start]
-    return _json.dumps_compact(entries) + b"\n" if entries else b""
+    """One companion line with every list's new items (``b""`` when none grew).
+
+    Raises:
+        StateDumpError: A new item cannot be saved, named by its path in the state.
+    """
+    grown = [(entry, start) for entry, start in parts if len(entry.value) > start]
+    entries = [[list(entry.path), encode_held(entry, start)] for entry, start in grown]
+    try:
+        return _json.dumps_compact(entries) + b"\n" if entries else b""
+    except StateDumpError as err:  # its paths run through the line: [list index, 1, item index, ...]
+        problems = [_in_state(problem, grown) for problem in err.problems]
+        raise StateDumpError(problems) from None
+
+
+def _in_state(problem: Problem, grown: list[tuple[HeldList, int]]) -> Problem:
+    at = problem.path
+    if len(at) < 2 or not isinstance(at[0], int) or at[0] >= len(grown) or at[1] != 1:
+        return problem  # not inside the new items (it cannot be: the paths are checked ids)
+    entry, start = grown[at[0]]
+    return item_problem(problem, entry.path, start, at[2:])
 
 
 def fill(held: Held) -> None:
