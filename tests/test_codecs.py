@@ -166,9 +166,16 @@ def test_yaml_alias_bombs_are_refused_quickly() -> None:
     lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
     started = time.perf_counter()
-    with pytest.raises(DocumentError, match=r"bomb\.yaml:1:5: invalid YAML: anchors and aliases are not allowed"):
+    with pytest.raises(DocumentError, match=r"bomb\.yaml:1:5: invalid YAML: aliases are not allowed: this anchored node is reused"):
         YAML.loads("\n".join(lines).encode(), "bomb.yaml")
     assert time.perf_counter() - started < 1
+
+
+def test_yaml_merge_keys_are_refused_and_unused_anchors_change_nothing() -> None:
+    with pytest.raises(DocumentError, match=r"a merge key \(<<\) is YAML only") as caught:
+        YAML.loads(b"agent:\n  name: x\n  <<: {title: merged}\n", "m.yaml")
+    assert (caught.value.line, caught.value.column) == (3, 3)
+    assert YAML.loads(b'agent: &a\n  name: &n x\n  "<<": 1\n', None) == {"agent": {"name": "x", "<<": 1}}
 
 
 @pytest.mark.parametrize("tag", ["!!binary aGk=", "!!timestamp 2025-01-01", "!!set {a: null}", "!!omap [a: 1]", "!!pairs [a: 1]"])

@@ -11,9 +11,10 @@ What it writes, so that a person can read and fix a session file by hand:
   bytes.
 
 What it reads: the safe subset only (no ``!!python`` tags, nothing runs), and
-only what JSON could hold: aliases are refused (no "billion laughs"), and
-``!!binary``, ``!!set``, ``!!omap``, ``!!pairs`` and ``!!timestamp`` are refused;
-an unquoted date stays a string.
+only what JSON could hold: aliases are refused (no "billion laughs"), and so
+are merge keys (``<<``), ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs`` and
+``!!timestamp``; an unquoted date stays a string. An anchor that no alias
+uses changes nothing and is let through.
 
 libyaml's C classes are used when PyYAML was built with them; the pure-Python
 ones (four to six times slower) otherwise.
@@ -55,7 +56,7 @@ _KINDS = {"int": "an integer", "float": "a number", "bool": "true/false", "null"
 _STR_ONLY = {str}
 _NOT_JSON_TAGS = ("binary", "omap", "pairs", "set", "timestamp")
 _MAX_WIDTH = 1 << 30
-_ALIAS_REFUSED = "anchors and aliases are not allowed (this anchored node is reused by an alias)"
+_ALIAS_REFUSED = "aliases are not allowed: this anchored node is reused by an alias (write it out again)"
 
 
 class _Dumper(_BaseDumper):
@@ -147,7 +148,10 @@ def _refuse_duplicates(node: MappingNode) -> None:
     """Refuse a key written twice, or one that is not a string (``1:``, ``null:``), as JSON would."""
     seen: set[str] = set()
     for key_node, _ in node.value:
-        if key_node.tag != _STR_TAG and key_node.tag != _MERGE_TAG:
+        if key_node.tag == _MERGE_TAG:
+            message = "a merge key (<<) is YAML only (JSON has no such thing); write the keys out, or quote it"
+            raise ConstructorError(None, None, message, key_node.start_mark)
+        if key_node.tag != _STR_TAG:
             kind = _KINDS.get(key_node.tag.rsplit(":", 1)[-1], "not a string")
             shown = repr(key_node.value) if isinstance(key_node, ScalarNode) else "here"
             message = f"the key {shown} is read as {kind}; keys must be strings (quote a scalar key)"
