@@ -138,10 +138,21 @@ async def test_update_refuses_a_bad_retry_count(tmp_path: Path, retries: object)
         await JSONSession(tmp_path).aupdate("s", lambda: None, retries=retries, counter=Counter())  # type: ignore[arg-type]
 
 
+async def test_update_refuses_a_mutate_it_cannot_call_before_loading(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    await session.asave("s", counter=Counter(count=5))
+    counter = Counter()
+    with pytest.raises(SessionError, match="mutate must be a function of no arguments .*, got null"):
+        await session.aupdate("s", None, counter=counter)  # type: ignore[arg-type]
+    assert counter.count == 0  # nothing was loaded into it
+
+
 async def test_write_document_refuses_bad_arguments(tmp_path: Path) -> None:
     session = JSONSession(tmp_path)
     with pytest.raises(SessionError, match="expected_revision or overwrite=True, not both"):
         await session.awrite_document("s", {}, expected_revision="x", overwrite=True)
+    with pytest.raises(SessionError, match="expected_revision must be a revision string, got an integer"):
+        await session.awrite_document("s", {}, expected_revision=5)  # type: ignore[arg-type]
     with pytest.raises(DocumentError, match="maps module names to states, not a list"):
         await session.awrite_document("s", [1, 2])  # type: ignore[arg-type]
     with pytest.raises(DocumentError, match="newer statekit"):

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from statekit._checkers import refuse_non_json
 from statekit._gc import paused_gc, without_gc
+from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
 from statekit._load import load_many
@@ -298,12 +299,15 @@ class SessionBase(BlockingTwins, abc.ABC):
 
         Raises:
             ConflictError: Still conflicting after ``retries`` retries (the last one).
-            SessionError: ``retries`` is not a whole number >= 0.
+            SessionError: ``retries`` is not a whole number >= 0, or ``mutate``
+                cannot be called (checked before anything is loaded).
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
         if type(retries) is not int or retries < 0:
             raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
+        if not callable(mutate):
+            raise SessionError(f"mutate must be a function of no arguments that changes the modules, got {describe(mutate)}")
         fresh: dict[str, Any] | None = None
         for attempt in itertools.count():
             results, seen = await self._load(key, modules, True)
@@ -380,6 +384,8 @@ class SessionBase(BlockingTwins, abc.ABC):
         key = self.key(session_id, user_id)
         if expected_revision is not None and overwrite:
             raise SessionError("give expected_revision or overwrite=True, not both")
+        if expected_revision is not None and not isinstance(expected_revision, str):
+            raise SessionError(f"expected_revision must be a revision string, got {describe(expected_revision)}")
         started = time.perf_counter()
         document = _with_meta(data, self._source(key))
         refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
