@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional
 import attrs
 import pytest
 
-from statekit import JSONSession, StateModule, state_field, stateful
+from statekit import JSONSession, StateModule, make_converter, state_field, stateful
 from statekit.errors import StateDefinitionError, StateDumpError
 
 
@@ -97,11 +97,28 @@ class Odd(enum.Enum):
         (Odd, "Odd.N = nan has no JSON form"),
         (Literal[b"x"], "the literal = b'x' has no JSON form"),
         (list[Pair], "Pair.A = (1, 2) has no JSON form"),
+        (Literal[2**70], "the literal = 1180591620717411303424 is beyond the 64 bits of an integer in a JSON file"),
     ],
 )
 def test_enum_and_literal_values_without_a_json_form_are_refused_where_they_are_used(tp: Any, message: str) -> None:
     with pytest.raises(StateDefinitionError, match=rf"Holder\.value: .*{message}".replace("(", r"\(").replace(")", r"\)")):
         holder(tp, None)
+
+
+def test_an_enum_without_a_json_form_is_fine_with_a_users_hooks(tmp_path: Path) -> None:
+    converter = make_converter()
+    converter.register_unstructure_hook(Pair, lambda member: member.name)
+    converter.register_structure_hook(Pair, lambda name, _: Pair[name])
+
+    @stateful(converter=converter)
+    class Holds(StateModule):
+        pair: Pair = state_field(default=Pair.A)
+
+    assert Holds().state_dict() == {"pair": "A"}
+    JSONSession(tmp_path).save("s", m=Holds())
+    loaded = Holds(pair=Pair.A)
+    JSONSession(tmp_path).load("s", m=loaded)
+    assert loaded.pair is Pair.A
 
 
 @stateful

@@ -8,6 +8,7 @@ import datetime as dt
 import enum
 import json
 import re
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +16,7 @@ from typing import Any, Literal
 import attrs
 import pytest
 
-from statekit import LoadResult, StateModule, StatekitError, StateLoadError, from_config, state_field, stateful
+from statekit import JSONSession, LoadResult, StateModule, StatekitError, StateLoadError, from_config, state_field, stateful
 from statekit.errors import StateDefinitionError, StateDumpError
 
 from agent_models import ClassA, ClassB, Counted
@@ -693,3 +694,24 @@ def test_an_integer_too_large_for_a_float_field_is_named() -> None:
     ]
     scores.load_state_dict({"best": 2**1023, "all": [10**308], "last": None})
     assert (scores.best, scores.all) == (float(2**1023), [1e308])
+    bound = 2**1024 - 2**970  # the first integer float() overflows on; the one before rounds down
+    scores.load_state_dict({"best": bound - 1, "all": [-(bound - 1)], "last": None})
+    assert (scores.best, scores.all) == (sys.float_info.max, [-sys.float_info.max])
+    with pytest.raises(StateLoadError, match="too large for a float"):
+        scores.load_state_dict({"best": bound, "all": [], "last": None})
+
+
+def test_a_session_load_takes_the_integers_load_state_dict_takes_in_a_float_field(tmp_path: Path) -> None:
+    @stateful
+    class Score(StateModule):
+        best: float = state_field(default=0.0)
+
+    bound = 2**1024 - 2**970
+    (tmp_path / "ok.json").write_text(f'{{"score": {{"best": {bound - 1}}}}}')
+    (tmp_path / "over.json").write_text(f'{{"score": {{"best": {bound}}}}}')
+    typed, full = Score(), Score()
+    JSONSession(tmp_path).load("ok", score=typed)
+    full.load_state_dict({"best": bound - 1})
+    assert typed.best == full.best == sys.float_info.max
+    with pytest.raises(StatekitError, match="best"):
+        JSONSession(tmp_path).load("over", score=Score())

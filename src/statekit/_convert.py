@@ -138,6 +138,7 @@ def _is_literal(tp: Any) -> bool:
 def _literal_unstructure(tp: Any) -> Hook:
     """Pass one of the literal's values (matched by type and value, as a load matches
     them) as its JSON value; refuse anything else, which the next load would refuse."""
+    _refuse_values_without_json(tp, typing.get_args(tp))
     allowed = {_literal_key(v): _json_value(v) for v in typing.get_args(tp)}
     names = ", ".join(repr(v) for v in typing.get_args(tp))
 
@@ -174,6 +175,7 @@ def _literal_key(value: Any) -> tuple[type, Any]:
 
 def _enum_dump(tp: type[enum.Enum]) -> Hook:
     """A member of ``tp`` as its value; anything else (a member of another enum) is refused."""
+    _refuse_values_without_json(tp, tp)
 
     def dump(member: Any) -> Any:
         if type(member) is not tp:
@@ -459,23 +461,29 @@ def _hashable(tp: Any) -> bool:
 def _refuse_non_json(tp: Any) -> None:
     if isinstance(tp, type) and issubclass(tp, _NOT_JSON):
         raise StructureHandlerNotFoundError(f"{tp.__name__} has no JSON form; give the field a codec", tp)
-    values = list(tp) if isinstance(tp, type) and issubclass(tp, enum.Enum) else _literal_values(tp)
-    for value in values:
-        if not _json_scalar(_json_value(value)):  # a tuple would be written as a list, NaN as null
-            where = f"{type(value).__qualname__}.{value.name}" if isinstance(value, enum.Enum) else "the literal"
-            raise StructureHandlerNotFoundError(
-                f"{where} = {_json_value(value)!r} has no JSON form (strings, numbers, booleans and None have)", tp
-            )
     if _is_mapping(tp) and typing.get_args(tp) and not _is_str_key(typing.get_args(tp)[0]):
         raise StructureHandlerNotFoundError(f"JSON object keys are strings, not {type_name(typing.get_args(tp)[0])}", tp)
 
 
-def _literal_values(tp: Any) -> tuple[Any, ...]:
-    return typing.get_args(tp) if _is_literal(tp) else ()
+def _refuse_values_without_json(tp: Any, values: Iterable[Any]) -> None:
+    """Refuse an enum or literal whose values statekit would write changed (a tuple as a
+    list, NaN as ``null``) or not at all (an integer beyond 64 bits), when its own hooks
+    are to write them (a user's hooks for the type are never asked)."""
+    for value in values:
+        plain = _json_value(value)
+        if not _json_scalar(plain):
+            where = f"{type(value).__qualname__}.{value.name}" if isinstance(value, enum.Enum) else "the literal"
+            message = f"{where} = {plain!r} has no JSON form (strings, numbers, booleans and None have)"
+            if type(plain) is int:
+                message = f"{where} = {plain!r} is beyond the 64 bits of an integer in a JSON file"
+            raise StructureHandlerNotFoundError(message, tp)
 
 
 def _json_scalar(value: Any) -> bool:
-    return type(value) in (str, int, bool, type(None)) or (type(value) is float and math.isfinite(value))
+    kind = type(value)
+    if kind is int:
+        return bool(-(2**63) <= value < 2**64)  # what the JSON codec writes
+    return kind in (str, bool, type(None)) or (kind is float and math.isfinite(value))
 
 
 def _is_str_key(tp: Any) -> bool:

@@ -9,7 +9,6 @@ once to find *every* bad value and its path; the fast path never tracks paths.
 
 from __future__ import annotations
 
-import sys
 import types
 import typing
 from collections.abc import Callable
@@ -209,7 +208,7 @@ def _copy_float(value: Any) -> Any:
     kind = type(value)
     if kind is float and value - value == 0.0:
         return value
-    if kind is int and -_FLOAT_MAX <= value <= _FLOAT_MAX:
+    if kind is int and -_FLOAT_BOUND < value < _FLOAT_BOUND:
         return float(value)
     raise _Bad
 
@@ -295,12 +294,13 @@ def find_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
 def _scalar_fits(tp: Any, value: Any) -> bool:
     kind = type(value)
     if tp is float:
-        return (kind is float and value - value == 0.0) or (kind is int and -_FLOAT_MAX <= value <= _FLOAT_MAX)
+        return (kind is float and value - value == 0.0) or (kind is int and -_FLOAT_BOUND < value < _FLOAT_BOUND)
     return kind is (_NONE if tp is None else tp)
 
 
-_FLOAT_MAX = int(sys.float_info.max)
-"""The largest integer a float field takes (a larger one has no float: ``float()`` overflows)."""
+_FLOAT_BOUND = 2**1024 - 2**970
+"""The first integer ``float()`` overflows on: halfway from the largest float to
+2**1024, where rounding goes up (smaller ones round to a float, as msgspec's do)."""
 
 
 def _any_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Problems) -> None:
