@@ -28,7 +28,6 @@ from cattrs.errors import (
     StructureHandlerNotFoundError,
 )
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
-from cattrs.fns import identity
 
 from statekit._json import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
 from statekit._unstructure import JSON_HOOK, SCALAR_KIND
