@@ -379,7 +379,10 @@ class SessionBase(BlockingTwins, abc.ABC):
         Raises:
             ConflictError: The stored revision is not the expected one; nothing was written.
             DocumentError: ``data`` is not a session document.
-            StateDumpError: ``data`` is not plain JSON data.
+            SessionError: Both ``expected_revision`` and ``overwrite``, or an
+                ``expected_revision`` that is not a string.
+            StateDumpError: ``data`` is not plain JSON data (NaN, a tuple...),
+                or nests past ``MAX_DEPTH``; nothing was written.
         """
         key = self.key(session_id, user_id)
         if expected_revision is not None and overwrite:
