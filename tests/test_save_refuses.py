@@ -93,11 +93,12 @@ class Odd(enum.Enum):
 @pytest.mark.parametrize(
     ("tp", "message"),
     [
-        (Pair, "Pair.A = (1, 2) has no JSON form"),
-        (Odd, "Odd.N = nan has no JSON form"),
-        (Literal[b"x"], "the literal = b'x' has no JSON form"),
-        (list[Pair], "Pair.A = (1, 2) has no JSON form"),
-        (Literal[2**70], "the literal = 1180591620717411303424 is beyond the 64 bits of an integer in a JSON file"),
+        (Pair, "Pair.A = (1, 2): has no JSON form"),
+        (Odd, "Odd.N = nan: has no JSON form"),
+        (Literal[b"x"], "the literal = b'x': has no JSON form"),
+        (list[Pair], "Pair.A = (1, 2): has no JSON form"),
+        (Literal[2**70], "the literal = 1180591620717411303424: an integer of 71 bits; JSON holds integers"),
+        (Literal["a\ud800"], "which UTF-8 cannot hold"),  # the JSON codec's own refusal
     ],
 )
 def test_enum_and_literal_values_without_a_json_form_are_refused_where_they_are_used(tp: Any, message: str) -> None:

@@ -31,6 +31,7 @@ from cattrs.cols import homogenous_tuple_structure_factory, list_structure_facto
 
 from statekit._json import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
 from statekit._unstructure import JSON_HOOK, SCALAR_KIND
+from statekit.codecs._positions import value_problem
 
 Hook = Callable[[Any], Any]
 SHook = Callable[[Any, Any], Any]
@@ -466,23 +467,16 @@ def _refuse_non_json(tp: Any) -> None:
 
 def _refuse_values_without_json(tp: Any, values: Iterable[Any]) -> None:
     """Refuse an enum or literal whose values statekit would write changed (a tuple as a
-    list, NaN as ``null``) or not at all (an integer beyond 64 bits), when its own hooks
-    are to write them (a user's hooks for the type are never asked)."""
+    list, NaN as ``null``) or not at all (what the JSON codec refuses: an integer beyond
+    64 bits, a lone surrogate), when its own hooks are to write them (a user's hooks for
+    the type are never asked)."""
     for value in values:
         plain = _json_value(value)
-        if not _json_scalar(plain):
+        scalar = type(plain) in (str, int, bool, type(None)) or (type(plain) is float and math.isfinite(plain))
+        reason = value_problem(plain, int64=True) if scalar else "has no JSON form (strings, numbers, booleans and None have)"
+        if reason is not None:
             where = f"{type(value).__qualname__}.{value.name}" if isinstance(value, enum.Enum) else "the literal"
-            message = f"{where} = {plain!r} has no JSON form (strings, numbers, booleans and None have)"
-            if type(plain) is int:
-                message = f"{where} = {plain!r} is beyond the 64 bits of an integer in a JSON file"
-            raise StructureHandlerNotFoundError(message, tp)
-
-
-def _json_scalar(value: Any) -> bool:
-    kind = type(value)
-    if kind is int:
-        return bool(-(2**63) <= value < 2**64)  # what the JSON codec writes
-    return kind in (str, bool, type(None)) or (kind is float and math.isfinite(value))
+            raise StructureHandlerNotFoundError(f"{where} = {plain!r}: {reason}", tp)
 
 
 def _is_str_key(tp: Any) -> bool:

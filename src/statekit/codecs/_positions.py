@@ -92,7 +92,7 @@ def first_bad_value(data: Any, *, int64: bool) -> Problem:
     seen: set[int] = set()
     while stack:
         path, value = stack.pop()
-        message = _value_problem(value, int64)
+        message = value_problem(value, int64)
         if message is None and isinstance(value, dict | list | tuple):
             message = "the same container appears twice (or holds itself)" if id(value) in seen else None
             seen.add(id(value))
@@ -108,7 +108,8 @@ def _children(path: Path, value: dict[str, Any] | list[Any] | tuple[Any, ...]) -
     return [((*path, index), item) for index, item in enumerate(value)]
 
 
-def _value_problem(value: Any, int64: bool) -> str | None:
+def value_problem(value: Any, int64: bool) -> str | None:
+    """What is wrong with one value as JSON data, or ``None`` (its items are not looked at)."""
     kind = type(value)
     if kind is str:
         return _text_problem(value)
