@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
@@ -457,11 +458,9 @@ def _check_database(url: str) -> None:
     Raises:
         ValueError: Saying what the path must be.
     """
-    scheme, _, rest = url.partition("://")
-    if scheme in ("redis", "rediss"):
-        path = rest.split("?", 1)[0].split("#", 1)[0].partition("/")
-        if not _DATABASE_PATH.fullmatch(path[1] + path[2]):
-            raise ValueError("the path must be a database number, as in redis://host:6379/0")
+    parts = urllib.parse.urlsplit(url)  # as redis-py parses it
+    if parts.scheme in ("redis", "rediss") and not _DATABASE_PATH.fullmatch(parts.path):
+        raise ValueError("the path must be a database number, as in redis://host:6379/0")
 
 
 def _redact(url: str) -> str:
