@@ -340,13 +340,14 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     kwargs: dict[str, Any] = {}
     for field_plan in plan.fields:
         _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs, fill_defaults)
-    extra = [name for name in data if name not in plan.by_name or not _is_state_plan(plan.by_name[name])]
+    declared = [p.name for p in plan.fields if _is_state_plan(p)]
+    extra = [name for name in data if name not in declared]
     module = None if loader.problems else _construct(cls, kwargs, loader, path)
     if module is None:  # its registered attributes are unknown: every extra key is reported
         for name in extra:
-            loader._unknown((*path, name), [p.name for p in plan.fields if _is_state_plan(p)])  # noqa: SLF001
+            loader._unknown((*path, name), declared)  # noqa: SLF001 - same module's helper
         return None
-    _plan_extras(module, data, extra, loader, path, fill_defaults)
+    _plan_extras(module, data, (declared, extra), loader, path, fill_defaults)
     return module
 
 
@@ -362,10 +363,12 @@ def _construct(cls: type, kwargs: dict[str, Any], loader: Loader, path: Path) ->
 
 
 def _plan_extras(
-    module: StateModule, data: Mapping[str, Any], extra: list[str], loader: Loader, path: Path, fill_defaults: bool
+    module: StateModule, data: Mapping[str, Any], names: tuple[list[str], list[str]], loader: Loader, path: Path, fill_defaults: bool
 ) -> None:
     """Load the state the new module declared when it was built: attributes it
-    registered, or set to a module, in ``__init__`` / ``__attrs_post_init__``."""
+    registered, or set to a module, in ``__init__`` / ``__attrs_post_init__``
+    (``names``: the keys its class declares, and the others in ``data``)."""
+    declared, extra = names
     keys = state_extras(module)
     for name, spec in keys.items():
         if name in data:
@@ -374,10 +377,9 @@ def _plan_extras(
             loader.problem((*path, name), "required key is missing")
         elif not fill_defaults:
             loader.missing.append(format_path((*path, name)))
-    known = [*(p.name for p in _plan_of_class(type(module)).fields if _is_state_plan(p)), *keys]
     for name in extra:
         if name not in keys:
-            loader._unknown((*path, name), known)  # noqa: SLF001 - same module's helper
+            loader._unknown((*path, name), [*declared, *keys])  # noqa: SLF001 - same module's helper
 
 
 def overrides_load(cls: object) -> bool:
