@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import cattrs
 
+from statekit._census import checks_deferred
 from statekit._cycles import TooDeep, module_problem, value_problem
 from statekit._json import JSONValueError, copy_loose, describe, with_article
 from statekit._limits import MAX_DEPTH
@@ -196,7 +197,17 @@ def dump_many(
         StateDumpError: A module's state is not JSON data.
     """
     check_modules(modules)
-    return {name: _dump_top(module, (name,), live, held) for name, module in modules.items()}
+    if not live:
+        return {name: _dump_top(module, (name,), held=held) for name, module in modules.items()}
+
+    start = 0 if held is None else len(held)
+
+    def build() -> dict[str, Any]:
+        if held is not None:
+            del held[start:]  # a second run (see checks_deferred) finds the same lists again
+        return {name: _dump_top(module, (name,), True, held) for name, module in modules.items()}
+
+    return checks_deferred(build)
 
 
 def check_modules(modules: Mapping[str, object]) -> None:

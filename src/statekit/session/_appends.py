@@ -24,6 +24,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from statekit._census import checks_deferred
 from statekit._dump import Held, HeldList, encode_held, item_problem
 from statekit.codecs import json as _json
 from statekit.errors import DocumentError, PathSegment, Problem, StateDumpError
@@ -120,7 +121,7 @@ def delta_line(parts: list[tuple[HeldList, int]]) -> bytes:
         StateDumpError: A new item cannot be saved, named by its path in the state.
     """
     grown = [(entry, start) for entry, start in parts if len(entry.value) > start]
-    entries = [[list(entry.path), encode_held(entry, start)] for entry, start in grown]
+    entries = checks_deferred(lambda: [[list(entry.path), encode_held(entry, start)] for entry, start in grown])
     try:
         return _json.dumps_compact(entries) + b"\n" if entries else b""
     except StateDumpError as err:  # its paths run through the line: [list index, 1, item index, ...]
@@ -138,8 +139,12 @@ def _in_state(problem: Problem, grown: list[tuple[HeldList, int]]) -> Problem:
 
 def fill(held: Held) -> None:
     """Put every held list's full encoding in its place, for a full write."""
-    for entry in held:
-        entry.out[entry.plan.name] = encode_held(entry)
+
+    def encode_all() -> None:
+        for entry in held:
+            entry.out[entry.plan.name] = encode_held(entry)
+
+    checks_deferred(encode_all)
 
 
 def base_after_write(token: str, doc_len: int, skeleton: bytes, held: Held) -> DeltaBase:
