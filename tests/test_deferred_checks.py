@@ -200,31 +200,40 @@ def test_deferring_names_the_problem_the_walk_names(data: st.DataObject) -> None
 
 
 def test_deferrals_belong_to_their_thread_and_nest() -> None:
-    bad = Notes(anything=[math.nan])
-    good = Notes(anything=[1])
-    outcomes: list[str] = []
-    barrier = threading.Barrier(2)
+    from statekit._dump import _dump_top
 
-    def save(notes: Notes) -> None:
-        def build() -> Any:
-            barrier.wait()  # both threads are inside a deferral at once
-            return dump_many({"n": notes}, live=True)
+    bad, good = Notes(anything=[math.nan]), Notes(anything=[1])
+    entered, dumped = threading.Event(), threading.Event()
+    outcomes: dict[str, str] = {}
 
+    def first() -> Any:  # dumps the bad module while the other thread's deferral is the newer one
+        entered.wait(5)
+        try:
+            return _dump_top(bad, ("b",), True)
+        finally:
+            dumped.set()
+
+    def second() -> Any:
+        entered.set()
+        dumped.wait(5)
+        return _dump_top(good, ("g",), True)
+
+    def run(name: str, build: Callable[[], Any]) -> None:
         try:
             checks_deferred(build)
-            outcomes.append("ok")
+            outcomes[name] = "ok"
         except StateDumpError:
-            outcomes.append("refused")
+            outcomes[name] = "refused"
 
-    threads = [threading.Thread(target=save, args=(n,)) for n in (bad, good)]
+    threads = [threading.Thread(target=run, args=(name, build)) for name, build in [("bad", first), ("good", second)]]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(outcomes) == ["ok", "refused"]
-    with pytest.raises(StateDumpError):
+    assert outcomes == {"bad": "refused", "good": "ok"}
+    with pytest.raises(StateDumpError):  # nested: the inner census checks its own values
         checks_deferred(lambda: (dump_many({"g": good}, live=True), dump_many({"b": bad}, live=True)))
-    assert checks_deferred(lambda: dump_many({"g": good}, live=True)) == {"g": {**good.state_dict()}}
+    assert checks_deferred(lambda: dump_many({"g": good}, live=True)) == {"g": good.state_dict()}
 
 
 @stateful(frozen=True)
