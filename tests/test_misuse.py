@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from statekit import JSONSession, StateModule, StatekitError, state_field, stateful
+from statekit import JSONSession, StateModule, StatekitError, from_config, state_field, stateful
 from statekit.errors import SessionError, StateDefinitionError
 
 ADD_STATEFUL = "declares state_field\\(\\) attributes but is not @stateful: add @stateful"
@@ -129,3 +130,45 @@ def test_with_block_in_a_running_loop_without_error_still_reports_close(tmp_path
 
     with pytest.raises(SessionError, match=r"session\.close\(\) blocks"):
         asyncio.run(careless())
+
+
+# --- flags: a value that is only truthy is not True --------------------------------
+
+NOT_FLAGS = ["no", "false", 0, 1, None, []]
+
+
+@pytest.mark.parametrize("value", NOT_FLAGS)
+def test_strict_of_load_state_dict_and_from_config_must_be_a_bool(value: Any) -> None:
+    counter = Counter(3)
+    with pytest.raises(StatekitError, match=f"strict must be True or False, got {re.escape(repr(value))}"):
+        counter.load_state_dict({"count": 5, "typo": 1}, strict=value)
+    assert counter.count == 3
+    with pytest.raises(StatekitError, match="strict must be True or False"):
+        from_config(Counter, {"count": 5}, strict=value)
+
+
+@pytest.mark.parametrize("value", NOT_FLAGS)
+def test_overwrite_must_be_a_bool_and_nothing_is_written(tmp_path: Path, value: Any) -> None:
+    session, other = JSONSession(tmp_path), JSONSession(tmp_path)
+    session.save("s1", agent=Counter(1))
+    other.save("s1", agent=Counter(2))  # session's next plain save would conflict
+    before = session.session_path("s1").read_bytes()
+    with pytest.raises(SessionError, match=f"overwrite must be True or False, got {re.escape(repr(value))}"):
+        session.save("s1", overwrite=value, agent=Counter(3))
+    with pytest.raises(SessionError, match="overwrite must be True or False"):
+        session.write_document("s1", {"agent": {"count": 4}}, overwrite=value)
+    assert session.session_path("s1").read_bytes() == before
+    session.close(), other.close()
+
+
+@pytest.mark.parametrize("value", NOT_FLAGS)
+def test_strict_and_allow_not_exist_of_a_session_load_must_be_bools(tmp_path: Path, value: Any) -> None:
+    session = JSONSession(tmp_path)
+    session.save("s1", agent=Counter(1))
+    counter = Counter(7)
+    with pytest.raises(SessionError, match="strict must be True or False"):
+        session.load("s1", strict=value, agent=counter)
+    with pytest.raises(SessionError, match="allow_not_exist must be True or False"):
+        session.load("never-saved", allow_not_exist=value, agent=counter)
+    assert counter.count == 7
+    session.close()

@@ -17,6 +17,7 @@ import attrs
 
 from statekit._convert import lenient
 from statekit._dump import check_modules, converter_of
+from statekit._flags import check_flag
 from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
@@ -307,9 +308,10 @@ def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool =
 
     Raises:
         StateLoadError: Every problem found.
+        StatekitError: ``strict`` is not ``True`` or ``False``.
     """
     refuse_too_deep(data)
-    loader = Loader(strict)
+    loader = Loader(check_flag(strict, "strict"))
     if issubclass(cls, StateModule):
         obj: T = _build_module(cls, data, loader, (), fill_defaults=fill_defaults)
     else:

@@ -18,6 +18,7 @@ import attr
 import attrs
 import cattrs
 
+from statekit._flags import check_flag
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
 from statekit._gc import paused_gc
 from statekit._json import JSONValueError, copy_loose
@@ -146,11 +147,12 @@ class StateModule:
 
         Raises:
             StateLoadError: Every problem found; nothing was changed.
+            StatekitError: ``strict`` is not ``True`` or ``False``.
         """
         from statekit._load import Loader, refuse_too_deep  # noqa: PLC0415 - _load builds on this module
 
         refuse_too_deep(state)
-        loader = Loader(strict)
+        loader = Loader(check_flag(strict, "strict"))
         with paused_gc():
             loader.plan(self, state, ())
             return loader.commit()

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
 from statekit._checkers import refuse_non_json
+from statekit._flags import check_flag
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
@@ -228,10 +229,11 @@ class SessionBase(BlockingTwins, abc.ABC):
             StateDumpError: A module's state is not JSON data; nothing was written.
             ConflictError: The session changed since this object last loaded or
                 saved it; nothing was written.
+            SessionError: ``overwrite`` is not ``True`` or ``False``.
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
-        await self._save_modules(key, modules, overwrite=overwrite)
+        await self._save_modules(key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
 
     async def aload(
         self,
@@ -258,10 +260,12 @@ class SessionBase(BlockingTwins, abc.ABC):
             DocumentError: The stored bytes are not a session document.
             StateLoadError: Every problem, with its line in the document; no
                 module was changed.
+            SessionError: ``allow_not_exist`` or ``strict`` is not ``True`` or ``False``.
         """
         key = self.key(session_id, user_id)
         _check_names(modules)
-        results, _ = await self._load(key, modules, strict)
+        check_flag(allow_not_exist, "allow_not_exist", SessionError)
+        results, _ = await self._load(key, modules, check_flag(strict, "strict", SessionError))
         if results is None:
             if not allow_not_exist:
                 raise SessionNotFoundError(f"no {self._source(key)}")
@@ -379,12 +383,14 @@ class SessionBase(BlockingTwins, abc.ABC):
         Raises:
             ConflictError: The stored revision is not the expected one; nothing was written.
             DocumentError: ``data`` is not a session document.
-            SessionError: Both ``expected_revision`` and ``overwrite``, or an
-                ``expected_revision`` that is not a string.
+            SessionError: Both ``expected_revision`` and ``overwrite``, an
+                ``expected_revision`` that is not a string, or an ``overwrite``
+                that is not ``True`` or ``False``.
             StateDumpError: ``data`` is not plain JSON data (NaN, a tuple...),
                 or nests past ``MAX_DEPTH``; nothing was written.
         """
         key = self.key(session_id, user_id)
+        check_flag(overwrite, "overwrite", SessionError)
         if expected_revision is not None and overwrite:
             raise SessionError("give expected_revision or overwrite=True, not both")
         if expected_revision is not None and not isinstance(expected_revision, str):
