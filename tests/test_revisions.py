@@ -104,6 +104,29 @@ async def test_update_restarts_a_missing_session_from_the_modules_as_given(tmp_p
     assert counter.count == 8
 
 
+async def test_update_restarts_from_the_modules_as_given_when_a_loaded_session_is_deleted(
+    backend: SessionFactory,
+) -> None:
+    """The first attempt loaded the session and changed the modules; the retry finds it
+    deleted and starts from the modules as given, not from that attempt's leftovers."""
+    async with backend() as session, backend() as meddler:
+        await meddler.asave("s", counter=Counter(count=50))
+        counter = Counter(count=7)
+        seen: list[int] = []
+
+        async def bump() -> None:
+            seen.append(counter.count)
+            counter.count += 1
+            if len(seen) == 1:
+                await meddler.adelete("s")
+
+        await session.aupdate("s", bump, counter=counter)
+        stored = Counter()
+        await meddler.aload("s", counter=stored)
+    assert seen == [50, 7]
+    assert counter.count == stored.count == 8
+
+
 @stateful
 class Vault(StateModule):
     count: int = state_field(default=0)

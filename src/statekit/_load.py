@@ -9,8 +9,10 @@ together if one raises). A failed load leaves every object exactly as it was.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import attrs
@@ -200,7 +202,9 @@ def commit_all(loaders: list[Loader]) -> list[LoadResult]:
         raise StateLoadError(problems)
     if any(loader.deferred for loader in loaders):
         _run_deferred(loaders)
-    _assign_all(loaders)
+    done = _assign_all(loaders)
+    if (journal := _JOURNAL.get()) is not None:
+        journal.append((done, loaders))
     ignored = [key for loader in loaders for key in loader.unexpected]
     if ignored:
         _LOG.warning("a non-strict load ignored %d unknown key(s): %s", len(ignored), ", ".join(ignored))
@@ -209,11 +213,47 @@ def commit_all(loaders: list[Loader]) -> list[LoadResult]:
 
 _UNSET = object()  # an attribute that had no value (a slot never set), deleted again on undo
 
+Assigned = tuple[object, str, Any]
+"""An assignment of a commit: the object, the attribute, the value it replaced."""
 
-def _assign_all(loaders: list[Loader]) -> None:
+Commit = tuple[list[Assigned], list[Loader]]
+"""A committed load, as :func:`undo_loads` takes it back."""
+
+_JOURNAL: ContextVar[list[Commit] | None] = ContextVar("statekit_load_journal", default=None)
+
+
+@contextlib.contextmanager
+def journaled(journal: list[Commit]) -> Iterator[None]:
+    """Record in ``journal`` every load committed inside the block (in this task or thread)."""
+    token = _JOURNAL.set(journal)
+    try:
+        yield
+    finally:
+        _JOURNAL.reset(token)
+
+
+def undo_loads(journal: list[Commit]) -> None:
+    """Take back the loads ``journal`` recorded, last first, and empty it.
+
+    Raises:
+        StateLoadError: A value could not be put back (a property's setter, an
+            override's ``load_state_dict()`` refused).
+    """
+    failed = [problem for done, loaders in reversed(journal) for problem in _undo(done, loaders)]
+    journal.clear()
+    if failed:
+        raise StateLoadError(failed)
+
+
+
+def _assign_all(loaders: list[Loader]) -> list[Assigned]:
     """Assign every planned value; when one is refused (a property's setter raised),
-    put back every value assigned and every override run, and raise."""
-    done: list[tuple[object, str, Any]] = []
+    put back every value assigned and every override run, and raise.
+
+    Returns:
+        What each assignment replaced, for :func:`undo_loads`.
+    """
+    done: list[Assigned] = []
     for loader in loaders:
         for target, name, value in loader.assignments:
             try:
@@ -224,9 +264,10 @@ def _assign_all(loaders: list[Loader]) -> None:
                 problem = Problem(path, f"setting it raised {type(exc).__name__}: {exc}")
                 raise StateLoadError([problem, *_undo(done, loaders)]) from exc
             done.append((target, name, before))
+    return done
 
 
-def _undo(done: list[tuple[object, str, Any]], loaders: list[Loader]) -> list[Problem]:
+def _undo(done: list[Assigned], loaders: list[Loader]) -> list[Problem]:
     """Put back the values ``done`` replaced and the modules the overrides loaded; what could not be."""
     failed: list[Problem] = []
     for target, name, before in reversed(done):
@@ -483,4 +524,16 @@ def _missing_field(plan: FieldPlan, loader: Loader, path: Path, fill_defaults: b
         loader.missing.append(format_path(path))
 
 
-__all__ = ["Loader", "build", "commit_all", "load_many", "overrides_load", "refuse_too_deep", "secret_paths", "state_keys"]
+__all__ = [
+    "Commit",
+    "Loader",
+    "build",
+    "commit_all",
+    "journaled",
+    "load_many",
+    "overrides_load",
+    "refuse_too_deep",
+    "secret_paths",
+    "state_keys",
+    "undo_loads",
+]

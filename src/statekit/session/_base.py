@@ -25,7 +25,7 @@ from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
-from statekit._load import load_many
+from statekit._load import Commit, journaled, load_many, undo_loads
 from statekit._typed import decode, load_typed, typed_document
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, JSON_COMPACT, Codec, with_document_positions
@@ -44,8 +44,9 @@ from statekit.session._revisions import (
     StoredDocument,
     backoff,
     conflict_message,
-    restart_missing,
+    restore_modules,
     revision_of,
+    snapshot_modules,
 )
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
 from statekit.session._companion import doc_token, split
@@ -312,11 +313,13 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
         if not callable(mutate):
             raise SessionError(f"mutate must be a function of no arguments that changes the modules, got {describe(mutate)}")
-        fresh: dict[str, Any] | None = None
+        loads: list[Commit] = []  # what earlier attempts' loads replaced: a missing session starts from before them
+        fresh: bytes | None = None
         for attempt in itertools.count():
-            results, seen = await self._load(key, modules, True)
+            with journaled(loads):
+                results, seen = await self._load(key, modules, True)
             if results is None:
-                fresh = restart_missing(modules, fresh, self._secret_box)
+                fresh = self._as_passed(modules, loads, fresh)
             if inspect.isawaitable(outcome := mutate()):
                 await outcome
             try:  # against what this attempt loaded, not what the object saw last: tasks may share it
@@ -327,6 +330,23 @@ class SessionBase(BlockingTwins, abc.ABC):
                     raise
             await asyncio.sleep(backoff(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _as_passed(self, modules: Mapping[str, StateModule], loads: list[Commit], fresh: bytes | None) -> bytes:
+        """Put the modules back as they were passed to ``update``, for an attempt that found no session.
+
+        The first time, taking back earlier attempts' ``loads`` is enough, and a
+        snapshot is taken (``mutate()`` may change the modules in place from
+        then on); later, the snapshot is put back.
+
+        Returns:
+            The snapshot.
+        """
+        if fresh is None:
+            undo_loads(loads)
+            return snapshot_modules(modules, self._secret_box)
+        loads.clear()
+        restore_modules(modules, fresh, self._secret_box)
+        return fresh
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""
