@@ -165,6 +165,34 @@ def test_a_load_of_part_of_the_document_saves_whole(tmp_path: Path) -> None:
     assert list(json.loads((tmp_path / "chat.json").read_bytes())) == ["__statekit__", "agent"]
 
 
+@stateful(frozen=True)
+class _NotedMsg:
+    role: str
+    text: str
+    note: str = ""
+
+
+@stateful
+class _NotedMemory(StateModule):
+    content: list[_NotedMsg] = state_field(factory=list, append_only=True)
+    note: str = state_field(default="")
+
+
+def test_a_lenient_load_that_left_keys_out_saves_whole(tmp_path: Path) -> None:
+    """Items stored with a key the class no longer has: a delta would keep it in the
+    document, and every strict load would then refuse what this save wrote."""
+    old = _NotedMemory([_NotedMsg("user", "hi", "x")])
+    JSONSession(tmp_path).save("chat", memory=old)
+    session, memory = JSONSession(tmp_path), Memory()
+    assert session.load("chat", strict=False, memory=memory)["memory"].unexpected_keys == ["memory.content[0].note"]
+    memory.content.append(Msg("user", "second"))
+    session.save("chat", memory=memory)
+    assert _files(tmp_path) == ["chat.json"]
+    loaded = Memory()
+    JSONSession(tmp_path).load("chat", memory=loaded)
+    assert loaded.content == [Msg("user", "hi"), Msg("user", "second")]
+
+
 def test_scalar_items(tmp_path: Path) -> None:
     session, agent = JSONSession(tmp_path), Agent()
     for value in range(5):
