@@ -9,12 +9,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from append_models import Agent, Memory, Msg
 from statekit import StateModule, state_field, stateful
+from statekit._limits import MAX_DEPTH
 from statekit.cli import main
 from statekit.errors import ConflictError, DocumentError, StateDefinitionError, StateDumpError
 from statekit.session import JSONSession, YAMLSession
@@ -224,6 +226,57 @@ def test_a_bad_appended_item_is_named_by_its_index_in_the_whole_list(
     assert [p.path for p in caught.value.problems] == [path]
     assert message in caught.value.problems[0].message
     assert (_files(tmp_path), (tmp_path / "chat.json").read_bytes()) == before
+
+
+@stateful(frozen=True)
+class _Blob:
+    data: Any = None
+
+
+@stateful
+class _Blobs(StateModule):
+    items: list[_Blob] = state_field(factory=list, append_only=True)
+
+
+@stateful
+class _Deep(StateModule):
+    inner: _Blobs = state_field(factory=_Blobs)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_a_delta_save_checks_the_depth_the_items_have_in_the_document(tmp_path: Path) -> None:
+    """The delta line holds items fewer levels down than the document does: a delta
+    save refuses what a full save refuses, with the same path."""
+    session, deep = JSONSession(tmp_path), _Deep()
+    session.save("chat", deep=deep)
+    before = _files(tmp_path), (tmp_path / "chat.json").read_bytes()
+    deep.inner.items.append(_Blob(_nested(MAX_DEPTH - 4)))  # the document: root, deep, inner, items, the item, data
+    with pytest.raises(StateDumpError) as full:
+        JSONSession(tmp_path).save("whole", deep=deep)
+    with pytest.raises(StateDumpError) as delta:
+        session.save("chat", deep=deep)
+    assert [p.path[:5] for p in delta.value.problems] == [("deep", "inner", "items", 0, "data")]
+    assert delta.value.problems == full.value.problems
+    assert (_files(tmp_path), (tmp_path / "chat.json").read_bytes()) == before
+
+
+def test_a_delta_too_deep_in_the_document_is_refused_on_load(tmp_path: Path) -> None:
+    session, deep = JSONSession(tmp_path), _Deep()
+    deep.inner.items.append(_Blob(1))
+    session.save("chat", deep=deep)
+    deep.inner.items.append(_Blob(2))
+    session.save("chat", deep=deep)
+    log = tmp_path / "chat.json.log"
+    item = {"data": _nested(MAX_DEPTH - 4)}  # within the line's own limit, past it in the document
+    log.write_bytes(log.read_bytes() + orjson.dumps([[["deep", "inner", "items"], [item]]]) + b"\n")
+    with pytest.raises(DocumentError, match=r"chat\.json\.log:3: a delta appends items nested deeper than"):
+        JSONSession(tmp_path).load("chat", deep=_Deep())
 
 
 # -- Hypothesis: whatever happens to the list, a load gives it back ----------------------
