@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from append_models import Agent, Msg
+from redis.asyncio import Redis
+
 from statekit.errors import ConflictError
 from statekit.session.redis import RedisSession
 from statekit.testing import RedisCluster, RedisServer, local_redis_cluster, local_redis_server
@@ -68,6 +70,28 @@ def test_appends_extend_the_value(server: RedisServer) -> None:
             await session.asave("chat", agent=agent)
             assert b"\n" not in await _value(server, prefix)
             assert (await _loaded(server, prefix)).memory.note == "changed"
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("lead", ["", "x"])  # one of the two puts byte 511 inside an "é"
+def test_a_client_that_decodes_responses_saves_deltas(server: RedisServer, lead: str) -> None:
+    """AgentScope makes its client with decode_responses=True; the delta check reads
+    the value's first 512 bytes, which may end inside a character."""
+
+    async def main() -> None:
+        client = Redis(host=server.host, port=server.port, decode_responses=True)
+        async with RedisSession(client=client, key_prefix=f"decoded-{uuid.uuid4().hex}:") as session:
+            agent = Agent()
+            agent.memory.note = lead + "é" * 300
+            agent.memory.content.append(Msg("user", "hello"))
+            await session.asave("chat", agent=agent)
+            agent.memory.content.append(Msg("user", "again"))
+            await session.asave("chat", agent=agent)  # a delta
+            loaded = Agent()
+            await session.aload("chat", agent=loaded)
+            assert loaded.memory.content == agent.memory.content
+        await client.aclose()
 
     asyncio.run(main())
 

@@ -41,6 +41,7 @@ try:
     from redis.asyncio import ConnectionPool, Redis
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
+    from redis.client import NEVER_DECODE
     from redis.backoff import ExponentialWithJitterBackoff
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
@@ -293,8 +294,8 @@ class RedisSession(SessionBase):
         """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua."""
         async with self._client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
-            head = await pipe.getrange(name, 0, 511)
-            head = head.encode("utf-8") if isinstance(head, str) else head
+            # raw bytes even from a decode_responses client: 512 bytes may end inside a character
+            head = await pipe.execute_command("GETRANGE", name, 0, 511, **{NEVER_DECODE: True})
             if doc_token(head) != base.token or await pipe.strlen(name) != base.doc_len + base.log_len:
                 return False
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
