@@ -28,6 +28,7 @@ from statekit import (
     state_field,
     stateful,
 )
+from statekit._limits import MAX_DEPTH
 from statekit._secrets import SecretBox
 from statekit.cli import main
 from statekit.errors import StateDefinitionError, StateDumpError
@@ -188,6 +189,37 @@ def test_errors_about_a_secret_never_quote_it(tmp_path: Path) -> None:
         ("mode.level", "not a valid value for this secret field (details hidden)")
     ]
     assert TOKEN not in str(loaded.value) and target.level == "low"
+    session.close()
+
+
+@stateful
+class _Vault(StateModule):
+    quota: int = state_field(default=0, secret=True)
+    api_key: str = state_field(default="", secret=True)
+    extra: Any = state_field(default=None, secret=True)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("quota", 2**70), ("api_key", TOKEN + "\ud800"), ("extra", _nested(MAX_DEPTH - 1)), ("extra", _nested(300))],
+    ids=["65-bit-int", "lone-surrogate", "one-level-too-deep", "past-orjson"],
+)
+def test_a_secret_json_cannot_hold_is_a_dump_error_naming_the_field(tmp_path: Path, field: str, value: Any) -> None:
+    """As for a plain field: named, nothing written; and the depth counts where the value sits."""
+    session = JSONSession(tmp_path, secret_key=generate_secret_key())
+    with pytest.raises(StateDumpError) as caught:
+        session.save("s1", vault=_Vault(**{field: value}))
+    assert [p.path for p in caught.value.problems] == [("vault", field)]
+    assert TOKEN not in str(caught.value) and caught.value.__cause__ is None
+    assert not session.session_path("s1").exists()
+    session.save("s1", vault=_Vault(extra=_nested(MAX_DEPTH - 2)))  # the deepest that fits, as for a plain field
     session.close()
 
 

@@ -87,6 +87,20 @@ def too_deep(data: Any) -> bool:
     return False
 
 
+def too_deep_below(data: Any, level: int) -> tuple[str | int, ...] | None:
+    """Where ``data`` nests past :data:`MAX_DEPTH` when it sits ``level`` containers
+    down in a document (a value at the path ``p`` sits ``len(p)`` down); ``None`` when it fits.
+
+    For data encoded apart from its document: a delta's items, a secret's value.
+    """
+    padded = data
+    for _ in range(level):
+        padded = [padded]
+    if not too_deep(padded):
+        return None
+    return (path_too_deep(padded) or ())[level:]
+
+
 def path_too_deep(data: Any) -> tuple[str | int, ...] | None:
     """The path of the first container nested past :data:`MAX_DEPTH`, if any.
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from statekit._limits import depth_message, too_deep_below
 from statekit.errors import MissingExtraError, PathSegment, Problem, SecretError, StateDumpError, StateVersionError
 
 SECRET_KEY = "__secret__"
@@ -190,7 +191,10 @@ def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value:
         return
     try:
         data = dump(value)
+        sealed = box.seal(data)  # orjson refuses what JSON cannot hold (a 65-bit integer, a lone surrogate)
     except Exception as exc:  # noqa: BLE001 - the message might quote the secret
         problem = Problem(path, f"the secret's value cannot be saved ({type(exc).__name__}; details hidden)")
         raise StateDumpError([problem]) from None
-    out[name] = box.seal(data)
+    if too_deep_below(data, len(path)) is not None:  # sealed, it would pass any depth check
+        raise StateDumpError([Problem(path, f"the secret's value is {depth_message()}")])
+    out[name] = sealed

@@ -26,7 +26,7 @@ import orjson
 
 from statekit._census import checks_deferred
 from statekit._dump import Held, HeldList, encode_held, item_problem
-from statekit._limits import depth_message, path_too_deep, too_deep
+from statekit._limits import depth_message, too_deep_below
 from statekit.codecs import json as _json
 from statekit.errors import DocumentError, PathSegment, Problem, StateDumpError
 
@@ -128,25 +128,10 @@ def delta_line(parts: list[tuple[HeldList, int]]) -> bytes:
     except StateDumpError as err:  # its paths run through the line: [list index, 1, item index, ...]
         problems = [_in_state(problem, grown) for problem in err.problems]
         raise StateDumpError(problems) from None
-    for (entry, start), (_, items) in zip(grown, entries, strict=True):
-        if (at := too_deep_in_document(entry.path, items)) is not None:
+    for (entry, start), (_, items) in zip(grown, entries, strict=True):  # the line holds them fewer levels down
+        if (at := too_deep_below(items, len(entry.path))) is not None:
             raise StateDumpError([item_problem(Problem((), depth_message()), entry.path, start, at)])
     return line
-
-
-def too_deep_in_document(path: Path, items: list[Any]) -> Path | None:
-    """Where (in ``items``) data appended to the list at ``path`` would nest past
-    ``MAX_DEPTH`` in the document; ``None`` when it fits.
-
-    A delta line holds the items a few levels down, but the document holds
-    them ``len(path) + 1`` levels down: the line's own depth check is not enough.
-    """
-    padded: Any = items
-    for _ in path:
-        padded = [padded]  # the list now sits at its level in the document
-    if not too_deep(padded):
-        return None
-    return (path_too_deep(padded) or ())[len(path) :]
 
 
 def _in_state(problem: Problem, grown: list[tuple[HeldList, int]]) -> Problem:
@@ -213,7 +198,7 @@ def _apply(document: dict[str, Any], entries: Any, source: str, number: int) -> 
         target = _target(document, entry)
         if target is None:
             raise DocumentError(f"a delta appends to {entry!r:.80}, which is not a list", source=source, line=number)
-        if too_deep_in_document(tuple(entry[0]), entry[1]) is not None:
+        if too_deep_below(entry[1], len(entry[0])) is not None:
             raise DocumentError(f"a delta appends items {depth_message()}", source=source, line=number)
         target.extend(entry[1])
 
