@@ -296,7 +296,9 @@ class RedisSession(SessionBase):
             await pipe.watch(name)
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
             head = await pipe.execute_command("GETRANGE", name, 0, 511, **{NEVER_DECODE: True})
-            if doc_token(head) != base.token or await pipe.strlen(name) != base.doc_len + base.log_len:
+            if not isinstance(head, bytes) or doc_token(head) != base.token:
+                return False
+            if await pipe.strlen(name) != base.doc_len + base.log_len:
                 return False
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             if mode == "set":
