@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -18,7 +20,7 @@ from append_models import Agent, Memory, Msg
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
 from statekit.cli import main
-from statekit.errors import ConflictError, DocumentError, StateDefinitionError, StateDumpError
+from statekit.errors import ConflictError, DocumentError, SessionError, StateDefinitionError, StateDumpError
 from statekit.session import JSONSession, YAMLSession
 from statekit.session import _appends
 
@@ -277,6 +279,33 @@ def test_a_delta_too_deep_in_the_document_is_refused_on_load(tmp_path: Path) -> 
     log.write_bytes(log.read_bytes() + orjson.dumps([[["deep", "inner", "items"], [item]]]) + b"\n")
     with pytest.raises(DocumentError, match=r"chat\.json\.log:3: a delta appends items nested deeper than"):
         JSONSession(tmp_path).load("chat", deep=_Deep())
+
+
+def _make_odd(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(path.parent / "chat.json")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link"])
+@pytest.mark.parametrize("name", ["chat.json.log", ".chat.json.log.old"])
+def test_an_odd_file_where_the_companion_goes_is_refused_and_left_alone(tmp_path: Path, kind: str, name: str) -> None:
+    """A save would move it aside and delete it; a delta save reported a conflict."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(2))
+    session.save("chat", agent=agent)
+    _make_odd(tmp_path / name, kind)
+    agent.memory.content.append(Msg("user", "more"))
+    for overwrite in (False, True):
+        with pytest.raises(SessionError, match=f"{re.escape(str(tmp_path / name))} is "):
+            session.save("chat", agent=agent, overwrite=overwrite)
+    with pytest.raises(SessionError, match=f"{re.escape(str(tmp_path / name))} is "):
+        session.delete("chat")
+    assert (tmp_path / name).is_symlink() if kind == "link" else (tmp_path / name).exists()
+    assert (tmp_path / "chat.json").exists()
 
 
 # -- Hypothesis: whatever happens to the list, a load gives it back ----------------------

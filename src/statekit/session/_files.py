@@ -54,9 +54,19 @@ from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import append, base_holds, companion, doc_token, drop_retired, read_session, retire, tidy
+from statekit.session._companion import (
+    append,
+    aside,
+    base_holds,
+    companion,
+    doc_token,
+    drop_retired,
+    read_session,
+    retire,
+    tidy,
+)
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, digest_regular, holds_exactly, write_new
+from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd, write_new
 
 R = TypeVar("R")
 
@@ -208,8 +218,19 @@ def _append_if(path: Path, line: bytes, base: DeltaBase, timeout: float) -> int 
 def _delete_locked(path: Path, timeout: float) -> bool:
     if not path.is_file():
         return False
+    _refuse_odd_beside(path)
     with session_lock(path, timeout):
         return _delete_file(path)
+
+
+def _refuse_odd_beside(path: Path) -> None:
+    """Refuse a link or odd file where a save or delete would replace or remove a companion.
+
+    Raises:
+        SessionError: Naming it (a save would have moved it aside and deleted it).
+    """
+    refuse_odd(companion(path))
+    refuse_odd(aside(path))
 
 
 def _list_folder(folder: Path, suffix: str) -> list[str]:
@@ -320,7 +341,8 @@ class FileSession(SessionBase):
         path = self._path(key)
 
         def work() -> R:
-            check_path(self.save_dir, path)  # the companion's opens refuse links and odd files themselves
+            check_path(self.save_dir, path)
+            _refuse_odd_beside(path)
             return write(path)
 
         try:

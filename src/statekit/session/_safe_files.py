@@ -64,6 +64,22 @@ def check_path(save_dir: Path, path: Path, *, folder: bool = False) -> bool:
     return True
 
 
+def refuse_odd(path: Path) -> None:
+    """Refuse anything but a regular file, or nothing, at ``path`` (a file beside a session's).
+
+    Raises:
+        SessionError: A link, a folder, a FIFO... is there.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISLNK(mode):
+        raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder")
+    if not stat.S_ISREG(mode):
+        raise not_a_file(path, mode)
+
+
 def not_a_file(path: Path, mode: int) -> SessionError:
     """The error for a session path that holds something other than a regular file."""
     kind = _KINDS.get(stat.S_IFMT(mode), "a regular file" if stat.S_ISREG(mode) else "not a regular file")
