@@ -27,3 +27,25 @@ class Agent(StateModule):
 
     memory: Memory = state_field(factory=Memory)
     events: list[int] = state_field(factory=list, append_only=True)
+
+
+@stateful(frozen=True)
+class NumberedMsg:
+    """A message of an older shape (its text an integer): loaded as :class:`Msg`, every item is a problem."""
+
+    role: str
+    text: int
+
+
+@stateful
+class NumberedMemory(StateModule):
+    """A memory of :class:`NumberedMsg`."""
+
+    content: list[NumberedMsg] = state_field(factory=list, append_only=True)
+
+
+@stateful
+class TextMemory(StateModule):
+    """A memory of :class:`Msg` alone (no note): loads what :class:`NumberedMemory` saved, but for the texts."""
+
+    content: list[Msg] = state_field(factory=list, append_only=True)

@@ -16,11 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from append_models import Agent, Memory, Msg
+from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
 from statekit.cli import main
-from statekit.errors import ConflictError, DocumentError, SessionError, StateDefinitionError, StateDumpError
+from statekit.errors import (
+    ConflictError,
+    DocumentError,
+    SessionError,
+    StateDefinitionError,
+    StateDumpError,
+    StateLoadError,
+)
 from statekit.session import JSONSession, YAMLSession
 from statekit.session import _appends
 
@@ -306,6 +313,28 @@ def test_an_odd_file_where_the_companion_goes_is_refused_and_left_alone(tmp_path
         session.delete("chat")
     assert (tmp_path / name).is_symlink() if kind == "link" else (tmp_path / name).exists()
     assert (tmp_path / "chat.json").exists()
+
+
+def saved_with_numbered_deltas(session: Any, memory: NumberedMemory) -> None:
+    """Item 0 in the document; item 1 on delta line 2, items 2 and 3 on line 3 (texts are integers)."""
+    for items in ([0], [1], [2, 3]):
+        memory.content.extend(NumberedMsg("u", text) for text in items)
+        session.save("chat", memory=memory)
+
+
+def test_a_problem_in_an_appended_item_names_its_companion_line(tmp_path: Path) -> None:
+    """Positioned where the item is stored (the key of the bad value, as in the document)."""
+    saved_with_numbered_deltas(JSONSession(tmp_path), NumberedMemory())
+    with pytest.raises(StateLoadError) as caught:
+        JSONSession(tmp_path).load("chat", memory=TextMemory())
+    places = [(Path(p.source or "").name, p.line, p.column, p.path) for p in caught.value.problems]
+    log = (tmp_path / "chat.json.log").read_bytes().split(b"\n")
+    assert places == [
+        ("chat.json", 10, 9, ("memory", "content", 0, "text")),
+        ("chat.json.log", 2, log[1].index(b'"text":1') + 1, ("memory", "content", 1, "text")),
+        ("chat.json.log", 3, log[2].index(b'"text":2') + 1, ("memory", "content", 2, "text")),
+        ("chat.json.log", 3, log[2].index(b'"text":3') + 1, ("memory", "content", 3, "text")),
+    ]
 
 
 # -- Hypothesis: whatever happens to the list, a load gives it back ----------------------

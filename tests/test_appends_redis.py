@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from append_models import Agent, Msg
+from append_models import Agent, Msg, NumberedMemory, NumberedMsg, TextMemory
 from redis.asyncio import Redis
 
-from statekit.errors import ConflictError
+from statekit.errors import ConflictError, StateLoadError
 from statekit.session.redis import RedisSession
 from statekit.testing import RedisCluster, RedisServer, local_redis_cluster, local_redis_server
 
@@ -92,6 +92,26 @@ def test_a_client_that_decodes_responses_saves_deltas(server: RedisServer, lead:
             await session.aload("chat", agent=loaded)
             assert loaded.memory.content == agent.memory.content
         await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_problem_in_an_appended_item_names_the_appended_items(server: RedisServer) -> None:
+    async def main() -> None:
+        prefix = f"placed-{uuid.uuid4().hex}:"
+        async with _session(server, prefix) as session:
+            memory = NumberedMemory()
+            for text in range(3):
+                memory.content.append(NumberedMsg("u", text))
+                await session.asave("chat", memory=memory)
+            with pytest.raises(StateLoadError) as caught:
+                await session.aload("chat", memory=TextMemory())
+        key = session.session_key("chat")
+        assert [(p.source, p.line) for p in caught.value.problems] == [
+            (f"redis://{session.address} {key}", 1),
+            (f"redis://{session.address} {key} (appended items)", 2),
+            (f"redis://{session.address} {key} (appended items)", 3),
+        ]
 
     asyncio.run(main())
 

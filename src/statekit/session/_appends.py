@@ -174,6 +174,35 @@ def merge(document: dict[str, Any], log: bytes, source: str) -> None:
         _apply(document, entries, source, number)
 
 
+def appended_at(doc: bytes, log: bytes, paths: list[Path]) -> dict[Path, tuple[int, bytes, Path]]:
+    """Where each path that lies inside an appended item was stored: the
+    companion's line number, the line, and the path within that line.
+
+    Only called after a load has failed: it decodes the document again.
+    """
+    lines = log.removeprefix(b"\n").split(b"\n")[1:-1]
+    document = _json.loads(doc)
+    lengths: dict[Path, int] = {}  # each list's length so far: the document's, then after each line
+    placed: dict[Path, tuple[int, bytes, Path]] = {}
+    for number, (line, entries) in enumerate(zip(lines, _decode_lines(lines, ""), strict=True), start=2):
+        for index, (target, items) in enumerate(entries):
+            key = tuple(target)
+            start = lengths.setdefault(key, _length(document, key))
+            for path in paths:
+                at = path[len(key)] if len(path) > len(key) and path[: len(key)] == key else None
+                if isinstance(at, int) and start <= at < start + len(items):
+                    placed[path] = (number, line, (index, 1, at - start, *path[len(key) + 1 :]))
+            lengths[key] = start + len(items)
+    return placed
+
+
+def _length(document: Any, path: Path) -> int:
+    node = document
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return len(node) if isinstance(node, list) else 0
+
+
 def _decode_lines(lines: list[bytes], source: str) -> list[Any]:
     """Every line decoded: all at once as one array (one decoder call), else one by one to name the bad line."""
     try:
