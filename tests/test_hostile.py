@@ -29,7 +29,7 @@ from statekit._limits import MAX_DEPTH, path_too_deep, shallow_indented, too_dee
 from statekit._config import from_config
 from statekit.codecs import JSON, YAML, Codec
 from statekit.cli import main as cli_main
-from statekit.errors import DocumentError, SessionError, StateDumpError, StatekitError
+from statekit.errors import DocumentError, SessionError, StateDumpError, StatekitError, StateLoadError
 from statekit.session import JSONSession, SessionBase, YAMLSession
 from statekit.session._files import FileSession, temp_path
 from statekit.session.redis import RedisSession
@@ -429,3 +429,25 @@ def test_saving_an_integer_a_format_cannot_hold_names_its_path(backend: SessionF
             session.save("big", note=note)
         assert caught.value.problems[0].path == ("note", "count")
         assert not session.exists("big")
+
+
+@stateful
+class Tagged(StateModule):
+    tags: dict[str, int] = state_field(factory=dict)
+
+
+def test_keys_in_problem_paths_are_quoted_so_they_cannot_forge_lines_or_reach_the_terminal() -> None:
+    """A key holding a dot, a newline or an escape code is written quoted and escaped."""
+    keys = ["plain", "a.b", "evil\nname: forged", "\x1b[2J\x1b[31mred", "\x9bcsi", "2024"]
+    with pytest.raises(StateLoadError) as caught:
+        from_config(Tagged, {"tags": dict.fromkeys(keys, "x")})
+    assert [p.dotted for p in caught.value.problems] == [
+        "tags.plain",
+        'tags["a.b"]',
+        'tags["evil\\nname: forged"]',
+        'tags["\\u001b[2J\\u001b[31mred"]',
+        'tags["\\u009bcsi"]',
+        'tags["2024"]',
+    ]
+    text = str(caught.value)
+    assert len(text.splitlines()) == 1 + len(keys) and all(char.isprintable() for char in text.replace("\n", ""))

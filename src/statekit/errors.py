@@ -7,6 +7,8 @@ file, line and column where it sits.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 from typing import Any
@@ -24,15 +26,28 @@ def format_path(path: Sequence[PathSegment]) -> str:
         path: The segments from the root, keys as ``str`` and indices as ``int``.
 
     Returns:
-        The dotted form; ``"<root>"`` for the empty path.
+        The dotted form; ``"<root>"`` for the empty path. A key that is not
+        a plain name is written quoted, as JSON writes it: ``tags["a.b"]``.
     """
     out: list[str] = []
     for segment in path:
         if isinstance(segment, int):
             out.append(f"[{segment}]")
-        else:
+        elif _PLAIN_KEY.fullmatch(segment):
             out.append(f".{segment}" if out else segment)
+        else:  # quoted: a key "a.b" is not a.b, and a newline or an escape code cannot forge output
+            out.append(f"[{_quoted(segment)}]")
     return "".join(out) or "<root>"
+
+
+_PLAIN_KEY = re.compile(r"[^\W\d][\w-]*")
+"""Keys written bare in a path: a letter or ``_``, then letters, digits, ``_`` or ``-``."""
+
+
+def _quoted(key: str) -> str:
+    """``key`` as a JSON string, with every character that does not print escaped too."""
+    body = json.dumps(key, ensure_ascii=False)[1:-1]
+    return '"' + "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in body) + '"'
 
 
 @attrs.frozen
