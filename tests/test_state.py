@@ -344,6 +344,21 @@ class Kitchen(StateModule):
     blob: Any = state_field(factory=lambda: {"k": [1, None, True]})
 
 
+@stateful
+class Nothing(StateModule):
+    none: tuple[()] = state_field(default=())
+
+
+def test_the_empty_tuple_type_holds_an_empty_list_only() -> None:
+    """``tuple[()]`` has no type arguments, as a bare ``tuple`` has none: it is not ``tuple[Any, ...]``."""
+    module = Nothing()
+    assert module.state_dict() == {"none": []}
+    module.load_state_dict({"none": []})
+    assert module.none == ()
+    with pytest.raises(StateLoadError, match="none: expected a list of 0 items, got 1"):
+        module.load_state_dict({"none": [1]})
+
+
 def test_value_types_round_trip_as_plain_json() -> None:
     kitchen = Kitchen()
     state = kitchen.state_dict()

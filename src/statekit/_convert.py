@@ -253,9 +253,9 @@ def _sequence_structure(conv: cattrs.Converter, tp: Any) -> SHook:
     if not _is_tuple(tp):
         return list_structure_factory(tp, conv)
     args = typing.get_args(tp)
-    if not args or (len(args) == 2 and args[1] is Ellipsis):
+    if (not args and tp in (tuple, typing.Tuple)) or (len(args) == 2 and args[1] is Ellipsis):  # noqa: UP006
         return homogenous_tuple_structure_factory(tp, conv)
-    return _fixed_tuple_structure(conv, tp, args)
+    return _fixed_tuple_structure(conv, tp, args)  # tuple[()] too: no items
 
 
 def _origin(tp: Any) -> Any:
