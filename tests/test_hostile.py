@@ -295,6 +295,17 @@ def test_a_json_session_load_keeps_the_last_duplicate_as_documented(tmp_path: Pa
     session.close()
 
 
+def test_a_problem_in_a_duplicated_json_key_is_placed_at_the_value_kept(tmp_path: Path) -> None:
+    """The load keeps the last of two equal keys; the error must point there, not at the first."""
+    session = JSONSession(tmp_path)
+    document = '{\n  "note": {\n    "text": "ok",\n    "text": 5,\n    "count": 0\n  }\n}\n'
+    session.session_path("s1").write_text(document, encoding="utf-8")
+    with pytest.raises(StateLoadError) as caught:
+        session.load("s1", note=Note())
+    assert [(p.line, p.column, p.dotted) for p in caught.value.problems] == [(4, 5, "note.text")]
+    session.close()
+
+
 @pytest.mark.parametrize(
     ("raw", "what"),
     [(b"1: a\n", "'1' is read as an integer"), (b"a: {b: 1, 0.25}\n", "'0.25' is read as a number"), (b"null: 1\n", "'null' is read as null")],

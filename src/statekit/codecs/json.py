@@ -264,7 +264,8 @@ class _JSONScanner:
         path = () if top is None else top.child()
         if path is not None and path in self.wanted:
             keyed = top is not None and top.is_object
-            self.found.setdefault(path, top.key_offset if keyed and top is not None else offset)
+            # the last of two equal keys: the value the decoders keep
+            self.found[path] = top.key_offset if keyed and top is not None else offset
         else:
             path = None
         if first in "{[":
