@@ -104,7 +104,8 @@ def test_a_statekit_session_under_the_legacy_name_is_not_taken_for_agentscope_s(
         ("", "C:evil", "starts with a drive"),
         ("", ".hidden", "hidden file"),
         ("", "x\x00y", "NUL"),
-        ("x" * 60, "é" * 100, "over 255 bytes"),
+        ("x" * 60, "é" * 100, "over 246 bytes"),
+        ("", "é" * 121, "over 246 bytes"),  # 247 bytes with .json: .NAME.log.old would not fit in 255
     ],
 )
 def test_unsafe_ids_are_refused_and_nothing_is_written(tmp_path: Path, user_id: str, session_id: str, words: str) -> None:
@@ -114,6 +115,16 @@ def test_unsafe_ids_are_refused_and_nothing_is_written(tmp_path: Path, user_id: 
     with pytest.raises(InvalidSessionIdError):
         session.load(session_id, user_id, agent=_agent())
     assert list(tmp_path.rglob("*")) == []
+
+
+def test_the_longest_file_name_leaves_room_for_the_files_beside_it(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path, layout="agentscope")
+    session_id = "a" + "é" * 120  # 241 bytes, 246 with .json
+    agent = _agent()
+    session.save(session_id, "", agent=agent)
+    session.save(session_id, "", agent=agent)  # a conditional save: the lock and temporary files
+    assert session.load(session_id, "", allow_not_exist=False, agent=_agent())
+    assert len(session.session_path(session_id, "").name.encode()) == 246
 
 
 @pytest.mark.parametrize("allow_not_exist", [True, False])

@@ -33,6 +33,10 @@ LAYOUTS: tuple[Layout, ...] = ("statekit", "agentscope")
 MAX_FILE_NAME = 255
 """Bytes in a file name, on the common file systems."""
 
+MAX_SESSION_FILE_NAME = MAX_FILE_NAME - len(".") - len(".log.old")
+"""Bytes in a session's file name: the files beside it (``.NAME.lock``, ``.NAME.tmp``,
+``.NAME.log.old``, the longest) must fit too."""
+
 _DRIVE = re.compile(r"[A-Za-z]:")
 META_MARK = f'"{META_KEY}"'.encode()
 """How a document statekit wrote begins (its metadata key comes first)."""
@@ -69,8 +73,11 @@ def check_legacy_key(key: SessionKey, suffix: str) -> None:
     name = legacy_name(key, suffix)
     if name.startswith("."):
         raise InvalidSessionIdError(f"{name!r} would be a hidden file (statekit keeps those for temporary files)")
-    if len(name.encode("utf-8")) > MAX_FILE_NAME:
-        raise InvalidSessionIdError(f"the file name of {key.session_id[:20]!r}... is over {MAX_FILE_NAME} bytes")
+    if len(name.encode("utf-8")) > MAX_SESSION_FILE_NAME:
+        raise InvalidSessionIdError(
+            f"the file name of {key.session_id[:20]!r}... is over {MAX_SESSION_FILE_NAME} bytes "
+            "(the lock, temporary and companion files beside it need the rest of 255)"
+        )
 
 
 def _unsafe(value: str) -> str | None:
