@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from test_depth import nested
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
@@ -252,20 +253,13 @@ class _Deep(StateModule):
     inner: _Blobs = state_field(factory=_Blobs)
 
 
-def _nested(levels: int) -> Any:
-    value: Any = "leaf"
-    for _ in range(levels):
-        value = [value]
-    return value
-
-
 def test_a_delta_save_checks_the_depth_the_items_have_in_the_document(tmp_path: Path) -> None:
     """The delta line holds items fewer levels down than the document does: a delta
     save refuses what a full save refuses, with the same path."""
     session, deep = JSONSession(tmp_path), _Deep()
     session.save("chat", deep=deep)
     before = _files(tmp_path), (tmp_path / "chat.json").read_bytes()
-    deep.inner.items.append(_Blob(_nested(MAX_DEPTH - 4)))  # the document: root, deep, inner, items, the item, data
+    deep.inner.items.append(_Blob(nested(MAX_DEPTH - 4)))  # the document: root, deep, inner, items, the item, data
     with pytest.raises(StateDumpError) as full:
         JSONSession(tmp_path).save("whole", deep=deep)
     with pytest.raises(StateDumpError) as delta:
@@ -282,7 +276,7 @@ def test_a_delta_too_deep_in_the_document_is_refused_on_load(tmp_path: Path) -> 
     deep.inner.items.append(_Blob(2))
     session.save("chat", deep=deep)
     log = tmp_path / "chat.json.log"
-    item = {"data": _nested(MAX_DEPTH - 4)}  # within the line's own limit, past it in the document
+    item = {"data": nested(MAX_DEPTH - 4)}  # within the line's own limit, past it in the document
     log.write_bytes(log.read_bytes() + orjson.dumps([[["deep", "inner", "items"], [item]]]) + b"\n")
     with pytest.raises(DocumentError, match=r"chat\.json\.log:3: a delta appends items nested deeper than"):
         JSONSession(tmp_path).load("chat", deep=_Deep())

@@ -16,6 +16,7 @@ import orjson
 import pytest
 import redis
 
+from test_depth import nested
 from statekit import (
     JSONSession,
     SecretError,
@@ -199,16 +200,9 @@ class _Vault(StateModule):
     extra: Any = state_field(default=None, secret=True)
 
 
-def _nested(levels: int) -> Any:
-    value: Any = "leaf"
-    for _ in range(levels):
-        value = [value]
-    return value
-
-
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("quota", 2**70), ("api_key", TOKEN + "\ud800"), ("extra", _nested(MAX_DEPTH - 1)), ("extra", _nested(300))],
+    [("quota", 2**70), ("api_key", TOKEN + "\ud800"), ("extra", nested(MAX_DEPTH - 1)), ("extra", nested(300))],
     ids=["65-bit-int", "lone-surrogate", "one-level-too-deep", "past-orjson"],
 )
 def test_a_secret_json_cannot_hold_is_a_dump_error_naming_the_field(tmp_path: Path, field: str, value: Any) -> None:
@@ -219,7 +213,7 @@ def test_a_secret_json_cannot_hold_is_a_dump_error_naming_the_field(tmp_path: Pa
     assert [p.path for p in caught.value.problems] == [("vault", field)]
     assert TOKEN not in str(caught.value) and caught.value.__cause__ is None
     assert not session.session_path("s1").exists()
-    session.save("s1", vault=_Vault(extra=_nested(MAX_DEPTH - 2)))  # the deepest that fits, as for a plain field
+    session.save("s1", vault=_Vault(extra=nested(MAX_DEPTH - 2)))  # the deepest that fits, as for a plain field
     session.close()
 
 
