@@ -1,0 +1,230 @@
+"""Every ```python block of README.md and docs/*.md runs as written.
+
+The blocks of one file share one namespace and run in order, in a fresh
+temporary working directory. Each block is its own test (``sessions.md:3``),
+which replays the blocks before it, so any one can run alone. A block with a
+top-level ``await`` runs on an event loop the file's blocks share; the others
+run outside any loop, as in a plain script. An error points at the line of the
+Markdown file. A block after the line ``<!-- docs: skip -->`` is not run.
+
+What a page takes from the reader's own program (an agent, a config file) is
+given by ``SETUP``. A block that ends ``name = ...`` and a comment holding
+a Python literal shows name's value, which is checked; ``CHECKS`` checks the
+other output and behaviour the pages show, each on the block holding a text.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import logging
+import re
+import runpy
+import textwrap
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from agent_models import Plan
+
+from statekit import JSONSession, json_schema
+from statekit.testing import check_backend
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SKIP = "<!-- docs: skip -->"
+SHOWN = re.compile(r"^(?P<name>\w+) = .*\n(?P<comment>(?:#.*\n?)+)\Z", re.MULTILINE)
+
+Namespace = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One ```python block: where it is, its code, whether the doc skips it."""
+
+    doc: Path
+    number: int
+    line: int
+    code: str
+    skip: bool
+
+    @property
+    def name(self) -> str:
+        """The test id: file name and the block's number in the file, from 1."""
+        return f"{self.doc.name}:{self.number}"
+
+
+def blocks(doc: Path, language: str = "python") -> list[Block]:
+    """The fenced blocks of one language in a Markdown file, in order, dedented."""
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    fence = re.compile(rf"^(?P<indent> *)```{language}\s*$")
+    found: list[Block] = []
+    for start, line in enumerate(lines):
+        if match := fence.match(line):
+            end = lines.index(match["indent"] + "```", start + 1)
+            code = textwrap.dedent("\n".join(lines[start + 1 : end]))
+            skip = start > 0 and lines[start - 1].strip() == SKIP
+            found.append(Block(doc, len(found) + 1, start + 2, code, skip))
+    return found
+
+
+def run(block: Block, namespace: Namespace, runner: asyncio.Runner) -> None:
+    """Run a block in the namespace; on the runner's loop if it awaits."""
+    source = "\n" * (block.line - 1) + block.code
+    code = compile(source, str(block.doc), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, namespace)  # noqa: S307 - the repository's own docs
+    if code.co_flags & inspect.CO_COROUTINE:
+        runner.run(result)
+
+
+def replay(earlier: list[Block], namespace: Namespace, runner: asyncio.Runner) -> Block | None:
+    """Run the blocks before the one under test; return the first that fails."""
+    for block in earlier:
+        try:
+            if not block.skip:
+                run(block, namespace, runner)
+        except Exception:  # noqa: BLE001 - reported as the block that fails
+            return block
+    return None
+
+
+def readme(namespace: Namespace) -> None:
+    """README saves a `plan` beside its agent: any module will do."""
+    namespace["plan"] = Plan()
+
+
+def sessions(namespace: Namespace) -> None:
+    """The sessions page saves an `agent` and its `notes`, and upgrades data."""
+    typed = runpy.run_path(str(EXAMPLES / "typed_agent.py"))
+    namespace.update(agent=typed["EchoAgent"](name="Friday"), notes=Plan())
+    namespace.update(Message=typed["Message"], upgrade=dict)
+
+
+def config(namespace: Namespace) -> None:
+    """The config page reads its agent.yaml (its first YAML block) into an EchoAgent."""
+    config_file = blocks(ROOT / "docs" / "config-and-schema.md", "yaml")[0]
+    Path("agent.yaml").write_text(config_file.code, encoding="utf-8")
+    namespace["EchoAgent"] = runpy.run_path(str(EXAMPLES / "typed_agent.py"))["EchoAgent"]
+    namespace["session"] = JSONSession("sessions")
+    namespace["to_hex"] = lambda rgb: "#{:02x}{:02x}{:02x}".format(*rgb)
+    namespace["from_hex"] = lambda text: tuple(bytes.fromhex(text[1:]))
+
+
+SETUP: dict[str, Callable[[Namespace], None]] = {
+    "README.md": readme,
+    "sessions.md": sessions,
+    "config-and-schema.md": config,
+}
+
+
+def check_shown(block: Block, namespace: Namespace) -> None:
+    """A block that ends `name = ...` and a comment holding a literal shows name's value."""
+    if match := SHOWN.search(block.code):
+        comment = "".join(line.lstrip("#") for line in match["comment"].splitlines())
+        assert namespace[match["name"]] == ast.literal_eval(comment)
+
+
+def check_readme_migration(namespace: Namespace) -> None:
+    """README's version 2 loads the version-1 state it migrates."""
+    agent = namespace["Agent"](name="")
+    agent.load_state_dict({"name": "Friday", "turns": 3})
+    assert (agent.name, agent.turn_count) == ("Friday", 3)
+
+
+def check_stored_document(namespace: Namespace) -> None:
+    """The `StoredDocument` shown in the sessions page's comment."""
+    stored = namespace["stored"]
+    assert stored.source == "sessions/@alice/chat-1.json"
+    assert re.fullmatch("[0-9a-f]{40}", stored.revision)
+
+
+def check_seed(namespace: Namespace) -> None:
+    """The keys `seed` reports in the config page's comments."""
+    assert namespace["result"].missing_keys == ["memory", "turns"]
+    assert namespace["result"].unexpected_keys == []
+
+
+def check_schema_override(namespace: Namespace) -> None:
+    """The "json_schema" metadata replaces the field's schema."""
+    schema = json_schema(namespace["Palette"])
+    assert schema["properties"]["color"] == {"type": "string", "pattern": "^#[0-9a-f]{6}$"}
+
+
+def check_secret_hidden(namespace: Namespace) -> None:
+    """`state_dict()` leaves the secret out and `repr()` shows `api_key=<secret>`."""
+    client = namespace["Client"](api_key="sk-test")
+    assert "api_key" not in client.state_dict()
+    assert "api_key=<secret>" in repr(client) and "sk-test" not in repr(client)
+
+
+def check_secret_sealed(namespace: Namespace) -> None:
+    """The saved document holds `"api_key": {"__secret__": "v1:..."}`."""
+    saved = orjson.loads(Path("sessions/chat-1.json").read_bytes())
+    assert saved["client"]["api_key"]["__secret__"].startswith("v1:")
+
+
+def check_version_3(namespace: Namespace) -> None:
+    """Version 3 loads the version-1 JSON of the page, as the page says."""
+    agent = namespace["Agent"]()
+    agent.load_state_dict(orjson.loads(blocks(ROOT / "docs" / "versions.md", "json")[0].code))
+    assert (agent.turn_count, agent.first_name, agent.tool_groups) == (4, "Ada", ["search"])
+    assert [note.body for note in agent.memory.notes] == ["likes tea", "lives in London"]
+
+
+def check_contract(namespace: Namespace) -> None:
+    """The page's DictSession passes the contract it is told to run."""
+    asyncio.run(check_backend(namespace["TestDictSession"]().make_session))
+
+
+CHECKS: dict[tuple[str, str], Callable[[Namespace], None]] = {
+    ("README.md", "def v1_to_v2"): check_readme_migration,
+    ("sessions.md", "aread_document"): check_stored_document,
+    ("sessions.md", "class TestDictSession"): check_contract,
+    ("config-and-schema.md", "seed(agent"): check_seed,
+    ("config-and-schema.md", "class Palette"): check_schema_override,
+    ("secrets.md", "class Client"): check_secret_hidden,
+    ("secrets.md", "secret_key=key"): check_secret_sealed,
+    ("versions.md", "group_to_groups"): check_version_3,
+}
+
+
+@pytest.fixture(autouse=True)
+def statekit_log_level() -> Iterator[None]:
+    """Put back the level of the `statekit` logger, which a page sets."""
+    logger = logging.getLogger("statekit")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
+ALL = [block for doc in DOCS for block in blocks(doc)]
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.name) for b in ALL])
+def test_doc_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block runs after the blocks before it and shows what it says."""
+    if block.skip:
+        pytest.skip(f"marked {SKIP} in {block.doc.name}")
+    monkeypatch.chdir(tmp_path)
+    namespace: Namespace = {"__name__": f"docs_{block.doc.stem}"}
+    if setup := SETUP.get(block.doc.name):
+        setup(namespace)
+    with asyncio.Runner() as runner:
+        if failed := replay(blocks(block.doc)[: block.number - 1], namespace, runner):
+            pytest.fail(f"{failed.name}, run before this block, fails", pytrace=False)
+        run(block, namespace, runner)
+    check_shown(block, namespace)
+    for (doc, text), check in CHECKS.items():
+        if doc == block.doc.name and text in block.code:
+            check(namespace)
+
+
+@pytest.mark.parametrize(("doc", "text"), list(CHECKS))
+def test_each_check_has_one_block(doc: str, text: str) -> None:
+    """A check finds its block: a text in exactly one block of its file."""
+    assert [block.doc.name for block in ALL if text in block.code].count(doc) == 1
