@@ -202,14 +202,22 @@ def statekit_log_level() -> Iterator[None]:
     logger.setLevel(level)
 
 
+def check_all(block: Block, namespace: Namespace) -> None:
+    """Check what a block shows: its literal comment, and its ``CHECKS``."""
+    check_shown(block, namespace)
+    for (doc, text), check in CHECKS.items():
+        if doc == block.doc.name and text in block.code:
+            check(namespace)
+
+
 ALL = [block for doc in DOCS for block in blocks(doc)]
+SKIPPED = pytest.mark.skip(reason=f"marked {SKIP} in its doc")
+PARAMS = [pytest.param(b, id=b.name, marks=[SKIPPED] if b.skip else []) for b in ALL]
 
 
-@pytest.mark.parametrize("block", [pytest.param(b, id=b.name) for b in ALL])
+@pytest.mark.parametrize("block", PARAMS)
 def test_doc_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The block runs after the blocks before it and shows what it says."""
-    if block.skip:
-        pytest.skip(f"marked {SKIP} in {block.doc.name}")
     monkeypatch.chdir(tmp_path)
     namespace: Namespace = {"__name__": f"docs_{block.doc.stem}"}
     if setup := SETUP.get(block.doc.name):
@@ -218,10 +226,7 @@ def test_doc_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.Monkey
         if failed := replay(blocks(block.doc)[: block.number - 1], namespace, runner):
             pytest.fail(f"{failed.name}, run before this block, fails", pytrace=False)
         run(block, namespace, runner)
-    check_shown(block, namespace)
-    for (doc, text), check in CHECKS.items():
-        if doc == block.doc.name and text in block.code:
-            check(namespace)
+    check_all(block, namespace)
 
 
 @pytest.mark.parametrize(("doc", "text"), list(CHECKS))
