@@ -466,3 +466,32 @@ def test_validate_and_migrate_take_the_state_a_module_registers(workdir: Path, c
     assert status == 1
     assert "counted.countr: unknown key; did you mean 'counter'?" in err
     assert "counted.counter: required key is missing" in err
+
+
+def test_compact_reports_every_session_and_goes_past_one_it_cannot_read(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (workdir / "ttlmodels.py").write_text(TTL_MODELS, encoding="utf-8")
+    from statekit._cli_support import load_class
+
+    ttlmodels = sys.modules[load_class("ttlmodels.py:Log").__module__]
+    folder = workdir / "sessions"
+    with JSONSession(folder) as session:
+        for session_id in ("a", "b", "c"):
+            log = ttlmodels.Log()
+            for text in ("one", "two"):
+                log.content.append(ttlmodels.Line(text))
+                session.save(session_id, history=log)  # the second save appends a delta
+        session.save("d", history=ttlmodels.Log())
+    (folder / "b.json").write_bytes(b"{ not json")
+    status, out, err = run(capsys, "compact", "--dir", str(folder))
+    assert status == 1
+    assert out.splitlines() == [
+        f"a: compacted into {folder / 'a.json'}",
+        f"c: compacted into {folder / 'c.json'}",
+        "d: nothing appended to fold in",
+        "compacted 2, unchanged 1, failed 1",
+    ]
+    assert err == f"b: not compacted: {folder / 'b.json'}:1:3: invalid JSON: unexpected character, expected a string key\n"
+    assert sorted(path.name for path in folder.iterdir()) == ["a.json", "b.json", "b.json.log", "c.json", "d.json"]
+    status, out, err = run(capsys, "compact", "--dir", str(folder), "gone", "a")
+    assert (status, out) == (1, "a: nothing appended to fold in\ncompacted 0, unchanged 1, failed 1\n")
+    assert err == "gone: not compacted: no session 'gone' of user ''\n"

@@ -202,3 +202,21 @@ def test_a_secret_saved_without_a_key_stays_out_when_migrated_with_one(
     with JSONSession(tmp_path, secret_key=key) as session:
         session.load("t", strict=False, tool=tool)
     assert tool.token == "set-by-the-app"  # not replaced by an encrypted default
+
+
+def test_an_id_the_store_refuses_fails_alone_and_every_session_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with JSONSession(tmp_path) as session:
+        session.save("one", agent=old_agent(1))
+        session.save("two", agent=old_agent(2))
+    too_long = "x" * 201
+    assert main(["migrate", "--dir", str(tmp_path), AGENT, "one", too_long, "", "two"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        f"migrated {tmp_path / 'one.json'}: agent 1 -> 3",
+        f"migrated {tmp_path / 'two.json'}: agent 1 -> 3",
+        "migrated 2, unchanged 0, failed 2",
+    ]
+    assert captured.err.splitlines() == [
+        f"failed session {too_long!r}: session_id is 201 characters long; the limit is 200",
+        "failed session '': session_id must not be empty",
+    ]

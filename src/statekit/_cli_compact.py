@@ -2,37 +2,50 @@
 
 from __future__ import annotations
 
-from statekit.errors import SessionNotFoundError
+from typing import TextIO
+
+from statekit._cli_batch import FAILED, Tally, reason
+from statekit.errors import SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
 from statekit.session._revisions import revision_of
 
+LABELS = {"compacted": "compacted", "unchanged": "unchanged", FAILED: FAILED}
 
-async def compact_sessions(store: SessionBase, session_ids: list[str], user_id: str | None) -> list[str]:
-    """Rewrite each session that has appended items as one whole document.
+
+async def compact_sessions(store: SessionBase, session_ids: list[str], user_id: str | None, *, out: TextIO, err: TextIO) -> bool:
+    """Rewrite each session that has appended items as one whole document, reporting each.
 
     Each rewrite is conditional: a session written meanwhile raises
-    ``ConflictError`` and is left as it is.
+    ``ConflictError`` and is left as it is. A session that fails is reported
+    on ``err`` and the others go on; the last line on ``out`` counts them.
 
     Args:
         store: Where the sessions are.
         session_ids: The sessions; empty: every session of the user.
         user_id: Their owner (``None``: the store's default user).
+        out: Where the sessions done or left alone, and the counts, are printed.
+        err: Where the sessions that failed are printed, with why.
 
     Returns:
-        One line per session, saying what was done.
-
-    Raises:
-        SessionNotFoundError: A session named does not exist.
+        Whether none failed.
     """
-    lines = []
+    tally = Tally(LABELS, out, err)
     for session_id in session_ids or await store.alist_sessions(user_id):
-        stored = await store.aread_document(session_id, user_id)
-        if stored is None:
-            user = store.key(session_id, user_id).user_id
-            raise SessionNotFoundError(f"no session {session_id!r} of user {user!r}")
-        if revision_of(stored.raw) == stored.revision:  # the raw bytes are what is stored: no deltas
-            lines.append(f"{session_id}: nothing appended to fold in")
-            continue
-        await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
-        lines.append(f"{session_id}: compacted into {stored.source}")
-    return lines
+        try:
+            status, line = await _compact_one(store, session_id, user_id)
+        except (StatekitError, OSError) as exc:
+            status, line = FAILED, f"{session_id}: not compacted: {reason(exc)}"
+        tally.report(status, line)
+    return tally.summary()
+
+
+async def _compact_one(store: SessionBase, session_id: str, user_id: str | None) -> tuple[str, str]:
+    """Compact one session: its status and the line that reports it."""
+    stored = await store.aread_document(session_id, user_id)
+    if stored is None:
+        user = store.key(session_id, user_id).user_id
+        raise SessionNotFoundError(f"no session {session_id!r} of user {user!r}")
+    if revision_of(stored.raw) == stored.revision:  # the raw bytes are what is stored: no deltas
+        return "unchanged", f"{session_id}: nothing appended to fold in"
+    await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
+    return "compacted", f"{session_id}: compacted into {stored.source}"

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 import attrs
 
+from statekit._cli_batch import FAILED, Tally, reason, where
 from statekit._cli_support import _under
 from statekit._config import Document
 from statekit._load import build, secret_paths
@@ -48,22 +49,28 @@ async def migrate_sessions(
     *,
     dry_run: bool,
     out: TextIO,
+    err: TextIO,
     secrets: SecretBox | None = None,
-) -> list[Outcome]:
+) -> bool:
     """Migrate each session's named modules; print a diff instead of writing when ``dry_run``.
 
+    Each session is reported as soon as it is done (a failure on ``err``, with
+    why) and the others go on; the last line on ``out`` counts them.
     ``secrets`` opens the encrypted secret fields and seals them again (without
     it, a session holding one fails and is left as it was).
+
+    Returns:
+        Whether none failed.
     """
-    outcomes = []
+    tally = Tally({"migrated": "would migrate" if dry_run else "migrated", "unchanged": "unchanged", FAILED: FAILED}, out, err)
     for session_id in session_ids:
         try:
             with secrets_with(secrets):
                 outcome = await _migrate_one(store, session_id, user_id, classes, dry_run, out)
-        except StatekitError as exc:
-            outcome = Outcome(store.location(session_id, user_id), "failed", str(exc))
-        outcomes.append(outcome)
-    return outcomes
+        except (StatekitError, OSError) as exc:
+            outcome = Outcome(where(store, session_id, user_id), FAILED, reason(exc))
+        tally.report(outcome.status, f"{tally.labels[outcome.status]} {outcome.source}: {outcome.detail}")
+    return tally.summary()
 
 
 async def _migrate_one(
@@ -71,7 +78,7 @@ async def _migrate_one(
 ) -> Outcome:
     stored = await store.aread_document(session_id, user_id)
     if stored is None:
-        return Outcome(store.location(session_id, user_id), "failed", "no such session")
+        return Outcome(store.location(session_id, user_id), FAILED, "no such session")
     document = Document(stored.data, stored.source, stored.raw, store.codec)
     new = upgraded(document, classes)
     if new == stored.data:

@@ -33,7 +33,7 @@ from statekit._cli_support import (
 )
 from statekit._cli_compact import compact_sessions
 from statekit._cli_import import import_folder
-from statekit._cli_migrate import Outcome, migrate_sessions
+from statekit._cli_migrate import migrate_sessions
 from statekit._checkers import refuse_non_json
 from statekit._config import Document
 from statekit._module import StateModule
@@ -448,9 +448,8 @@ def _add_compact(commands: Commands) -> None:
 
 def _run_compact(args: argparse.Namespace) -> int:
     async def work(store: SessionBase) -> int:
-        for line in await compact_sessions(store, args.session_ids, args.user):
-            print(line)
-        return OK
+        done = await compact_sessions(store, args.session_ids, args.user, out=sys.stdout, err=sys.stderr)
+        return OK if done else INVALID
 
     return _with_store(args, work)
 
@@ -492,10 +491,10 @@ def _run_migrate(args: argparse.Namespace) -> int:
 
     async def work(store: SessionBase) -> int:
         ids = args.session_ids or await store.alist_sessions(args.user)
-        outcomes = await migrate_sessions(
-            store, ids, args.user, classes, dry_run=args.dry_run, out=sys.stdout, secrets=secrets
+        done = await migrate_sessions(
+            store, ids, args.user, classes, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr, secrets=secrets
         )
-        return _report(outcomes, dry_run=args.dry_run)
+        return OK if done else INVALID
 
     return _with_store(args, work)
 
@@ -510,18 +509,6 @@ def _secret_box(variable: str | None) -> SecretBox | None:
         return SecretBox(key)
     except SecretError as exc:
         raise UsageError(f"--secret-key-env {variable}: {exc}") from None
-
-
-def _report(outcomes: Sequence[Outcome], *, dry_run: bool) -> int:
-    counts = {"migrated": 0, "unchanged": 0, "failed": 0}
-    for outcome in outcomes:
-        counts[outcome.status] += 1
-        verb = "would migrate" if dry_run and outcome.status == "migrated" else outcome.status
-        line = f"{verb} {outcome.source}: {outcome.detail}"
-        print(line, file=sys.stderr if outcome.status == "failed" else sys.stdout)
-    done = "would migrate" if dry_run else "migrated"
-    print(f"{done} {counts['migrated']}, unchanged {counts['unchanged']}, failed {counts['failed']}")
-    return INVALID if counts["failed"] else OK
 
 
 # -- import-agentscope -------------------------------------------------------------------
