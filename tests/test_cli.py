@@ -495,3 +495,46 @@ def test_compact_reports_every_session_and_goes_past_one_it_cannot_read(workdir:
     status, out, err = run(capsys, "compact", "--dir", str(folder), "gone", "a")
     assert (status, out) == (1, "a: nothing appended to fold in\ncompacted 0, unchanged 1, failed 1\n")
     assert err == "gone: not compacted: no session 'gone' of user ''\n"
+
+
+def _saved_log(workdir: Path, appended: bool) -> tuple[Any, Path]:
+    """A JSON session ``c`` of a ``LogV2`` under module ``history``; ``appended``: with items in ``c.json.log``."""
+    (workdir / "ttlmodels.py").write_text(TTL_MODELS, encoding="utf-8")
+    from statekit._cli_support import load_class
+
+    ttlmodels = sys.modules[load_class("ttlmodels.py:LogV2").__module__]
+    log = ttlmodels.LogV2()
+    log.content.append(ttlmodels.Line("one"))
+    with JSONSession(workdir / "sessions") as session:
+        session.save("c", history=log)
+        if appended:
+            log.content.append(ttlmodels.Line("two"))
+            session.save("c", history=log)
+    return ttlmodels, workdir / "sessions" / "c.json"
+
+
+@pytest.mark.parametrize("appended", [False, True], ids=["no-deltas", "deltas"])
+def test_convert_of_a_json_session_to_yaml_writes_a_plain_document(
+    workdir: Path, capsys: pytest.CaptureFixture[str], appended: bool
+) -> None:
+    ttlmodels, path = _saved_log(workdir, appended)
+    assert b'"log"' in path.read_bytes()  # the token that ties the document to its companion
+    assert run(capsys, "convert", str(path), str(workdir / "c.yaml"))[0] == 0
+    assert yaml.safe_load((workdir / "c.yaml").read_text())["__statekit__"] == {"format": 1}
+    loaded = ttlmodels.LogV2()
+    YAMLSession(workdir).load("c", history=loaded)
+    assert [line.text for line in loaded.content] == ["one", "two"][: 1 + appended]
+
+
+def test_validate_of_a_json_session_with_appended_items_places_problems_in_the_file(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, path = _saved_log(workdir, appended=True)
+    document = orjson.loads(path.read_bytes())
+    document["history"]["note"] = 5
+    path.write_bytes(orjson.dumps(document))  # one line, the token still first: the companion still belongs
+    text = path.read_text()
+    status, _, err = run(capsys, "validate", str(path), "--module", "history=ttlmodels:LogV2")
+    assert status == 1
+    column = text.index('"note"') + 1
+    assert err.splitlines()[1] == f"  {path}:1:{column}: history.note: expected a string, got an integer"

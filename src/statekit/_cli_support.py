@@ -237,6 +237,9 @@ async def read_session(store: SessionBase, session_id: str, user_id: str | None)
 def read_file(name: str) -> Document:
     """A file named on the command line; a JSON session file reads merged with its appended items.
 
+    The document keeps its metadata as stored, and the bytes of the file itself
+    (not of the merged data), so that problems are placed in the file on disk.
+
     Raises:
         DocumentError: As :func:`~statekit._config.read_document`, or a
             companion that belongs to another document.
@@ -251,5 +254,18 @@ def read_file(name: str) -> Document:
     _, log, token = split(raw)
     check_token(data, token, name, str(companion(Path(name))))
     merge(data, log, str(companion(Path(name))))
-    data = without_token(data)
-    return Document(data, name, JSON.dumps(data), JSON)
+    return Document(data, name, raw, JSON)  # the stored read, positioned as a session load positions it
+
+
+def read_whole(name: str) -> Any:
+    """The data of a file to write elsewhere as one whole document.
+
+    A JSON session loses the token that ties it to its companion of appended
+    items (they are merged in): a copy has no companion, and a YAML session
+    refuses the token.
+
+    Raises:
+        DocumentError: As :func:`read_file`.
+    """
+    data = read_file(name).data
+    return without_token(data) if isinstance(data, dict) else data

@@ -20,6 +20,7 @@ import orjson
 from statekit import __version__
 from statekit._cli_support import (
     read_file,
+    read_whole,
     StoreOptions,
     UsageError,
     check_config,
@@ -303,7 +304,7 @@ def _run_convert(args: argparse.Namespace) -> int:
     file_codec(args.source)
     out_codec = file_codec(args.target)
     target = _output(args.target, force=args.force)
-    data = read_file(args.source).data
+    data = read_whole(args.source)
     refuse_non_json(data)
     _write_bytes(target, out_codec.dumps(data), mode=stat.S_IMODE(os.stat(args.source).st_mode))
     print(f"wrote {target}")
