@@ -309,6 +309,26 @@ def test_a_bad_redis_address_is_a_usage_error_without_a_traceback(
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://localhost:6379/x?password=TOPSECRET",  # redis-py reads a password from the query too
+        "redis://localhost:6379/x?db=0&pass%77ord=TOPSECRET",
+        "redis://:TOP/SECRET@localhost:6379/0",
+        "redis://:TOP@SECRET@localhost:x/0",  # redis-py takes the last '@'
+        "redis://:TOPSECRET?x@localhost:6379/0",  # redis-py's own message quotes 'TOPSECRET' as the port
+        "redis://:TOP#SECRET@localhost:6379/x",
+        "redis://TOPSECRET@localhost:6379/x",  # a lone user info may well be a password
+        "redis:TOPSECRET@localhost",
+    ],
+)
+def test_a_bad_redis_url_never_shows_its_password(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    status, _, err = run(capsys, "list", "--redis-url", url)
+    assert status == 2
+    assert err.startswith("statekit list: error: not a usable Redis URL ") and len(err.splitlines()) == 1
+    assert "SECRET" not in err and "TOP" not in err, err
+
+
 def test_version_on_the_command_line_and_in_the_package(capsys: pytest.CaptureFixture[str]) -> None:
     import statekit
 

@@ -70,7 +70,8 @@ _UNAVAILABLE = (
     _redis_errors.TryAgainError,
     OSError,  # builtin TimeoutError (asyncio.timeout) included
 )
-_USER_INFO = re.compile(r"//([^/@]*)@")
+_QUERY_VALUE = re.compile(r"([?&;]([^=&;]*)=)([^&;]*)")
+_URL_DELIMITERS = re.compile(r"[/?#@:&;=%]")
 
 _COMPARE_AND_SET = """
 local current = redis.call('GET', KEYS[1])
@@ -226,7 +227,7 @@ class RedisSession(SessionBase):
             _check_database(url)
             client: Client = (RedisCluster if cluster else Redis).from_url(url, **_defaults(options))
         except (ValueError, TypeError, _redis_errors.RedisError, _redis_errors.RedisClusterException) as err:
-            raise SessionError(f"not a usable Redis URL {_redact(url)!r}: {err}") from None
+            raise SessionError(f"not a usable Redis URL {_redact(url)!r}: {_reason(err, url)}") from None
         session = cls(client=client, **own)
         session._owns_client = True
         return session
@@ -467,7 +468,46 @@ def _check_database(url: str) -> None:
 
 
 def _redact(url: str) -> str:
-    return _USER_INFO.sub(lambda match: "//" + match.group(1).split(":", 1)[0] + ":***@", str(url), count=1)
+    """``url`` with its passwords masked: the user info and ``password=`` query values.
+
+    The user info runs to the last ``@`` (as redis-py reads it), whatever comes
+    before; a user info without ``:`` may be a password and is masked whole.
+    """
+    head, rest = _split_authority(str(url))
+    user_info, at, host = rest.rpartition("@")
+    if at:
+        user, colon, _ = user_info.partition(":")
+        rest = f"{user if colon else ''}:***@{host}"
+    return head + _QUERY_VALUE.sub(lambda m: m.group(1) + ("***" if _names_password(m.group(2)) else m.group(3)), rest)
+
+
+def _reason(err: Exception, url: str) -> str:
+    """redis-py's reason for refusing ``url``, unless it quotes a piece of a password."""
+    reason = str(err)
+    if any(piece in reason for piece in _password_pieces(url)):
+        return "redis-py's reason quotes part of the password, so it is not shown"
+    return reason
+
+
+def _password_pieces(url: str) -> set[str]:
+    """The passwords in ``url`` and their pieces between URL delimiters, quoted and not."""
+    _, rest = _split_authority(url)
+    user_info, at, _ = rest.rpartition("@")
+    user, colon, password = user_info.partition(":")
+    found = [password if colon else user] if at else []
+    found += [m.group(3) for m in _QUERY_VALUE.finditer(rest) if _names_password(m.group(2))]
+    texts = found + [urllib.parse.unquote_plus(text) for text in found]
+    return {piece for text in texts for piece in [text, *_URL_DELIMITERS.split(text)] if piece}
+
+
+def _split_authority(url: str) -> tuple[str, str]:
+    """``url`` cut before its user info: after ``//``, else after the scheme's ``:``."""
+    cut = url.find("//") + 2 if "//" in url else url.find(":") + 1
+    return url[:cut], url[cut:]
+
+
+def _names_password(name: str) -> bool:
+    return "pass" in urllib.parse.unquote_plus(name).lower()
 
 
 def _address(client: Client) -> str:
