@@ -558,3 +558,15 @@ def test_validate_of_a_json_session_with_appended_items_places_problems_in_the_f
     assert status == 1
     column = text.index('"note"') + 1
     assert err.splitlines()[1] == f"  {path}:1:{column}: history.note: expected a string, got an integer"
+
+
+def test_validate_places_a_problem_in_an_appended_item_at_its_companion_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, path = _saved_log(workdir, appended=True)
+    log = path.with_name("c.json.log")
+    log.write_bytes(log.read_bytes() + b'[[["history","content"],[{"text":3}]]]\n')
+    status, _, err = run(capsys, "validate", str(path), "--module", "history=ttlmodels:LogV2")
+    assert status == 1
+    column = log.read_bytes().split(b"\n")[2].index(b'"text"') + 1
+    assert err.splitlines()[1] == f"  {log}:3:{column}: history.content[2].text: expected a string, got an integer"

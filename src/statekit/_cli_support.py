@@ -7,6 +7,7 @@ through their public API only.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -37,7 +38,7 @@ from statekit.session._appends import merge
 from statekit.session._base import check_meta
 from statekit.session._companion import companion, split
 from statekit.session._companion import read_session as read_stored
-from statekit.session._delta_save import check_token, is_joined, without_token
+from statekit.session._delta_save import check_token, is_joined, positioned, without_token
 
 class UsageError(StatekitError):
     """The command line asks for something impossible (exit status 2)."""
@@ -254,7 +255,8 @@ def read_file(name: str) -> Document:
     _, log, token = split(raw)
     check_token(data, token, name, str(companion(Path(name))))
     merge(data, log, str(companion(Path(name))))
-    return Document(data, name, raw, JSON)  # the stored read, positioned as a session load positions it
+    place = functools.partial(positioned, raw=raw, codec=JSON, source=name, log_source=str(companion(Path(name))))
+    return Document(data, name, raw, JSON, place)  # problems placed as a session load places them
 
 
 def read_whole(name: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,24 +55,30 @@ class Document:
         source: The file name, ``None`` for data given directly.
         raw: The bytes it was decoded from.
         codec: The codec that decoded them.
+        place: Positions the problems instead of the codec, when the data
+            came from more than ``raw`` (a session's appended items).
     """
 
     data: Any
     source: str | None = None
     raw: bytes | None = None
     codec: Codec | None = None
+    place: Callable[[StateLoadError], StateLoadError] | None = None
 
     def positioned(self, error: StateLoadError) -> StateLoadError:
         """Return ``error`` with file, line and column on every problem, in file order."""
-        if self.raw is None or self.codec is None:
+        if self.place is not None:
+            located = self.place(error)
+        elif self.raw is None or self.codec is None:
             return error
-        located = with_document_positions(error, self.raw, self.source, self.codec)
-        ordered = sorted(located.problems, key=_file_order)
+        else:
+            located = with_document_positions(error, self.raw, self.source, self.codec)
+        ordered = sorted(located.problems, key=lambda problem: _file_order(problem, self.source))
         return StateLoadError(ordered, title=located.title)
 
 
-def _file_order(problem: Problem) -> tuple[int, int]:
-    return (problem.line or 0, problem.column or 0)
+def _file_order(problem: Problem, first: str | None) -> tuple[bool, int, int]:
+    return (problem.source != first, problem.line or 0, problem.column or 0)
 
 
 def read_document(source: ConfigSource) -> Document:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
-import attrs
 
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
@@ -30,13 +29,11 @@ from statekit._dump import check_modules, dump_many
 from statekit._load import Commit, journaled, load_many, undo_loads
 from statekit._typed import decode, load_typed, typed_document
 from statekit._module import LoadResult, StateModule
-from statekit.codecs import JSON, JSON_COMPACT, Codec, with_document_positions
+from statekit.codecs import JSON, JSON_COMPACT, Codec
 from statekit.errors import (
     ConflictError,
     DocumentError,
     SessionError,
-    PathSegment,
-    Problem,
     SessionNotFoundError,
     StateLoadError,
     StateVersionError,
@@ -52,7 +49,7 @@ from statekit.session._revisions import (
     revision_of,
     snapshot_modules,
 )
-from statekit.session._appends import APPENDS_FORMAT, DeltaBase, appended_at, merge
+from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
 from statekit.session._companion import doc_token, split
 from statekit.session._delta_save import (
     META_KEY,
@@ -60,6 +57,7 @@ from statekit.session._delta_save import (
     check_token,
     is_joined,
     plain_document,
+    positioned,
     save_with_appends,
     token_of,
     without_token,
@@ -501,31 +499,13 @@ class SessionBase(BlockingTwins, abc.ABC):
             if results is None:
                 results, base, names = await self._load_plain(raw, key, modules, strict)
         except StateLoadError as err:
-            raise self._positioned(err, raw, key) from None
+            raise positioned(err, raw, self.codec, self._source(key), self._companion_source(key)) from None
         except StateVersionError as err:
             raise err.located(self._source(key)) from err.__cause__
         seen = Expected(raw=raw, base=base, names=names)
         self._revisions.remember(key, seen)
         log_timed("loaded", list(modules), lambda: self._source(key), len(raw), started)
         return results, seen
-
-    def _positioned(self, err: StateLoadError, raw: bytes, key: SessionKey) -> StateLoadError:
-        """``err`` with each problem placed in the document, or in the companion line that appended its item."""
-        doc, log, _ = split(raw)
-        placed = appended_at(doc, log, [problem.path for problem in err.problems]) if log else {}
-        in_doc = with_document_positions(err, doc, self._source(key), self.codec)
-        if not placed:
-            return in_doc
-        problems = [self._in_log(p, *placed[p.path], key) if p.path in placed else p for p in in_doc.problems]
-        return StateLoadError(problems, title=err.title)
-
-    def _in_log(
-        self, problem: Problem, number: int, line: bytes, inner: tuple[PathSegment, ...], key: SessionKey
-    ) -> Problem:
-        """``problem`` placed at ``inner`` in the companion line ``number`` (``line``)."""
-        position = self.codec.locate(line, [inner]).get(inner)
-        column = None if position is None else position[1]
-        return attrs.evolve(problem, source=self._companion_source(key), line=number, column=column)
 
     async def _load_typed(
         self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool

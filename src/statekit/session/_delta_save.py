@@ -12,15 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
+
 from statekit._gc import paused_gc
 from statekit._dump import Held, dump_many
 from statekit._module import StateModule
 from statekit._secrets import secrets_with
-from statekit.errors import ConflictError, DocumentError, StatekitError
+from statekit.codecs import Codec, with_document_positions
+from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
 from statekit.session._appends import (
     APPENDS_FORMAT,
     TOKEN_KEY,
     DeltaBase,
+    appended_at,
     base_after_write,
     delta_line,
     fill,
@@ -29,7 +33,7 @@ from statekit.session._appends import (
     skeleton_bytes,
     stored_skeleton,
 )
-from statekit.session._companion import Stored
+from statekit.session._companion import Stored, split
 from statekit.session._revisions import Expected, conflict_message
 
 if TYPE_CHECKING:
@@ -160,3 +164,30 @@ def without_token(data: Mapping[str, Any]) -> dict[str, Any]:
 def is_joined(raw: bytes) -> bool:
     """Whether a read holds deltas beside the document."""
     return isinstance(raw, Stored)
+
+
+def positioned(err: StateLoadError, raw: bytes, codec: Codec, source: str, log_source: str) -> StateLoadError:
+    """``err`` with each problem placed in the document, or in the companion line that appended its item.
+
+    Args:
+        err: The error of a load of ``raw``.
+        raw: What was read: a document, or a :class:`Stored` carrying its deltas.
+        codec: The codec that decoded it.
+        source: How to name the document; ``log_source``: its deltas.
+    """
+    doc, log, _ = split(raw)
+    placed = appended_at(doc, log, [problem.path for problem in err.problems]) if log else {}
+    in_doc = with_document_positions(err, doc, source, codec)
+    if not placed:
+        return in_doc
+    problems = [_in_log(p, *placed[p.path], codec, log_source) if p.path in placed else p for p in in_doc.problems]
+    return StateLoadError(problems, title=err.title)
+
+
+def _in_log(
+    problem: Problem, number: int, line: bytes, inner: tuple[PathSegment, ...], codec: Codec, source: str
+) -> Problem:
+    """``problem`` placed at ``inner`` in the companion line ``number`` (``line``)."""
+    position = codec.locate(line, [inner]).get(inner)
+    column = None if position is None else position[1]
+    return attrs.evolve(problem, source=source, line=number, column=column)
