@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -580,6 +581,17 @@ def test_yaml_rewrites_and_reads_back(tmp_path: Path) -> None:
     loaded = Agent()
     YAMLSession(tmp_path).load("chat", agent=loaded)
     assert loaded.memory.content == agent.memory.content
+
+
+def test_a_yaml_copy_of_a_json_document_with_a_token_is_refused_saying_why(tmp_path: Path) -> None:
+    """A hand copy keeps the token of a JSON session whose appended items stay in its .log."""
+    agent = Agent()
+    agent.memory.content.extend(_msgs(2))
+    JSONSession(tmp_path).save("chat", agent=agent)
+    data = json.loads((tmp_path / "chat.json").read_bytes())
+    (tmp_path / "chat.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(DocumentError, match=r"chat\.yaml: .* names items appended beside it.*statekit convert"):
+        YAMLSession(tmp_path).load("chat", agent=Agent())
 
 
 # -- the command line ------------------------------------------------------------------------

@@ -614,7 +614,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             # without the collector: a full pass over the fresh document costs more than the merge
             await self._run_codec(without_gc(merge), document, log, self._companion_source(key), size=len(log))
         elif token_of(document) is not None and doc_token(raw) is None:
-            raise DocumentError(REORDERED, source=self._source(key))
+            raise DocumentError(REORDERED if self._saves_deltas() else ELSEWHERE, source=self._source(key))
         return document
 
     async def _decode_document(self, raw: bytes, key: SessionKey) -> dict[str, Any]:
@@ -634,6 +634,12 @@ class SessionBase(BlockingTwins, abc.ABC):
 REORDERED = (
     f"the document's {META_KEY!r} metadata is not its first key (did a tool sort or reorder the keys?): "
     "statekit finds the items appended beside the document by it; move it back to the top of the document"
+)
+
+ELSEWHERE = (
+    f"the document's {META_KEY!r} metadata names items appended beside it, as a JSON session file's does "
+    "(in its .log companion), which this backend does not read; copy the session with `statekit convert`, "
+    "which folds them in"
 )
 
 
