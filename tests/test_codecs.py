@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -190,6 +191,64 @@ def test_yaml_plain_dates_stay_text() -> None:
         "when": "2025-08-15 09:50:59.264",
         "day": "2025-08-15",
     }
+
+
+@pytest.mark.parametrize(
+    ("plain", "value"),
+    [
+        # YAML 1.1 read these as booleans, base-60 numbers and 1000: 1.2 (editors, the schema) as text
+        ("no", "no"), ("Yes", "Yes"), ("on", "on"), ("OFF", "OFF"), ("10:30", "10:30"), ("1:30:00.5", "1:30:00.5"),
+        ("1_000", "1_000"), ("0b101", "0b101"), ("=", "="),
+        # and these as text where 1.2 reads numbers
+        ("0o17", 15), ("1e3", 1000.0), ("+.5", 0.5), ("2.5E-3", 0.0025),
+        # the same in both
+        ("017", 17), ("0x1F", 31), ("-12", -12), ("1.", 1.0), ("-.INF", -math.inf), ("TRUE", True), ("false", False),
+        ("~", None), ("Null", None), ("", None), ("09:50", "09:50"),
+    ],
+)
+def test_yaml_reads_plain_scalars_as_the_1_2_core_schema_does(plain: str, value: Any) -> None:
+    loaded = YAML.loads(f"k: {plain}\n".encode(), None)["k"]
+    assert (loaded, type(loaded)) == (value, type(value))
+
+
+@pytest.mark.parametrize(
+    ("scalar", "column", "message"),
+    [
+        ("!!float abc", 6, r"the tag !!float needs a number \(like 1.5, 1e-3 or .inf\), not 'abc'"),
+        ("!!float _", 6, r"the tag !!float needs a number .*, not '_'"),
+        ("!!float " + "1:" * 200 + "1.5", 6, r"the tag !!float needs a number .*, not '1:1:1:.*\.\.\.'"),
+        ("!!int abc", 6, r"the tag !!int needs an integer \(like 42, 0x2a or 0o52\), not 'abc'"),
+        ("!!int", 6, r"the tag !!int needs an integer .*, not ''"),
+        ("!!int +", 6, r"the tag !!int needs an integer .*, not '\+'"),
+        ("!!int 10:30", 6, r"the tag !!int needs an integer .*, not '10:30'"),
+        ("!!bool maybe", 6, r"the tag !!bool needs true or false, not 'maybe'"),
+        ("!!bool", 6, r"the tag !!bool needs true or false, not ''"),
+        ("!!bool yes", 6, r"the tag !!bool needs true or false, not 'yes'"),
+        ("!!null abc", 6, r"the tag !!null needs null, not 'abc'"),
+        ("!!int [1]", 6, r"expected a scalar node, but found sequence"),
+    ],
+)
+def test_yaml_a_tagged_scalar_that_does_not_fit_its_tag_names_file_line_and_column(scalar: str, column: int, message: str) -> None:
+    with pytest.raises(DocumentError, match=f"invalid YAML: {message}") as caught:
+        YAML.loads(f"a: 1\nb:   {scalar}\n".encode(), "t.yaml")
+    assert (caught.value.source, caught.value.line, caught.value.column) == ("t.yaml", 2, column)
+
+
+def test_yaml_tagged_scalars_that_fit_their_tag_are_read() -> None:
+    raw = b"a: !!int 0x10\nb: !!float 3\nc: !!bool True\nd: !!null\ne: !!str 5\nf: !!float .nan\n"
+    data = YAML.loads(raw, None)
+    assert math.isnan(data.pop("f"))
+    assert data == {"a": 16, "b": 3.0, "c": True, "d": None, "e": "5"}
+
+
+@pytest.mark.parametrize(
+    "text", ["no", "Yes", "on", "10:30", "1:30:00.5", "1_000", "0b101", "=", "0o17", "1e3", "+.5", "017", "0x1F", "1.", "TRUE", "~", ""]
+)
+def test_yaml_text_that_any_reader_could_take_for_a_number_or_boolean_is_quoted(text: str) -> None:
+    """Written so that YAML 1.1 readers (PyYAML's safe_load here) and 1.2 readers both read text back."""
+    raw = YAML.dumps({"k": text})
+    assert raw == b"k: '" + text.encode() + b"'\n"
+    assert YAML.loads(raw, None) == yaml.safe_load(raw) == {"k": text}
 
 
 @pytest.mark.parametrize(

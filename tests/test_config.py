@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import textwrap
 from pathlib import Path
@@ -46,6 +47,14 @@ class Limits:
     stop: list[str] = attrs.field(factory=list)
 
 
+@stateful
+class Office:
+    opens: datetime.time
+    closes: datetime.time
+    country: str
+    open_on_sunday: bool = False
+
+
 CONFIG = """\
 # The agent's first state, written by hand.
 name: Friday   # shown in every reply
@@ -76,6 +85,22 @@ def test_yaml_config_with_comments_builds_an_agent_with_defaults(tmp_path: Path)
     agent = from_config(Agent, write(tmp_path, "agent.yaml", CONFIG))
     assert (agent.name, agent.turns, agent.tools) == ("Friday", 0, ["web", "math"])
     assert agent.memory.content == [Message(Role.USER, "Hello!\nWho are you?\n")]
+
+
+def test_yaml_config_reads_times_and_words_as_editors_and_the_schema_do(tmp_path: Path) -> None:
+    """YAML 1.2, not 1.1: 10:30 is not the number 630 (while 09:50 was text), ``no`` is not false."""
+    path = write(tmp_path, "office.yaml", "opens: 09:50\ncloses: 17:30\ncountry: no\nopen_on_sunday: false\n")
+    assert from_config(Office, path) == Office(datetime.time(9, 50), datetime.time(17, 30), "no", False)
+
+
+@pytest.mark.parametrize("word", ["yes", "on", "off", "no"])
+def test_yaml_config_booleans_are_true_and_false_only(tmp_path: Path, word: str) -> None:
+    path = write(tmp_path, "office.yaml", f"opens: 09:00\ncloses: 17:00\ncountry: se\nopen_on_sunday: {word}\n")
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Office, path)
+    problem = only_problem(excinfo)
+    assert (problem.dotted, problem.line) == ("open_on_sunday", 4)
+    assert "got a string" in problem.message
 
 
 @pytest.mark.parametrize("suffix", [".yml", ".YAML"])

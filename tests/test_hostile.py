@@ -308,13 +308,37 @@ def test_a_problem_in_a_duplicated_json_key_is_placed_at_the_value_kept(tmp_path
 
 @pytest.mark.parametrize(
     ("raw", "what"),
-    [(b"1: a\n", "'1' is read as an integer"), (b"a: {b: 1, 0.25}\n", "'0.25' is read as a number"), (b"null: 1\n", "'null' is read as null")],
+    [
+        (b"1: a\n", "'1' is read as an integer"),
+        (b"a: {b: 1, 0.25}\n", "'0.25' is read as a number"),
+        (b"null: 1\n", "'null' is read as null"),
+        (b"? [a]\n: 1\n", "here is a list"),
+        (b"? !!str [a]\n: 1\n", "here is a list"),  # a collection tagged !!str broke the duplicate check
+        (b"? !!str {a: 1}\n: 1\n", "here is a mapping"),
+    ],
 )
 def test_a_yaml_key_that_is_not_a_string_is_refused_with_its_line(raw: bytes, what: str) -> None:
     """Found by the fuzz test: a float key reached the state layer and broke its error message."""
     with pytest.raises(DocumentError, match=f"the key {what}.*keys must be strings") as caught:
         YAML.loads(raw, "k.yaml")
     assert caught.value.line == 1
+
+
+def test_base_60_numbers_are_text_read_in_linear_time() -> None:
+    """YAML 1.1 built "1:1:...:1" digit group by digit group: quadratic, past the digit limit, or an OverflowError."""
+    assert YAML.loads(b"x: " + b"1:" * 200 + b"1.5\n", "x.yaml") == {"x": "1:" * 200 + "1.5"}
+    raw = b"x: " + b"1:" * 200_000 + b"1\n"
+    started = time.perf_counter()
+    assert YAML.loads(raw, "x.yaml") == {"x": "1:" * 200_000 + "1"}
+    assert time.perf_counter() - started < 1
+
+
+@pytest.mark.parametrize("digits", [b"f" * 3_600, b"f" * 3_000_000])
+def test_a_hexadecimal_integer_past_the_digit_limit_is_refused_with_its_line(digits: bytes) -> None:
+    """Python reads it without a limit, but saving writes it in decimal, past the limit: refused on load, as decimal is."""
+    with pytest.raises(DocumentError, match=r"an integer of more than \d+ digits") as caught:
+        YAML.loads(b"a: 1\nx: 0x" + digits + b"\n", "x.yaml")
+    assert (caught.value.line, caught.value.column) == (2, 4)
 
 
 # --- the hostile-input corpus, through every codec and backend ----------------------------------

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import yaml
 
 from statekit.codecs import YAML
+from statekit.codecs._yaml_schema import CORE
 from statekit.session import YAMLSession
 from statekit.testing import TRICKY_TEXTS, Chat, Message
 
@@ -113,6 +115,21 @@ def test_save_load_save_is_byte_identical(data: dict[str, Any]) -> None:
     raw = YAML.dumps(data)
     assert YAML.loads(raw, None) == data
     assert YAML.dumps(YAML.loads(raw, None)) == raw
+
+
+# Text a YAML 1.1 or 1.2 reader could take for a number, a boolean or null.
+scalar_like = st.from_regex(r"[-+]?[0-9.:_xobeEaf]{0,8}|[yYnNoOtTfF][a-zA-Z]{0,4}|[~=<.]{1,3}[a-zA-Z]{0,3}", fullmatch=True)
+
+
+@given(st.dictionaries(scalar_like, scalar_like, max_size=5))
+@settings(max_examples=500, deadline=None)
+def test_text_that_looks_like_a_number_is_written_as_text_for_every_reader(data: dict[str, str]) -> None:
+    raw = YAML.dumps(data)
+    assert YAML.loads(raw, None) == data
+    assert YAML.dumps(YAML.loads(raw, None)) == raw
+    assert yaml.safe_load(raw) == data  # a YAML 1.1 reader
+    plain = [event.value for event in yaml.parse(raw) if isinstance(event, yaml.ScalarEvent) and event.style is None]
+    assert not [text for text in plain for _, pattern, _ in CORE if pattern.match(text)]  # what YAML 1.2 reads as text
 
 
 def test_a_hand_edit_is_loaded(tmp_path: Path) -> None:

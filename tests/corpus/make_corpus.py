@@ -32,6 +32,8 @@ FILES: dict[str, bytes] = {
     "int-5000-digits.json": GOOD_AGENT_JSON.replace(b'"turns": 1', b'"turns": ' + b"7" * 5000),
     "int-beyond-64-bits.json": GOOD_AGENT_JSON.replace(b'"turns": 1', b'"turns": 18446744073709551616'),
     "int-beyond-64-bits.yaml": GOOD_AGENT_YAML.replace(b"turns: 1", b"turns: 18446744073709551616"),
+    "int-hex-past-the-digit-limit.yaml": GOOD_AGENT_YAML.replace(b"turns: 1", b"turns: 0x" + b"f" * 3600),
+    "base-60-float-overflow.yaml": GOOD_AGENT_YAML.replace(b"0.5", b"1:" * 200 + b"1.5"),  # YAML 1.1: OverflowError
     # aliases and tags
     "alias-bomb.yaml": b"a: &a [x, x, x, x, x, x, x, x, x]\n"
     + b"".join(b"%c: &%c [%s]\n" % (98 + i, 98 + i, b", ".join([b"*%c" % (97 + i)] * 9)) for i in range(9))
@@ -45,6 +47,11 @@ FILES: dict[str, bytes] = {
     "tag-timestamp.yaml": yaml_with(b"!!timestamp 2025-01-01"),
     "tag-custom.yaml": yaml_with(b"!secret Friday"),
     "tag-str-on-int.yaml": GOOD_AGENT_YAML.replace(b"turns: 1", b"turns: !!str 1"),
+    "tag-str-on-list-key.yaml": GOOD_AGENT_YAML + b"  ? !!str [a]\n  : 1\n",
+    "tag-float-not-a-number.yaml": GOOD_AGENT_YAML.replace(b"0.5", b"!!float abc"),
+    "tag-bool-maybe.yaml": GOOD_AGENT_YAML.replace(b"tags: []", b"tags: [!!bool maybe]"),
+    "tag-int-empty.yaml": GOOD_AGENT_YAML.replace(b"turns: 1", b"turns: !!int"),
+    "tag-int-on-base-60.yaml": GOOD_AGENT_YAML.replace(b"turns: 1", b"turns: !!int 1:30"),
     # encodings
     "invalid-utf8.json": GOOD_AGENT_JSON.replace(b"Friday", b"Fri\xffday"),
     "invalid-utf8.yaml": yaml_with(b"Fri\xffday"),
@@ -85,6 +92,7 @@ LARGE: dict[str, bytes] = {
     "huge-string.json": GOOD_AGENT_JSON.replace(b"Friday", b"F" * 3_000_000),
     "huge-line.yaml": yaml_with(b"x" * 3_000_000),
     "huge-literal-block.yaml": yaml_with(b"|\n" + b"    line\n" * 300_000).replace(b"\n  turns", b"  turns", 1),
+    "base-60-400k.yaml": GOOD_AGENT_YAML.replace(b"turns: 1", b"turns: " + b"1:" * 200_000 + b"1"),  # 1.1: quadratic
     "many-keys.json": b'{"agent": {' + b", ".join(b'"k%d": %d' % (i, i) for i in range(20_000)) + b"}}\n",
     "many-messages.yaml": GOOD_AGENT_YAML.replace(
         b"content: []", b"content:\n" + b"    - role: user\n      content: hi\n" * 5_000

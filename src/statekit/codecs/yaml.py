@@ -7,14 +7,17 @@ What it writes, so that a person can read and fix a session file by hand:
   with trailing spaces, tabs or control characters falls back to a
   double-quoted string, which is always exact);
 - non-ASCII text as itself, no ``\\u`` escapes; lines are never folded;
-- no tags, anchors or aliases. Saving, loading and saving again gives the same
-  bytes.
+- no tags, anchors or aliases;
+- text that YAML 1.1 or 1.2 would read as a number, boolean or null, quoted.
+
+Saving, loading and saving again gives the same bytes.
 
 What it reads: the safe subset only (no ``!!python`` tags, nothing runs), and
 only what JSON could hold: aliases are refused (no "billion laughs"), and so
 are merge keys (``<<``), ``!!binary``, ``!!set``, ``!!omap``, ``!!pairs`` and
 ``!!timestamp``; an unquoted date stays a string. An anchor that no alias
-uses changes nothing and is let through.
+uses changes nothing and is let through. Plain scalars are resolved by the YAML
+1.2 core schema (``no`` and ``10:30`` are text); see ``_yaml_schema``.
 
 libyaml's C classes are used when PyYAML was built with them; the pure-Python
 ones (four to six times slower) otherwise.
@@ -23,7 +26,6 @@ ones (four to six times slower) otherwise.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +38,7 @@ from yaml.representer import RepresenterError, SafeRepresenter
 from statekit._limits import MAX_DEPTH, depth_message, too_deep
 from statekit.codecs._positions import Path, Position, first_bad_value, nearest
 from statekit.codecs._yaml_errors import marked_error
+from statekit.codecs._yaml_schema import quote_for_every_reader, read_core_schema
 from statekit.errors import DocumentError, StateDumpError
 
 if TYPE_CHECKING:
@@ -118,11 +121,6 @@ _Dumper.add_representer(dict, _represent_dict)
 class _Loader(_BaseLoader):
     """A safe loader that builds JSON data only and refuses aliases."""
 
-    yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if not tag.endswith(":timestamp")]
-        for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
-    }
-
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         """Construct a node, refusing any node met a second time (an alias)."""
         if node in self.constructed_objects:
@@ -135,31 +133,34 @@ class _Loader(_BaseLoader):
             _refuse_duplicates(node)
         return super().construct_mapping(node, deep=deep)
 
-    def construct_yaml_int(self, node: ScalarNode) -> int:
-        """Construct an integer, refusing one too long for Python to read."""
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:
-            message = f"an integer of more than {sys.get_int_max_str_digits()} digits (Python's limit); quote it to keep it as text"
-            raise ConstructorError(None, None, message, node.start_mark) from None
+
+read_core_schema(_Loader)
+quote_for_every_reader(_Dumper)
 
 
 def _refuse_duplicates(node: MappingNode) -> None:
     """Refuse a key written twice, or one that is not a string (``1:``, ``null:``), as JSON would."""
     seen: set[str] = set()
     for key_node, _ in node.value:
-        if key_node.tag == _MERGE_TAG:
-            message = "a merge key (<<) is YAML only (JSON has no such thing); write the keys out, or quote it"
-            raise ConstructorError(None, None, message, key_node.start_mark)
-        if key_node.tag != _STR_TAG:
-            kind = _KINDS.get(key_node.tag.rsplit(":", 1)[-1], "not a string")
-            shown = repr(key_node.value) if isinstance(key_node, ScalarNode) else "here"
-            message = f"the key {shown} is read as {kind}; keys must be strings (quote a scalar key)"
-            raise ConstructorError(None, None, message, key_node.start_mark)
-        if key_node.value in seen:
-            message = f"the key {key_node.value!r} appears twice in this mapping (the second would replace the first)"
+        message = _key_problem(key_node, seen)
+        if message is not None:
             raise ConstructorError(None, None, message, key_node.start_mark)
         seen.add(key_node.value)
+
+
+def _key_problem(key_node: Node, seen: set[str]) -> str | None:
+    """Why a mapping key cannot be a JSON key, or ``None``."""
+    if key_node.tag == _MERGE_TAG:
+        return "a merge key (<<) is YAML only (JSON has no such thing); write the keys out, or quote it"
+    if not isinstance(key_node, ScalarNode):  # a collection, even one tagged !!str
+        kind = "a list" if isinstance(key_node, SequenceNode) else "a mapping"
+        return f"the key here is {kind}; keys must be strings"
+    if key_node.tag != _STR_TAG:
+        kind = _KINDS.get(key_node.tag.rsplit(":", 1)[-1], "not a string")
+        return f"the key {key_node.value!r} is read as {kind}; keys must be strings (quote a scalar key)"
+    if key_node.value in seen:
+        return f"the key {key_node.value!r} appears twice in this mapping (the second would replace the first)"
+    return None
 
 
 def _refuse_tag(loader: yaml.SafeLoader, node: Node) -> Any:
@@ -169,7 +170,6 @@ def _refuse_tag(loader: yaml.SafeLoader, node: Node) -> Any:
 
 for _tag in _NOT_JSON_TAGS:
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
-_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def dumps(data: Any) -> bytes:
