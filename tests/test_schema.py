@@ -278,3 +278,26 @@ def test_the_schema_accepts_what_from_config_loads(data: st.DataObject) -> None:
     else:
         loads, reason = True, ""
     assert validator(json_schema(record)).is_valid(document) == loads, reason
+
+
+def _record_made_by_a_factory(field_type: type) -> type:
+    @stateful
+    class Made:
+        value: field_type  # type: ignore[valid-type]
+
+    return Made
+
+
+def test_classes_with_one_qualified_name_get_their_own_definitions() -> None:
+    flag, text, count = (_record_made_by_a_factory(tp) for tp in (bool, str, int))
+
+    @stateful
+    class Holder:
+        a: flag = attrs.field(factory=lambda: flag(True))  # type: ignore[valid-type]
+        b: text = attrs.field(factory=lambda: text("hi"))  # type: ignore[valid-type]
+        c: count = attrs.field(factory=lambda: count(1))  # type: ignore[valid-type]
+
+    schema = json_schema(Holder)
+    assert len({schema["properties"][name]["$ref"] for name in "abc"}) == 3
+    assert errors_of(schema, {"a": {"value": True}, "b": {"value": "hello"}, "c": {"value": 3}}) == []
+    assert errors_of(schema, {"b": {"value": 3}}) == ["3 is not of type 'string'"]

@@ -184,10 +184,15 @@ class _Builder:
         return {"$ref": f"#/$defs/{self.names[cls]}"}
 
     def _new_name(self, cls: type[Any]) -> str:
-        name = cls.__name__
-        if name in self.defs:
-            name = f"{cls.__module__}.{cls.__qualname__}"
-        return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        """A free ``$defs`` name: the class name, else its qualified name, else that numbered."""
+        short, qualified = (_def_name(n) for n in (cls.__name__, f"{cls.__module__}.{cls.__qualname__}"))
+        for name in (short, qualified):
+            if name not in self.defs:
+                return name
+        number = 2
+        while f"{qualified}-{number}" in self.defs:  # classes made by one factory share their qualified name
+            number += 1
+        return f"{qualified}-{number}"
 
     def _define(self, cls: type[Any]) -> Schema:
         if issubclass(cls, enum.Enum):
@@ -260,6 +265,10 @@ class _Builder:
         if args and _is_string_choice(args[0]):
             schema["propertyNames"] = self.type_schema(args[0])
         return schema
+
+
+def _def_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
 def _version_property(cls: type[Any]) -> tuple[dict[str, Schema], list[str]]:
