@@ -301,3 +301,47 @@ def test_classes_with_one_qualified_name_get_their_own_definitions() -> None:
     assert len({schema["properties"][name]["$ref"] for name in "abc"}) == 3
     assert errors_of(schema, {"a": {"value": True}, "b": {"value": "hello"}, "c": {"value": 3}}) == []
     assert errors_of(schema, {"b": {"value": 3}}) == ["3 is not of type 'string'"]
+
+
+@stateful
+class Times:
+    when: dt.datetime
+    at: dt.time
+
+
+@pytest.mark.parametrize(
+    ("when", "at"),
+    [
+        ("2025-08-15Z", "10:00"),  # a zone after a date with no time
+        ("2025-13-01", "10:00"),
+        ("2025-02-29", "10:00"),  # not a leap year
+        ("1900-02-29", "10:00"),
+        ("0000-01-01", "10:00"),
+        ("2025-08-15T24:00", "10:00"),
+        ("2025-08-15T10:60", "10:00"),
+        ("2025-08-15T10:00:00+24:00", "10:00"),
+        ("2025-08-15", "10:00:60"),
+        ("2025-08-15", "10:00+23:60"),
+    ],
+)
+def test_the_schema_refuses_dates_and_times_from_config_refuses(when: str, at: str) -> None:
+    assert errors_of(json_schema(Times), {"when": when, "at": at}) != []
+    with pytest.raises(StatekitError):
+        from_config(Times, {"when": when, "at": at})
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=dt.timezone(-dt.timedelta(hours=23, minutes=59))),
+        dt.datetime(2000, 2, 29),
+        dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc),
+        dt.datetime(9999, 12, 31, 0, 0, 1),
+    ],
+)
+def test_the_schema_accepts_the_dates_and_times_statekit_writes(moment: dt.datetime) -> None:
+    state = Times(moment, moment.timetz())
+    data = {"when": moment.isoformat(), "at": moment.timetz().isoformat()}
+    assert errors_of(json_schema(Times), data) == []
+    assert errors_of(json_schema(Times), {"when": moment.isoformat(" "), "at": "10"}) == []
+    assert from_config(Times, data) == state

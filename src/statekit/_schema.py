@@ -27,6 +27,7 @@ import attrs
 
 from statekit._secrets import SECRET_KEY
 from statekit._fields import field_codec
+from statekit._iso_patterns import DATETIME_PATTERN, TIME_PATTERN
 from statekit._module import StateModule, module_class
 from statekit._versions import VERSION_KEY, tag
 from statekit.errors import StateDefinitionError
@@ -52,13 +53,13 @@ _SCALARS: dict[type, Schema] = {
     # which isoformat() leaves out for naive values (editors would flag them).
     datetime.datetime: {
         "type": "string",
-        "pattern": r"^\d{4}-\d\d-\d\d([T ]\d\d(:\d\d(:\d\d([.,]\d+)?)?)?)?(Z|[+-]\d\d(:?\d\d)?)?$",
+        "pattern": DATETIME_PATTERN,
         "description": "ISO 8601 date and time, such as 2025-08-15T09:50:59.264+00:00",
     },
     datetime.date: {"type": "string", "format": "date"},
     datetime.time: {
         "type": "string",
-        "pattern": r"^\d\d(:\d\d(:\d\d([.,]\d+)?)?)?(Z|[+-]\d\d(:?\d\d)?)?$",
+        "pattern": TIME_PATTERN,
         "description": "ISO 8601 time of day, such as 09:50:59",
     },
     uuid.UUID: {"type": "string", "format": "uuid"},
