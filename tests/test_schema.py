@@ -345,3 +345,30 @@ def test_the_schema_accepts_the_dates_and_times_statekit_writes(moment: dt.datet
     assert errors_of(json_schema(Times), data) == []
     assert errors_of(json_schema(Times), {"when": moment.isoformat(" "), "at": "10"}) == []
     assert from_config(Times, data) == state
+
+
+@stateful
+class Keyed(StateModule):
+    api_key: str = state_field(secret=True)
+    token: str = state_field(default="", secret=True, metadata={"json_schema": {"type": "string", "minLength": 3}})
+
+
+SEALED = {"__secret__": "v1:abc"}
+
+
+def test_the_config_schema_of_a_secret_field_is_its_value_in_clear() -> None:
+    schema = json_schema(Keyed)
+    assert schema["required"] == ["api_key"]
+    assert errors_of(schema, {"api_key": "sk-123", "token": "tok"}) == []
+    assert errors_of(schema, {"api_key": SEALED}) == [f"{SEALED!r} is not of type 'string'"]
+    assert errors_of(schema, {"api_key": "sk-123", "token": "x"}) == ["'x' is too short"]
+    assert from_config(Keyed, {"api_key": "sk-123", "token": "tok"}).api_key == "sk-123"
+    with pytest.raises(StatekitError, match="the secret is encrypted"):
+        from_config(Keyed, {"api_key": SEALED})
+
+
+def test_the_session_schema_of_a_secret_field_takes_it_sealed_in_clear_or_left_out() -> None:
+    schema = session_schema(keyed=Keyed)
+    for state in ({"api_key": SEALED, "token": SEALED}, {"api_key": "sk-123", "token": "tok"}, {}):
+        assert errors_of(schema, {"keyed": state}) == []
+    assert errors_of(schema, {"keyed": {"token": "x"}}) != []

@@ -108,7 +108,7 @@ def session_schema(**modules: type[Any] | StateModule) -> Schema:
     Raises:
         StateDefinitionError: A value is not a ``@stateful`` class.
     """
-    builder = _Builder(root=None)
+    builder = _Builder(root=None, sealed_secrets=True)
     properties = {}
     for name, cls in modules.items():
         properties[name] = builder.ref(require_stateful_class(_as_class(cls)))
@@ -156,13 +156,22 @@ class _Field:
     required: bool
     default: Any = _NOTHING
     schema: Schema | None = None
+    secret: bool = False
 
 
 class _Builder:
-    """Walks types into schemas, collecting named classes in ``$defs``."""
+    """Walks types into schemas, collecting named classes in ``$defs``.
 
-    def __init__(self, root: type[Any] | None) -> None:
+    Args:
+        root: The class at the root (``#``), if any.
+        sealed_secrets: Describe secret fields as a session holds them: in
+            clear or sealed, and never required (saved without a key, they are
+            left out). Otherwise as a config holds them: in clear.
+    """
+
+    def __init__(self, root: type[Any] | None, *, sealed_secrets: bool = False) -> None:
         self.root = root
+        self.sealed_secrets = sealed_secrets
         self.defs: dict[str, Schema] = {}
         self.names: dict[type[Any], str] = {}
 
@@ -207,7 +216,7 @@ class _Builder:
         properties, required = _version_property(cls)
         for field in _fields(cls):
             properties[field.name] = self._property(field, docs.get(field.name))
-            if field.required:
+            if field.required and not (field.secret and self.sealed_secrets):
                 required.append(field.name)
         body: Schema = {**_described(cls), "type": "object", "properties": properties}
         if required:
@@ -217,6 +226,9 @@ class _Builder:
 
     def _property(self, field: _Field, doc: str | None) -> Schema:
         schema = dict(field.schema) if field.schema is not None else self.type_schema(field.type)
+        if field.secret:
+            schema = {"anyOf": [schema, _SEALED]} if self.sealed_secrets else schema
+            doc = doc or _SECRET_DOC
         if doc:
             schema["description"] = doc
         if field.default is not _NOTHING:
@@ -306,15 +318,17 @@ def _attrs_field(field: attrs.Attribute[Any]) -> _Field:
     coded = codec is not None and (codec.from_json is not None or codec.to_json is not None)
     if custom is None and codec is not None and codec.from_json is not None:
         custom = {}  # a custom decoder: any JSON value may be what it wants
-    if codec is not None and codec.secret:
-        return _Field(field.name, field.type, False, _NOTHING, _SEALED)  # never required, never in clear
     required = field.default is attrs.NOTHING
+    if codec is not None and codec.secret:
+        return _Field(field.name, field.type, required, _NOTHING, custom, secret=True)  # its default is not shown
     default = _NOTHING if required or coded else _json_default(field.default)
     return _Field(field.name, field.type, required, default, custom)
 
 
+_SECRET_DOC = "a secret field: written in clear in a config, stored encrypted by a session with a key (see docs/secrets.md)"
+
 _SEALED: Schema = {
-    "description": "a secret field, stored encrypted (see docs/secrets.md)",
+    "description": "an encrypted secret",
     "type": "object",
     "properties": {SECRET_KEY: {"type": "string"}},
     "required": [SECRET_KEY],
