@@ -32,6 +32,7 @@ from statekit.cli import main as cli_main
 from statekit.errors import DocumentError, SessionError, StateDumpError, StatekitError, StateLoadError
 from statekit.session import JSONSession, SessionBase, YAMLSession
 from statekit.session._files import FileSession, temp_path
+from statekit.session._safe_files import digest_regular
 from statekit.session.redis import RedisSession
 from statekit.testing import RedisServer, SessionFactory
 
@@ -164,6 +165,33 @@ def test_a_session_path_that_is_not_a_regular_file_is_refused_at_once(
     assert stat.S_IFMT(os.lstat(path).st_mode) != stat.S_IFREG  # left as it was
     assert session.list_sessions() == []
     session.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the open files in /proc")
+@pytest.mark.parametrize(("make", "what"), ODD_FILES)
+def test_a_config_path_that_is_not_a_regular_file_leaks_no_file_descriptor(
+    tmp_path: Path, make: Callable[[Path], None], what: str
+) -> None:
+    path = tmp_path / "agent.yaml"
+    make(path)
+    before = _open_fds()
+    for _ in range(20):
+        with pytest.raises(DocumentError, match="cannot read the file"):
+            from_config(Holder, path)
+    assert _open_fds() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the open files in /proc")
+def test_reading_a_stored_file_that_is_a_folder_leaks_no_file_descriptor(tmp_path: Path) -> None:
+    before = _open_fds()
+    for _ in range(20):
+        with pytest.raises(SessionError, match="is a folder"):
+            digest_regular(tmp_path)
+    assert _open_fds() == before
 
 
 @pytest.mark.parametrize("kind", FILE_SESSIONS)

@@ -105,9 +105,14 @@ def read_document(source: ConfigSource) -> Document:
 def _read_regular(name: str) -> bytes:
     """The whole file, refused at once when it is not a regular file (a FIFO would block the read)."""
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with open(fd, "rb") as file:
+    try:  # checked before open() wraps it: open() refuses a folder and leaves the fd open
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise DocumentError("cannot read the file: not a regular file", source=name)
+        file = open(fd, "rb")  # noqa: SIM115 - owns the fd from here
+    except BaseException:
+        os.close(fd)
+        raise
+    with file:
         return file.read()
 
 

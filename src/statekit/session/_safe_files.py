@@ -200,12 +200,12 @@ def _open_regular(path: Path) -> tuple[io.BufferedReader, os.stat_result] | None
         if os.path.islink(path):
             raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder") from err
         raise
-    file = open(fd, "rb")  # noqa: SIM115 - the caller's with block closes it
-    try:
+    try:  # checked before open() wraps it: open() refuses a folder and leaves the fd open
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             raise not_a_file(path, status.st_mode)
+        file = open(fd, "rb")  # noqa: SIM115 - the caller's with block closes it
     except BaseException:
-        file.close()
+        os.close(fd)
         raise
     return file, status
