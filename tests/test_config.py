@@ -212,6 +212,13 @@ def test_missing_file_is_a_document_error(tmp_path: Path) -> None:
     assert excinfo.value.source == str(tmp_path / "nope.yaml")
 
 
+def test_a_path_with_a_nul_character_is_a_document_error() -> None:
+    for call in (lambda: from_config(Agent, "agent\x00.yaml"), lambda: seed(Agent(name="x"), "agent\x00.yaml")):
+        with pytest.raises(DocumentError, match=r"cannot read the file: the path 'agent\\x00.yaml' contains a NUL") as excinfo:
+            call()
+        assert excinfo.value.source == "agent\x00.yaml"
+
+
 def test_bad_arguments_are_definition_errors() -> None:
     with pytest.raises(StateDefinitionError, match="is not a @stateful class"):
         from_config(dict, {})

@@ -195,6 +195,12 @@ def test_reading_a_stored_file_that_is_a_folder_leaks_no_file_descriptor(tmp_pat
 
 
 @pytest.mark.parametrize("kind", FILE_SESSIONS)
+def test_a_save_dir_with_a_nul_character_is_refused_when_the_session_is_made(kind: type[FileSession]) -> None:
+    with pytest.raises(SessionError, match=r"save_dir 'sessions\\x00' contains a NUL character"):
+        kind("sessions\x00")
+
+
+@pytest.mark.parametrize("kind", FILE_SESSIONS)
 def test_a_symlinked_user_folder_is_never_followed(tmp_path: Path, kind: type[FileSession]) -> None:
     save_dir, outside = tmp_path / "sessions", tmp_path / "outside"
     save_dir.mkdir()

@@ -93,6 +93,8 @@ def read_document(source: ConfigSource) -> Document:
     if not isinstance(source, (str, os.PathLike)):
         raise StateDefinitionError(f"a config source is a file path or a mapping, got {describe(source)}")
     name = os.fspath(source)
+    if "\x00" in name:  # os.open() would raise a bare ValueError
+        raise DocumentError(f"cannot read the file: the path {name!r} contains a NUL character", source=name)
     codec = codec_for(name)
     try:
         raw = _read_regular(name)

@@ -246,6 +246,14 @@ def _list_folder(folder: Path, suffix: str) -> list[str]:
     return [session_id for session_id in map(decode_id, names) if session_id is not None]
 
 
+def _check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
+    """``save_dir`` as a path; refused now when no file system could hold it (its first use would raise a bare ValueError)."""
+    path = Path(save_dir)
+    if "\x00" in str(path):
+        raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
+    return path
+
+
 class FileSession(SessionBase):
     """Sessions as files under ``save_dir``; subclasses choose the codec.
 
@@ -259,7 +267,7 @@ class FileSession(SessionBase):
             (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
 
     Raises:
-        SessionError: An unknown layout.
+        SessionError: An unknown layout, or a ``save_dir`` holding a NUL character.
     """
 
     offload_codec: ClassVar[bool] = True
@@ -269,7 +277,7 @@ class FileSession(SessionBase):
     def __init__(
         self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: str | bytes | None = None
     ) -> None:
-        self.save_dir = Path(save_dir)
+        self.save_dir = _check_save_dir(save_dir)
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
 
