@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 
-from statekit import StateModule, state_field, stateful
+from statekit import LoadResult, StateModule, state_field, stateful
 from statekit._config import from_config, seed
 from statekit.errors import DocumentError, StateDefinitionError, StateLoadError
 
@@ -252,3 +252,41 @@ def test_seed_from_a_mapping() -> None:
     agent = Agent(name="Friday")
     assert seed(agent, {"turns": 4}).unexpected_keys == []
     assert agent.turns == 4
+
+
+class Legacy(StateModule):
+    """A module in AgentScope's style: state registered at run time, its own load_state_dict()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = 1, 2
+        self.register_state("a")
+        self.register_state("b")
+
+    def load_state_dict(self, state: Any, strict: bool = True) -> None:  # type: ignore[override]
+        self.a = state["a"]
+        self.b = int(state["b"])  # raises after a was set
+
+
+def test_seed_through_an_overriding_load_state_dict_restores_the_module_when_it_raises(tmp_path: Path) -> None:
+    legacy = Legacy()
+    with pytest.raises(StateLoadError) as excinfo:
+        seed(legacy, write(tmp_path, "legacy.yaml", "a: 99\nb: x\n"))
+    assert (legacy.a, legacy.b) == (1, 2)
+    problem = only_problem(excinfo)
+    assert problem.message.startswith("Legacy.load_state_dict() raised ValueError")
+    assert problem.source == str(tmp_path / "legacy.yaml")
+
+
+class Reporting(Legacy):
+    def load_state_dict(self, state: Any, strict: bool = True) -> LoadResult:  # type: ignore[override]
+        self.a = state.get("a", self.a)
+        return LoadResult([] if "a" in state else ["a"], [key for key in state if key != "a"])
+
+
+def test_seed_through_an_overriding_load_state_dict_returns_a_load_result() -> None:
+    legacy, reporting = Legacy(), Reporting()
+    result = seed(legacy, {"a": 5, "b": "7"})
+    assert (legacy.a, legacy.b, result.missing_keys, result.unexpected_keys) == (5, 7, [], [])
+    result = seed(reporting, {"b": 3})
+    assert (result.missing_keys, result.unexpected_keys) == (["a"], ["b"])

@@ -18,7 +18,7 @@ import attrs
 
 from statekit.codecs import JSON, YAML, Codec, with_document_positions
 from statekit._json import describe
-from statekit._load import build, overrides_load
+from statekit._load import Loader, build, overrides_load, refuse_too_deep
 from statekit._module import LoadResult, StateModule
 from statekit._schema import require_stateful_class
 from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError, StateVersionError
@@ -173,8 +173,19 @@ def seed(instance: StateModule, source: ConfigSource) -> LoadResult:
         raise StateDefinitionError(f"seed() loads into a StateModule instance, got {describe(instance)}")
     document = read_document(source)
     try:
-        return instance.load_state_dict(document.data, strict=False)
+        return _load_leniently(instance, document.data)
     except StateLoadError as error:
         raise document.positioned(error) from None
     except StateVersionError as error:
         raise error.located(document.source) from error.__cause__
+
+
+def _load_leniently(module: StateModule, data: Any) -> LoadResult:
+    """A non-strict load; through the class's own ``load_state_dict()`` as a session
+    load does it, so that the module is restored when that raises."""
+    if not overrides_load(type(module)):
+        return module.load_state_dict(data, strict=False)
+    refuse_too_deep(data)
+    loader = Loader(strict=False)
+    loader.plan_child(module, data, ())
+    return loader.commit()

@@ -168,5 +168,7 @@ def _set_attributes(module: object, attributes: dict[str, Any]) -> None:
 
 def join_paths(prefix: Path, entries: list[str]) -> list[str]:
     """Entries of an override's ``LoadResult``, made relative to the document."""
+    if not prefix:  # the module is the document's root
+        return list(entries)
     head = format_path(prefix)
     return [f"{head}{entry}" if entry.startswith("[") else f"{head}.{entry}" for entry in entries]
