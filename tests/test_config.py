@@ -290,3 +290,19 @@ def test_seed_through_an_overriding_load_state_dict_returns_a_load_result() -> N
     assert (legacy.a, legacy.b, result.missing_keys, result.unexpected_keys) == (5, 7, [], [])
     result = seed(reporting, {"b": 3})
     assert (result.missing_keys, result.unexpected_keys) == (["a"], ["b"])
+
+
+@stateful
+class Connected(StateModule):
+    client: object = attrs.field()  # not state, and no default
+    name: str = state_field(default="x")
+
+
+@pytest.mark.parametrize("config", [{}, {"client": 1}, {"client": 1, "name": "y"}])
+def test_a_required_attribute_that_is_not_state_says_to_build_the_module_in_code(config: dict[str, Any]) -> None:
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Connected, config)
+    problem = only_problem(excinfo)
+    assert problem.dotted == "client"
+    assert "not state, but the constructor needs it" in problem.message
+    assert "seed()" in problem.message

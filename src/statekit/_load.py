@@ -387,7 +387,8 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     extra = [name for name in data if name not in declared]
     module = None if loader.problems else _construct(cls, kwargs, loader, path)
     if module is None:  # its registered attributes are unknown: every extra key is reported
-        for name in extra:
+        arguments = {p.name for p in plan.fields if _needs_argument(p)}  # reported as such, not as unknown keys
+        for name in (name for name in extra if name not in arguments):
             loader._unknown((*path, name), declared)  # noqa: SLF001 - same module's helper
         return None
     _plan_extras(module, data, (declared, extra), loader, path, fill_defaults)
@@ -513,9 +514,22 @@ def _build_field(
     kwargs[plan.field.alias or name] = value
 
 
+_NEEDS_ARGUMENT = (
+    "not state, but the constructor needs it, so the module cannot be built from data: "
+    "build it in code, then load the config into it with seed()"
+)
+
+
+def _needs_argument(plan: FieldPlan) -> bool:
+    """A plain attribute (a client, a lock) the constructor requires: no config or session holds it."""
+    return not _is_state_plan(plan) and plan.field.init and plan.field.default is attrs.NOTHING
+
+
 def _missing_field(plan: FieldPlan, loader: Loader, path: Path, fill_defaults: bool) -> None:
     required = plan.field.default is attrs.NOTHING and plan.field.init
-    if not _is_state_plan(plan) or fill_defaults or plan.secret:
+    if _needs_argument(plan):
+        loader.problem(path, _NEEDS_ARGUMENT)
+    elif not _is_state_plan(plan) or fill_defaults or plan.secret:
         if required:
             loader.problem(path, "required key is missing")
     elif loader.strict or required:
