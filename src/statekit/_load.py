@@ -245,7 +245,6 @@ def undo_loads(journal: list[Commit]) -> None:
         raise StateLoadError(failed)
 
 
-
 def _assign_all(loaders: list[Loader]) -> list[Assigned]:
     """Assign every planned value; when one is refused (a property's setter raised),
     put back every value assigned and every override run, and raise.

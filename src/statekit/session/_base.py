@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
-
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
 from statekit._gc import paused_gc, without_gc
