@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import inspect
-import itertools
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -25,7 +23,7 @@ from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
-from statekit._load import Commit, journaled, load_many, undo_loads
+from statekit._load import load_many
 from statekit._typed import decode, load_typed, typed_document
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, JSON_COMPACT, Codec
@@ -42,11 +40,8 @@ from statekit.session._revisions import (
     Expected,
     RevisionMemory,
     StoredDocument,
-    backoff,
     conflict_message,
-    restore_modules,
     revision_of,
-    snapshot_modules,
 )
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
 from statekit.session._companion import doc_token, split
@@ -64,6 +59,7 @@ from statekit.session._delta_save import (
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._log import log_missing, log_timed
 from statekit.session._sync import BlockingTwins
+from statekit.session._update import update_modules
 
 T = TypeVar("T")
 
@@ -314,40 +310,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
         if not callable(mutate):
             raise SessionError(f"mutate must be a function of no arguments that changes the modules, got {describe(mutate)}")
-        loads: list[Commit] = []  # what earlier attempts' loads replaced: a missing session starts from before them
-        fresh: bytes | None = None
-        for attempt in itertools.count():
-            with journaled(loads):
-                results, seen = await self._load(key, modules, True)
-            if results is None:
-                fresh = self._as_passed(modules, loads, fresh)
-            if inspect.isawaitable(outcome := mutate()):
-                await outcome
-            try:  # against what this attempt loaded, not what the object saw last: tasks may share it
-                await self._save_modules(key, modules, expected=seen)
-                return
-            except ConflictError:
-                if attempt >= retries:
-                    raise
-            await asyncio.sleep(backoff(attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _as_passed(self, modules: Mapping[str, StateModule], loads: list[Commit], fresh: bytes | None) -> bytes:
-        """Put the modules back as they were passed to ``update``, for an attempt that found no session.
-
-        The first time, taking back earlier attempts' ``loads`` is enough, and a
-        snapshot is taken (``mutate()`` may change the modules in place from
-        then on); later, the snapshot is put back.
-
-        Returns:
-            The snapshot.
-        """
-        if fresh is None:
-            undo_loads(loads)
-            return snapshot_modules(modules, self._secret_box)
-        loads.clear()
-        restore_modules(modules, fresh, self._secret_box)
-        return fresh
+        await update_modules(self, key, mutate, retries, modules)
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""

@@ -12,17 +12,9 @@ import hashlib
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import orjson
-
-from statekit._dump import dump_many
-from statekit._gc import paused_gc
-from statekit._load import load_many
-from statekit._module import StateModule
-from statekit._secrets import SecretBox, secrets_with
 
 if TYPE_CHECKING:
     from statekit.session._appends import DeltaBase
@@ -193,19 +185,3 @@ def conflict_message(source: str, *, created: bool) -> str:
         "nothing was written. Load it again and redo the change (update() does this), "
         "or save with overwrite=True to replace it"
     )
-
-
-def snapshot_modules(modules: Mapping[str, StateModule], box: SecretBox | None) -> bytes:
-    """The modules' states as JSON bytes, to put back with :func:`restore_modules`.
-
-    Encoded straight from the live objects (no deep copy: several times cheaper
-    for a large memory); secret fields are sealed with ``box``.
-    """
-    with paused_gc(), secrets_with(box):
-        return orjson.dumps(dump_many(modules, live=True))
-
-
-def restore_modules(modules: Mapping[str, StateModule], snapshot: bytes, box: SecretBox | None) -> None:
-    """Put the modules back to ``snapshot``, as a load would (without a key, secret fields stay as they are)."""
-    with paused_gc(), secrets_with(box):
-        load_many(modules, orjson.loads(snapshot), strict=True, fresh=True)

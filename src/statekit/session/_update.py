@@ -1,0 +1,90 @@
+"""``update()``: load, change and save, again after a conflict, until it sticks.
+
+Each attempt loads the modules, calls ``mutate()`` and saves against what that
+attempt read. A missing session starts from the modules as they were passed:
+an attempt that finds the session gone after an earlier one loaded it takes
+back what those loads replaced (they are journaled, see
+:func:`~statekit._load.journaled`), so that no failed attempt's change, nor
+the deleted state, is saved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import orjson
+
+from statekit._dump import dump_many
+from statekit._gc import paused_gc
+from statekit._load import Commit, journaled, load_many, undo_loads
+from statekit._module import StateModule
+from statekit._secrets import SecretBox, secrets_with
+from statekit.errors import ConflictError
+from statekit.session._revisions import backoff
+
+if TYPE_CHECKING:
+    from statekit.session._base import SessionBase
+    from statekit.session._ids import SessionKey
+
+
+async def update_modules(
+    session: SessionBase, key: SessionKey, mutate: Callable[[], object], retries: int, modules: Mapping[str, StateModule]
+) -> None:
+    """The loop of :meth:`~statekit.session.SessionBase.aupdate` (arguments checked).
+
+    Raises:
+        ConflictError: Still conflicting after ``retries`` retries (the last one).
+    """
+    loads: list[Commit] = []  # what earlier attempts' loads replaced
+    fresh: bytes | None = None
+    for attempt in itertools.count():
+        with journaled(loads):
+            results, seen = await session._load(key, modules, True)  # noqa: SLF001 - its helper
+        if results is None:
+            fresh = _as_passed(modules, loads, fresh, session._secret_box)  # noqa: SLF001
+        if inspect.isawaitable(outcome := mutate()):
+            await outcome
+        try:  # against what this attempt loaded, not what the object saw last: tasks may share it
+            await session._save_modules(key, modules, expected=seen)  # noqa: SLF001
+            return
+        except ConflictError:
+            if attempt >= retries:
+                raise
+        await asyncio.sleep(backoff(attempt))
+
+
+def _as_passed(
+    modules: Mapping[str, StateModule], loads: list[Commit], fresh: bytes | None, box: SecretBox | None
+) -> bytes:
+    """Put the modules back as they were passed, for an attempt that found no session.
+
+    The first time, taking back earlier attempts' ``loads`` is enough, and a
+    snapshot is taken (``mutate()`` may change the modules in place from then
+    on); later, the snapshot is put back.
+
+    Returns:
+        The snapshot.
+    """
+    if fresh is None:
+        undo_loads(loads)
+        return _snapshot(modules, box)
+    loads.clear()
+    _restore(modules, fresh, box)
+    return fresh
+
+
+def _snapshot(modules: Mapping[str, StateModule], box: SecretBox | None) -> bytes:
+    """The modules' states as JSON bytes, encoded straight from the live objects
+    (no deep copy); secret fields sealed with ``box``."""
+    with paused_gc(), secrets_with(box):
+        return orjson.dumps(dump_many(modules, live=True))
+
+
+def _restore(modules: Mapping[str, StateModule], snapshot: bytes, box: SecretBox | None) -> None:
+    """Put the modules back to ``snapshot``, as a load would (without a key, secret fields stay as they are)."""
+    with paused_gc(), secrets_with(box):
+        load_many(modules, orjson.loads(snapshot), strict=True, fresh=True)
