@@ -206,6 +206,24 @@ def test_a_lenient_load_that_left_keys_out_saves_whole(tmp_path: Path) -> None:
     assert loaded.content == [Msg("user", "hi"), Msg("user", "second")]
 
 
+@stateful
+class _Keyed(StateModule):
+    token: str = state_field(default="", secret=True)
+    content: list[Msg] = state_field(factory=list, append_only=True)
+
+
+def test_a_secret_left_out_for_want_of_a_key_does_not_stop_delta_saves(tmp_path: Path) -> None:
+    """Without a key the secret is neither saved nor loaded (the load lists it as missing): no reason to rewrite."""
+    JSONSession(tmp_path).save("chat", keyed=_Keyed("sk-1", _msgs(2)))
+    session, keyed = JSONSession(tmp_path), _Keyed()
+    assert session.load("chat", keyed=keyed)["keyed"].missing_keys == ["keyed.token"]
+    before = (tmp_path / "chat.json").read_bytes()
+    keyed.content.append(Msg("user", "more"))
+    session.save("chat", keyed=keyed)
+    assert (tmp_path / "chat.json").read_bytes() == before
+    assert len((tmp_path / "chat.json.log").read_bytes().splitlines()) == 2
+
+
 def test_scalar_items(tmp_path: Path) -> None:
     session, agent = JSONSession(tmp_path), Agent()
     for value in range(5):

@@ -501,8 +501,10 @@ class SessionBase(BlockingTwins, abc.ABC):
         with paused_gc(), secrets_with(self._secret_box):
             results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
         names = frozenset(name for name in document if name != META_KEY)
-        if not token_of(document) or any(r.missing_keys or r.unexpected_keys for r in results.values()):
-            return results, None, names  # a lenient load that left keys out: the next save rewrites
+        if not token_of(document) or any(result.unexpected_keys for result in results.values()):
+            # keys a lenient load ignored stay in the document: the next save rewrites it (the skeleton
+            # check covers missing module keys; an item's missing keys took defaults it may omit)
+            return results, None, names
         with secrets_with(self._secret_box):  # saved with append-only lists: what the next save compares with
             return results, base_after_load(modules, document, raw), names
 
