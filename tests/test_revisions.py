@@ -128,6 +128,38 @@ async def test_update_restarts_from_the_modules_as_given_when_a_loaded_session_i
 
 
 @stateful
+class _Child(StateModule):
+    n: int = state_field(default=0)
+
+
+@stateful
+class _Parent(StateModule):
+    child: _Child = state_field(factory=_Child)
+    count: int = state_field(default=0)
+    tries: int = state_field(default=0, secret=True)  # no key: never saved, never loaded
+
+
+async def test_update_restarts_from_the_passed_child_and_secret_when_mutate_replaced_them(tmp_path: Path) -> None:
+    """A load fills a child module in place and leaves an unkeyed secret alone: what mutate()
+    did to them (a new child, a changed secret) is taken back too."""
+    session, meddler = JSONSession(tmp_path), JSONSession(tmp_path)
+    await meddler.asave("s", parent=_Parent(_Child(50), 50))
+    child = _Child(7)
+    parent = _Parent(child, 7, tries=7)
+    seen: list[tuple[int, int, int]] = []
+
+    async def bump() -> None:
+        seen.append((parent.child.n, parent.count, parent.tries))
+        parent.child, parent.count, parent.tries = _Child(parent.child.n + 1), parent.count + 1, parent.tries + 1
+        if len(seen) == 1:
+            await meddler.adelete("s")
+
+    await session.aupdate("s", bump, parent=parent)
+    assert seen == [(50, 50, 7), (7, 7, 7)]
+    assert (parent.child.n, parent.count, parent.tries) == (8, 8, 8)
+
+
+@stateful
 class Vault(StateModule):
     count: int = state_field(default=0)
     token: str = state_field(default="", secret=True)

@@ -125,10 +125,11 @@ def _snapshot(module: StateModule) -> tuple[dict[str, Any], Any]:
         state = copy_loose(dict(module.state_dict()))
     except Exception:  # noqa: BLE001 - then attributes alone are restored
         state = None
-    return _attributes(module), state
+    return attributes_of(module), state
 
 
-def _attributes(module: object) -> dict[str, Any]:
+def attributes_of(module: object) -> dict[str, Any]:
+    """The module's attributes (its ``__dict__`` and attrs fields), by reference."""
     found = dict(getattr(module, "__dict__", {}))
     cls: Any = type(module)
     for field in attrs.fields(cls) if attrs.has(cls) else ():
@@ -148,7 +149,7 @@ def _restore(item: Deferred) -> Problem | None:
         return None
     attributes, state = item.snapshot
     try:
-        _set_attributes(item.module, attributes)
+        set_attributes(item.module, attributes)
         if state is not None and copy_loose(dict(item.module.state_dict())) != state:
             item.module.load_state_dict(state, strict=False)  # the override changed objects in place
             if copy_loose(dict(item.module.state_dict())) != state:
@@ -158,7 +159,8 @@ def _restore(item: Deferred) -> Problem | None:
     return None
 
 
-def _set_attributes(module: object, attributes: dict[str, Any]) -> None:
+def set_attributes(module: object, attributes: dict[str, Any]) -> None:
+    """Give the module exactly these attributes back (see :func:`attributes_of`)."""
     own = getattr(module, "__dict__", None)
     if own is not None:
         own.clear()

@@ -303,6 +303,9 @@ class SessionBase(BlockingTwins, abc.ABC):
             ConflictError: Still conflicting after ``retries`` retries (the last one).
             SessionError: ``retries`` is not a whole number >= 0, or ``mutate``
                 cannot be called (checked before anything is loaded).
+            StateLoadError: A retry found the session deleted and could not put
+                back what an earlier attempt loaded (a property's setter or an
+                override's ``load_state_dict()`` refused).
         """
         key = self.key(session_id, user_id)
         _check_names(modules)

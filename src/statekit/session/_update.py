@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import itertools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -22,6 +22,7 @@ from statekit._dump import dump_many
 from statekit._gc import paused_gc
 from statekit._load import Commit, journaled, load_many, undo_loads
 from statekit._module import StateModule
+from statekit._overrides import attributes_of, set_attributes
 from statekit._secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError
 from statekit.session._revisions import backoff
@@ -29,6 +30,9 @@ from statekit.session._revisions import backoff
 if TYPE_CHECKING:
     from statekit.session._base import SessionBase
     from statekit.session._ids import SessionKey
+
+Attributes = list[tuple[StateModule, dict[str, Any]]]
+"""Modules with their attributes (references, not copies)."""
 
 
 async def update_modules(
@@ -38,14 +42,16 @@ async def update_modules(
 
     Raises:
         ConflictError: Still conflicting after ``retries`` retries (the last one).
+        StateLoadError: What an earlier attempt loaded could not be put back.
     """
+    passed = _attributes_of(modules)  # references only: no copy
     loads: list[Commit] = []  # what earlier attempts' loads replaced
     fresh: bytes | None = None
     for attempt in itertools.count():
         with journaled(loads):
             results, seen = await session._load(key, modules, True)  # noqa: SLF001 - its helper
         if results is None:
-            fresh = _as_passed(modules, loads, fresh, session._secret_box)  # noqa: SLF001
+            fresh = _as_passed(modules, (passed, loads, fresh), session._secret_box)  # noqa: SLF001
         if inspect.isawaitable(outcome := mutate()):
             await outcome
         try:  # against what this attempt loaded, not what the object saw last: tasks may share it
@@ -58,23 +64,43 @@ async def update_modules(
 
 
 def _as_passed(
-    modules: Mapping[str, StateModule], loads: list[Commit], fresh: bytes | None, box: SecretBox | None
+    modules: Mapping[str, StateModule],
+    before: tuple[Attributes, list[Commit], bytes | None],
+    box: SecretBox | None,
 ) -> bytes:
     """Put the modules back as they were passed, for an attempt that found no session.
 
-    The first time, taking back earlier attempts' ``loads`` is enough, and a
-    snapshot is taken (``mutate()`` may change the modules in place from then
-    on); later, the snapshot is put back.
+    ``before`` holds every module's attributes as passed (their references: a
+    child module ``mutate()`` replaced, a secret no load touched), the loads of
+    earlier attempts (an override may have changed objects in place) and, after
+    the first miss, a snapshot of the state (``mutate()`` may then have changed
+    the passed objects in place).
 
     Returns:
         The snapshot.
     """
+    passed, loads, fresh = before
+    undo_loads(loads)
+    for module, attributes in passed:
+        set_attributes(module, attributes)
     if fresh is None:
-        undo_loads(loads)
         return _snapshot(modules, box)
-    loads.clear()
     _restore(modules, fresh, box)
     return fresh
+
+
+def _attributes_of(modules: Mapping[str, StateModule]) -> Attributes:
+    """Every module reachable from ``modules`` through attributes, with its attributes."""
+    found: Attributes = []
+    seen: set[int] = set()
+    stack = list(modules.values())
+    while stack:
+        module = stack.pop()
+        if id(module) not in seen:
+            seen.add(id(module))
+            found.append((module, attributes := attributes_of(module)))
+            stack.extend(value for value in attributes.values() if isinstance(value, StateModule))
+    return found
 
 
 def _snapshot(modules: Mapping[str, StateModule], box: SecretBox | None) -> bytes:
