@@ -320,6 +320,7 @@ def test_a_bad_redis_address_is_a_usage_error_without_a_traceback(
         "redis://:TOP#SECRET@localhost:6379/x",
         "redis://TOPSECRET@localhost:6379/x",  # a lone user info may well be a password
         "redis:TOPSECRET@localhost",
+        "redis:user:TOPSECRET@localhost/0?x=//",  # a '//' past the scheme is not where the user info starts
     ],
 )
 def test_a_bad_redis_url_never_shows_its_password(capsys: pytest.CaptureFixture[str], url: str) -> None:

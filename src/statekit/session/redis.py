@@ -72,6 +72,7 @@ _UNAVAILABLE = (
 )
 _QUERY_VALUE = re.compile(r"([?&;]([^=&;]*)=)([^&;]*)")
 _URL_DELIMITERS = re.compile(r"[/?#@:&;=%]")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
 
 _COMPARE_AND_SET = """
 local current = redis.call('GET', KEYS[1])
@@ -501,9 +502,9 @@ def _password_pieces(url: str) -> set[str]:
 
 
 def _split_authority(url: str) -> tuple[str, str]:
-    """``url`` cut before its user info: after ``//``, else after the scheme's ``:``."""
-    cut = url.find("//") + 2 if "//" in url else url.find(":") + 1
-    return url[:cut], url[cut:]
+    """``url`` cut before its user info: after the scheme and its ``//`` (if any), else at the start."""
+    scheme = _SCHEME.match(url)
+    return (url[: scheme.end()], url[scheme.end() :]) if scheme else ("", url)
 
 
 def _names_password(name: str) -> bool:
