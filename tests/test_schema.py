@@ -337,6 +337,8 @@ def test_the_schema_refuses_dates_and_times_from_config_refuses(when: str, at: s
         dt.datetime(2000, 2, 29),
         dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc),
         dt.datetime(9999, 12, 31, 0, 0, 1),
+        dt.datetime(2025, 8, 15, 9, 50, tzinfo=dt.timezone(dt.timedelta(hours=5, seconds=30))),  # +05:00:30
+        dt.datetime(2025, 8, 15, tzinfo=dt.timezone(-dt.timedelta(hours=4, microseconds=5))),  # -04:00:00.000005
     ],
 )
 def test_the_schema_accepts_the_dates_and_times_statekit_writes(moment: dt.datetime) -> None:

@@ -17,7 +17,7 @@ _MONTH_DAY = (
 _LEAP_DAY = r"(\d\d(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
 _DATE = rf"({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})"
 _TIME = r"([01]\d|2[0-3])(:[0-5]\d(:[0-5]\d([.,]\d+)?)?)?"
-_ZONE = r"(Z|[+-]([01]\d|2[0-3])(:?[0-5]\d)?)"  # an offset is under 24 hours
+_ZONE = r"(Z|[+-]([01]\d|2[0-3])(:?[0-5]\d(:?[0-5]\d([.,]\d+)?)?)?)"  # under 24 hours; seconds as isoformat() writes them
 
 DATETIME_PATTERN = rf"^{_DATE}([T ]{_TIME}{_ZONE}?)?$"
 """A date, optionally followed by a time of day and a zone."""
