@@ -15,6 +15,14 @@ from statekit.errors import StatekitError
 def check_flag(value: object, name: str, error: type[StatekitError] = StatekitError) -> bool:
     """``value``, when it is ``True`` or ``False``.
 
+    Args:
+        value: The argument as given.
+        name: The argument's name, for the message.
+        error: The error class to raise (``SessionError`` from a session).
+
+    Returns:
+        ``value``.
+
     Raises:
         StatekitError: (or ``error``) ``value`` is anything else, naming the argument.
     """
