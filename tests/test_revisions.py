@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from workers import run_workers
 
@@ -137,6 +138,7 @@ class _Parent(StateModule):
     child: _Child = state_field(factory=_Child)
     count: int = state_field(default=0)
     tries: int = state_field(default=0, secret=True)  # no key: never saved, never loaded
+    calls: list[int] = attrs.field(factory=list)  # not state: update() leaves it alone
 
 
 async def test_update_restarts_from_the_passed_child_and_secret_when_mutate_replaced_them(tmp_path: Path) -> None:
@@ -151,12 +153,13 @@ async def test_update_restarts_from_the_passed_child_and_secret_when_mutate_repl
     async def bump() -> None:
         seen.append((parent.child.n, parent.count, parent.tries))
         parent.child, parent.count, parent.tries = _Child(parent.child.n + 1), parent.count + 1, parent.tries + 1
+        parent.calls = [*parent.calls, len(seen)]
         if len(seen) == 1:
             await meddler.adelete("s")
 
     await session.aupdate("s", bump, parent=parent)
     assert seen == [(50, 50, 7), (7, 7, 7)]
-    assert (parent.child.n, parent.count, parent.tries) == (8, 8, 8)
+    assert (parent.child.n, parent.count, parent.tries, parent.calls) == (8, 8, 8, [1, 2])
 
 
 @stateful

@@ -125,11 +125,10 @@ def _snapshot(module: StateModule) -> tuple[dict[str, Any], Any]:
         state = copy_loose(dict(module.state_dict()))
     except Exception:  # noqa: BLE001 - then attributes alone are restored
         state = None
-    return attributes_of(module), state
+    return _attributes(module), state
 
 
-def attributes_of(module: object) -> dict[str, Any]:
-    """The module's attributes (its ``__dict__`` and attrs fields), by reference."""
+def _attributes(module: object) -> dict[str, Any]:
     found = dict(getattr(module, "__dict__", {}))
     cls: Any = type(module)
     for field in attrs.fields(cls) if attrs.has(cls) else ():
@@ -149,7 +148,7 @@ def _restore(item: Deferred) -> Problem | None:
         return None
     attributes, state = item.snapshot
     try:
-        set_attributes(item.module, attributes)
+        _set_attributes(item.module, attributes)
         if state is not None and copy_loose(dict(item.module.state_dict())) != state:
             item.module.load_state_dict(state, strict=False)  # the override changed objects in place
             if copy_loose(dict(item.module.state_dict())) != state:
@@ -159,8 +158,7 @@ def _restore(item: Deferred) -> Problem | None:
     return None
 
 
-def set_attributes(module: object, attributes: dict[str, Any]) -> None:
-    """Give the module exactly these attributes back (see :func:`attributes_of`)."""
+def _set_attributes(module: object, attributes: dict[str, Any]) -> None:
     own = getattr(module, "__dict__", None)
     if own is not None:
         own.clear()

@@ -20,9 +20,8 @@ import orjson
 
 from statekit._dump import dump_many
 from statekit._gc import paused_gc
-from statekit._load import Commit, journaled, load_many, undo_loads
+from statekit._load import Commit, journaled, load_many, state_keys, undo_loads
 from statekit._module import StateModule
-from statekit._overrides import attributes_of, set_attributes
 from statekit._secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError
 from statekit.session._revisions import backoff
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from statekit.session._ids import SessionKey
 
 Attributes = list[tuple[StateModule, dict[str, Any]]]
-"""Modules with their attributes (references, not copies)."""
+"""Modules with their state attributes (references, not copies)."""
 
 
 async def update_modules(
@@ -70,7 +69,7 @@ def _as_passed(
 ) -> bytes:
     """Put the modules back as they were passed, for an attempt that found no session.
 
-    ``before`` holds every module's attributes as passed (their references: a
+    ``before`` holds every module's state attributes as passed (references: a
     child module ``mutate()`` replaced, a secret no load touched), the loads of
     earlier attempts (an override may have changed objects in place) and, after
     the first miss, a snapshot of the state (``mutate()`` may then have changed
@@ -81,8 +80,9 @@ def _as_passed(
     """
     passed, loads, fresh = before
     undo_loads(loads)
-    for module, attributes in passed:
-        set_attributes(module, attributes)
+    for module, values in passed:  # only state: a cache or a client the module holds is left alone
+        for name, value in values.items():
+            object.__setattr__(module, name, value)
     if fresh is None:
         return _snapshot(modules, box)
     _restore(modules, fresh, box)
@@ -90,7 +90,7 @@ def _as_passed(
 
 
 def _attributes_of(modules: Mapping[str, StateModule]) -> Attributes:
-    """Every module reachable from ``modules`` through attributes, with its attributes."""
+    """Every module reachable from ``modules`` through state, with its state attributes."""
     found: Attributes = []
     seen: set[int] = set()
     stack = list(modules.values())
@@ -98,8 +98,9 @@ def _attributes_of(modules: Mapping[str, StateModule]) -> Attributes:
         module = stack.pop()
         if id(module) not in seen:
             seen.add(id(module))
-            found.append((module, attributes := attributes_of(module)))
-            stack.extend(value for value in attributes.values() if isinstance(value, StateModule))
+            values = {name: getattr(module, name) for name in state_keys(module) if hasattr(module, name)}
+            found.append((module, values))
+            stack.extend(value for value in values.values() if isinstance(value, StateModule))
     return found
 
 
