@@ -730,3 +730,89 @@ def test_a_session_load_takes_the_integers_load_state_dict_takes_in_a_float_fiel
     assert typed.best == full.best == sys.float_info.max
     with pytest.raises(StatekitError, match="best"):
         JSONSession(tmp_path).load("over", score=Score())
+
+
+# --- modules a load builds anew (a `Child | None` field holding None) ---------------------
+
+
+def _non_negative(instance: object, attribute: object, value: int) -> None:
+    if value < 0:
+        raise ValueError("must be >= 0")
+
+
+@stateful
+class Registering(StateModule):
+    k: int = state_field(default=0, validator=_non_negative)
+
+    def __attrs_post_init__(self) -> None:
+        self.cnt = 0
+        self.register_state("cnt")
+
+
+@stateful
+class Note(StateModule):
+    text: str = state_field(default="")
+
+
+@stateful
+class Holder(StateModule):
+    turns: int = state_field(default=0)
+    opt: Registering | None = state_field(default=None)
+    notes: list[Point] = state_field(factory=list)
+    later: Note | None = state_field(default=None)
+
+
+@pytest.mark.parametrize(
+    ("state", "problems"),
+    [
+        ({"turns": "x", "opt": {"k": 1, "cnt": 5}}, [("turns", "expected an integer, got a string")]),
+        ({"turns": 1, "opt": {"k": -1, "cnt": 5}}, [("opt", "must be >= 0")]),
+        ({"turns": "x", "opt": {"k": -1, "cnt": 5}}, [("turns", "expected an integer, got a string"), ("opt", "must be >= 0")]),
+    ],
+    ids=["other-problem", "its-own-validator", "both"],
+)
+def test_a_module_built_by_a_load_is_built_despite_other_problems(state: dict[str, Any], problems: list[tuple[str, str]]) -> None:
+    """Only its own problems stop it being built; the keys it registers are never called unknown."""
+    with pytest.raises(StateLoadError) as caught:
+        Holder().load_state_dict({**state, "notes": [], "later": None})
+    assert [(p.dotted, p.message) for p in caught.value.problems] == problems
+
+
+def test_a_lenient_load_lists_the_keys_it_ignores_in_a_module_it_builds() -> None:
+    holder = Holder()
+    result = holder.load_state_dict(
+        {"turns": 1, "opt": None, "notes": [], "later": {"text": "t", "old": 1}}, strict=False
+    )
+    assert result.unexpected_keys == ["later.old"] and holder.later == Note("t")
+    result = Holder().load_state_dict({"turns": 1, "opt": None, "notes": [{"x": 1, "y": 2, "z": 3}], "later": None}, strict=False)
+    assert result.unexpected_keys == ["notes[0].z"]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_key_that_is_not_a_string_is_a_problem_with_its_path(strict: bool) -> None:
+    """Python data only (JSON has no such keys): never a raw TypeError from sorting or suggesting."""
+    holder = Holder()
+    state = {"turns": 1, "opt": None, "notes": [{"x": 1, "y": 2, 3: "z", "w": 0}], "later": None, 7: 1}
+    if strict:
+        with pytest.raises(StateLoadError) as caught:
+            holder.load_state_dict(state)
+        assert [(p.dotted, p.message) for p in caught.value.problems] == [
+            ("notes[0].w", "unknown key"),
+            ("notes[0]", "the key 3 is an integer; keys are strings"),
+            ("<root>", "the key 7 is an integer; keys are strings"),
+        ]
+    else:
+        with pytest.raises(StateLoadError, match="the key 7 is an integer; keys are strings"):
+            holder.load_state_dict(state, strict=False)
+    assert holder.turns == 0
+
+
+def test_register_state_refuses_the_version_key() -> None:
+    @stateful
+    class Versioned(StateModule):
+        def __attrs_post_init__(self) -> None:
+            self.__dict__["__version__"] = "v3-beta"
+            self.register_state("__version__")
+
+    with pytest.raises(StateDefinitionError, match="'__version__' is reserved for the data's version"):
+        Versioned()

@@ -25,7 +25,7 @@ from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
 from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
-from statekit._problems import only_extra_keys, problems_of, unknown_key
+from statekit._problems import not_a_string_key, only_extra_keys, problems_of, unknown_key
 from statekit._secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
 from statekit._versions import is_older, upgrade
 from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
@@ -104,7 +104,9 @@ class Loader:
                 self._unknown((*path, name), keys)
 
     def _unknown(self, path: Path, known: Iterable[str]) -> None:
-        if self.strict:
+        if not isinstance(path[-1], str):  # Python data only; a problem even when lenient
+            self.problem(path[:-1], not_a_string_key(path[-1]))
+        elif self.strict:
             self.problem(path, unknown_key(str(path[-1]), known))
         else:
             self.unexpected.append(format_path(path))
@@ -380,18 +382,35 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     data = upgrade(cls, data, path)
     plan = _plan_of_class(cls)
     kwargs: dict[str, Any] = {}
+    before = len(loader.problems)
     for field_plan in plan.fields:
         _build_field(field_plan, data, loader, (*path, field_plan.name), kwargs, fill_defaults)
     declared = [p.name for p in plan.fields if _is_state_plan(p)]
     extra = [name for name in data if name not in declared]
-    module = None if loader.problems else _construct(cls, kwargs, loader, path)
-    if module is None:  # its registered attributes are unknown: every extra key is reported
-        arguments = {p.name for p in plan.fields if _needs_argument(p)}  # reported as such, not as unknown keys
-        for name in (name for name in extra if name not in arguments):
-            loader._unknown((*path, name), declared)  # noqa: SLF001 - same module's helper
+    module = None if len(loader.problems) > before else _construct(cls, kwargs, loader, path)
+    if module is None:
+        _unbuilt_extras(cls, plan, extra, declared, loader, path)
         return None
     _plan_extras(module, data, (declared, extra), loader, path, fill_defaults)
     return module
+
+
+def _unbuilt_extras(cls: type, plan: ClassPlan, extra: list[str], declared: list[str], loader: Loader, path: Path) -> None:
+    """Report the keys a module that could not be built does not declare, unless it
+    could have registered them when built (then they are unknown only maybe: not reported)."""
+    if _may_register(cls):
+        return
+    arguments = {p.name for p in plan.fields if _needs_argument(p)}  # reported as such, not as unknown keys
+    for name in (name for name in extra if name not in arguments):
+        loader._unknown((*path, name), declared)  # noqa: SLF001 - same module's helper
+
+
+def _may_register(cls: type) -> bool:
+    """Whether building ``cls`` runs code of its own (``__attrs_post_init__``, its own
+    ``__init__``), which may register state with ``register_state``."""
+    init = getattr(getattr(cls, "__init__", None), "__code__", None)
+    generated = init is not None and init.co_filename.startswith("<attrs generated")
+    return hasattr(cls, "__attrs_post_init__") or not generated
 
 
 def _construct(cls: type, kwargs: dict[str, Any], loader: Loader, path: Path) -> Any:
@@ -499,10 +518,8 @@ def _build_field(
         if data[name] is not None:
             value = _build_module(plan.module_type, data[name], loader, path, fill_defaults=fill_defaults)
     else:
-        load = plan.load_strict if loader.strict else plan.load_lenient
-        assert load is not None
         try:
-            value = load(open_secret(data[name]) if plan.secret else data[name])
+            value = _build_value(plan, open_secret(data[name]) if plan.secret else data[name], loader, path)
         except SecretError as exc:
             loader.problem(path, str(exc))
             return
@@ -511,6 +528,19 @@ def _build_field(
             loader.problems.extend(Problem(p, m) for p, m in problems)
             return
     kwargs[plan.field.alias or name] = value
+
+
+def _build_value(plan: FieldPlan, data: Any, loader: Loader, path: Path) -> Any:
+    """A field's value for a module being built; a lenient load lists the keys it ignores
+    (inside a secret, only the secret's own path: the keys could be secret too)."""
+    assert plan.load_strict is not None and plan.load_lenient is not None
+    if loader.strict:
+        return plan.load_strict(data)
+    mark = len(loader.unexpected)
+    value = loader._lenient_load(plan.load_strict, plan.load_lenient, data, path)(data)  # noqa: SLF001
+    if plan.secret and len(loader.unexpected) > mark:
+        loader.unexpected[mark:] = [format_path(path)]
+    return value
 
 
 _NEEDS_ARGUMENT = (

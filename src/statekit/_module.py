@@ -24,7 +24,7 @@ from statekit._gc import paused_gc
 from statekit._json import JSONValueError, copy_loose
 from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit._plan import ClassPlan, any_hooks, check_record, make_plan, module_class
-from statekit._versions import Migration, define_versions
+from statekit._versions import VERSION_KEY, Migration, define_versions
 from statekit.errors import (
     PathSegment,
     Problem,
@@ -98,8 +98,11 @@ class StateModule:
         Raises:
             StateAttributeError: The attribute does not exist (also an ``AttributeError``).
             StateDefinitionError: Without ``custom_to_json``, its value is not
-                JSON data (also a ``TypeError``, as in AgentScope).
+                JSON data (also a ``TypeError``, as in AgentScope); or the name
+                is ``__version__``, reserved for the data's version.
         """
+        if attr_name == VERSION_KEY:  # as for a declared field: the data's version lives there
+            raise StateDefinitionError(f"{type(self).__qualname__}: {VERSION_KEY!r} is reserved for the data's version")
         if not hasattr(self, attr_name):
             raise StateAttributeError(f"{type(self).__qualname__} has no attribute {attr_name!r} to register")
         if custom_to_json is None:

@@ -26,7 +26,7 @@ from statekit._convert import (
 )
 from statekit._fields import field_codec
 from statekit._records import dump_with
-from statekit._json import JSONValueError, is_json_type
+from statekit._json import JSONValueError, describe, is_json_type
 from statekit.errors import PathSegment, StateVersionError
 
 Problems = list[tuple[tuple[PathSegment, ...], str]]
@@ -57,13 +57,25 @@ def _walk(exc: BaseException, path: tuple[PathSegment, ...], out: Problems) -> N
         raise exc.under(path) from exc.__cause__
     elif isinstance(exc, ForbiddenExtraKeysError):
         known = [f.name for f in fields_of(exc.cl)] if is_record(exc.cl) else []
-        out.extend(((*path, key), unknown_key(key, known)) for key in sorted(exc.extra_fields))
+        out.extend(unknown_entry(path, key, known) for key in sorted(exc.extra_fields, key=repr))
     elif isinstance(exc, JSONValueError):
         out.extend(((*path, *rel), message) for rel, message in exc.problems)
     elif isinstance(exc, KeyError) and _from_cattrs(exc):
         out.append((path, "required key is missing"))
     else:
         out.append((path, message_of(exc)))
+
+
+def unknown_entry(path: tuple[PathSegment, ...], key: object, known: Iterable[str]) -> tuple[tuple[PathSegment, ...], str]:
+    """The problem of a key ``path`` does not know: at the key, or (not a string) at ``path``."""
+    if isinstance(key, str):
+        return (*path, key), unknown_key(key, known)
+    return path, not_a_string_key(key)
+
+
+def not_a_string_key(key: object) -> str:
+    """The message for a key that is not a string (given in Python data: JSON has none)."""
+    return f"the key {key!r:.40} is {describe(key)}; keys are strings"
 
 
 def unknown_key(key: str, known: Iterable[str]) -> str:
