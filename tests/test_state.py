@@ -792,7 +792,7 @@ def test_a_lenient_load_lists_the_keys_it_ignores_in_a_module_it_builds() -> Non
 def test_a_key_that_is_not_a_string_is_a_problem_with_its_path(strict: bool) -> None:
     """Python data only (JSON has no such keys): never a raw TypeError from sorting or suggesting."""
     holder = Holder()
-    state = {"turns": 1, "opt": None, "notes": [{"x": 1, "y": 2, 3: "z", "w": 0}], "later": None, 7: 1}
+    state: Any = {"turns": 1, "opt": None, "notes": [{"x": 1, "y": 2, 3: "z", "w": 0}], "later": None, 7: 1}
     if strict:
         with pytest.raises(StateLoadError) as caught:
             holder.load_state_dict(state)
