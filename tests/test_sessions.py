@@ -10,6 +10,8 @@ import os
 import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -320,6 +322,27 @@ def test_blocking_twins_work_from_several_threads(tmp_path: Path) -> None:
         list(pool.map(lambda i: session.save(f"s{i}", counter=Counter(count=i)), range(16)))
     assert session.list_sessions() == sorted(f"s{i}" for i in range(16))
     session.close()
+
+
+def test_close_waits_for_a_blocking_call_another_thread_has_in_flight(tmp_path: Path) -> None:
+    """Stopping the helper loop under a call in flight left that call waiting for ever."""
+    session, started = JSONSession(tmp_path), threading.Event()
+
+    class Slow(Counter):
+        def state_dict(self) -> dict[str, Any]:
+            started.set()
+            time.sleep(0.3)  # the save is in flight on the helper loop while close() runs
+            return super().state_dict()
+
+    saver = threading.Thread(target=session.save, args=("s",), kwargs={"counter": Slow(count=3)}, daemon=True)
+    saver.start()  # a daemon: if the save hangs, the test fails instead of hanging too
+    assert started.wait(10)
+    session.close()
+    saver.join(10)
+    assert not saver.is_alive()
+    loaded = Counter()
+    JSONSession(tmp_path).load("s", counter=loaded)
+    assert loaded.count == 3
 
 
 async def test_blocking_twins_refuse_a_running_loop(tmp_path: Path) -> None:

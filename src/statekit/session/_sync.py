@@ -62,9 +62,10 @@ class Portal:
     """A private event loop running in a daemon thread, started on first use."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._calls = 0  # in flight: stop() waits for them (a loop stopped under one never resolves it)
 
     def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run the coroutine ``make()`` on the private loop and wait for its result.
@@ -75,12 +76,20 @@ class Portal:
         Returns:
             What the coroutine returned (its exception is raised here).
         """
-        loop = self._started()
-        return asyncio.run_coroutine_threadsafe(make(), loop).result()
+        with self._lock:
+            loop = self._started()
+            self._calls += 1
+        try:
+            return asyncio.run_coroutine_threadsafe(make(), loop).result()
+        finally:
+            with self._lock:
+                self._calls -= 1
+                self._lock.notify_all()
 
     def stop(self) -> None:
-        """Stop the loop and its thread (a no-op when never started)."""
+        """Stop the loop and its thread once no call is in flight (a no-op when never started)."""
         with self._lock:
+            self._lock.wait_for(lambda: self._calls == 0)
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         if loop is None or thread is None:
@@ -90,14 +99,12 @@ class Portal:
         loop.close()
 
     def _started(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(
-                    target=self._loop.run_forever, name="statekit-session", daemon=True
-                )
-                self._thread.start()
-            return self._loop
+        """The loop, started if needed (the lock is held)."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name="statekit-session", daemon=True)
+            self._thread.start()
+        return self._loop
 
 
 class BlockingTwins:
@@ -179,7 +186,8 @@ class BlockingTwins:
         """Close the session, from plain code or (awaited) from async code.
 
         Outside an event loop it blocks, like the other twins, and also stops
-        the helper thread of the blocking twins. Inside a running loop it
+        the helper thread of the blocking twins, once the blocking calls other
+        threads have in flight are done. Inside a running loop it
         returns a coroutine to await: ``await session.close()`` is what
         AgentScope code writes.
         """
