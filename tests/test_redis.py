@@ -6,6 +6,7 @@ unit tests beside them.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -283,3 +284,24 @@ async def test_fakeredis_without_lupa_saves_a_session_twice() -> None:
     await session.asave("s", counter=Counter(count=3))
     with pytest.raises(ConflictError):
         await other.asave("s", counter=Counter(count=4))
+
+
+async def test_operations_in_flight_when_the_session_is_closed_end_in_a_statekit_error(redis_server: RedisServer) -> None:
+    """They end first, then the client closes (redis-py raised AttributeError for a command
+    whose connection aclose() dropped, and left sockets open)."""
+    outcomes: set[str] = set()
+    for round_ in range(30):
+        session = RedisSession(redis_server.host, redis_server.port, key_prefix=f"closing-{uuid.uuid4().hex}:")
+        await session.asave("x", counter=Counter(count=1))
+        tasks = [
+            asyncio.create_task(session.aload("x", counter=Counter()) if i % 2 else session.asave(f"y{i}", counter=Counter()))
+            for i in range(20)
+        ]
+        await asyncio.sleep(round_ % 10 / 1000)
+        await session.aclose()
+        for result in await asyncio.gather(*tasks, return_exceptions=True):
+            assert result is None or isinstance(result, (dict, SessionError)), repr(result)
+            outcomes.add(type(result).__name__)
+    assert "NoneType" in outcomes or "dict" in outcomes
+    with pytest.raises(SessionError, match="this session is closed"):  # redis-py would open a new connection
+        await session.aload("x", counter=Counter())

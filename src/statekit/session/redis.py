@@ -195,6 +195,8 @@ class RedisSession(SessionBase):
                 host=host, port=port, db=db, password=password, connection_pool=connection_pool, **_defaults(kwargs)
             )
         self._client: Client = client
+        self._closed = False  # aclose() of an owned client: no operation may start (redis-py would reconnect)
+        self._in_flight = 0  # operations under _errors: aclose() lets them end before closing the client
         self._lua = True  # until the server says it runs no scripts
         self._keep_ttl = False  # with no key_ttl: saves keep the key's expiry (statekit's commands set it)
         self.address = _address(client)
@@ -386,13 +388,25 @@ class RedisSession(SessionBase):
         return [_unquote(middle) for middle in _middles(keys, head, tail)]
 
     async def _close(self) -> None:
-        if self._owns_client:
-            async with self._errors():
-                await self._client.aclose()
+        if not self._owns_client:
+            return
+        self._closed = True  # no new operation starts; those in flight end first (each within its timeout)
+        async with asyncio.timeout(self.timeout + 1):
+            while self._in_flight:
+                await asyncio.sleep(0.001)
+        async with self._errors(closing=True):
+            await self._client.aclose()
 
     @contextlib.asynccontextmanager
-    async def _errors(self, key: SessionKey | None = None) -> AsyncIterator[None]:
-        """Bound the operation by ``timeout`` and turn redis-py's errors into statekit's."""
+    async def _errors(self, key: SessionKey | None = None, *, closing: bool = False) -> AsyncIterator[None]:
+        """Bound the operation by ``timeout`` and turn redis-py's errors into statekit's.
+
+        Raises:
+            SessionError: The session is closed (``closing``: the close itself).
+        """
+        if self._closed and not closing:
+            raise SessionError(f"Redis at {self._where(key)}: this session is closed")
+        self._in_flight += 1
         try:
             async with asyncio.timeout(self.timeout):
                 yield
@@ -405,6 +419,8 @@ class RedisSession(SessionBase):
             raise BackendUnavailableError(f"Redis at {self._where(key)} is unavailable: {err}") from err
         except _redis_errors.RedisError as err:
             raise SessionError(f"Redis at {self._where(key)} refused: {err}") from err
+        finally:
+            self._in_flight -= 1
 
     def _where(self, key: SessionKey | None) -> str:
         """The server, or for a cluster the node that holds ``key`` (errors only)."""
