@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -356,3 +357,49 @@ def test_reserved_module_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SessionError, match="reserved"):
         JSONSession(tmp_path).save("s", **modules)
     assert list(tmp_path.iterdir()) == []
+
+
+class _DictSession(SessionBase):
+    """The docs' example backend: a dict keyed by (user_id, session_id)."""
+
+    def __init__(self, store: dict[tuple[str, str], bytes]) -> None:
+        self.store = store
+
+    def k(self, key: SessionKey) -> tuple[str, str]:
+        return key.user_id, key.session_id
+
+    async def _read(self, key: SessionKey) -> bytes | None:
+        return self.store.get(self.k(key))
+
+    async def _write(self, key: SessionKey, data: bytes) -> None:
+        self.store[self.k(key)] = data
+
+    async def _delete(self, key: SessionKey) -> bool:
+        return self.store.pop(self.k(key), None) is not None
+
+    async def _list(self, user_id: str) -> list[str]:
+        return [session_id for owner, session_id in self.store if owner == user_id]
+
+
+class _ExistsIgnoresUser(_DictSession):
+    async def _exists(self, key: SessionKey) -> bool:
+        return any(session_id == key.session_id for _, session_id in self.store)
+
+
+class _DefaultUserListsEveryone(_DictSession):
+    async def _list(self, user_id: str) -> list[str]:
+        return [session_id for owner, session_id in self.store if owner == user_id or user_id == ""]
+
+
+class _NormalizingKeys(_DictSession):
+    def k(self, key: SessionKey) -> tuple[str, str]:
+        return key.user_id, unicodedata.normalize("NFC", key.session_id)
+
+
+@pytest.mark.parametrize("broken", [_ExistsIgnoresUser, _DefaultUserListsEveryone, _NormalizingKeys])
+def test_the_contract_catches_backends_that_mix_up_users_or_ids(broken: type[_DictSession]) -> None:
+    store: dict[tuple[str, str], bytes] = {}
+    with pytest.raises(AssertionError):
+        asyncio.run(check_backend(lambda: broken(store)))
+    right: dict[tuple[str, str], bytes] = {}
+    asyncio.run(check_backend(lambda: _DictSession(right)))  # the same store done right passes

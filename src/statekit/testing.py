@@ -83,6 +83,8 @@ HOSTILE_IDS: tuple[tuple[str, str], ...] = (
     ("x", "back\\slash"),
     ("x", "new\nline"),
     ("x", "ümlaut 😀 空"),
+    ("x", "caf\u00e9"),  # and the same word decomposed: a normalizing store would merge them
+    ("x", "cafe\u0301"),
     ("x", "a" * 60),
 )
 """Pairs of (user_id, session_id) that must neither escape nor collide."""
@@ -171,8 +173,12 @@ async def check_default_user(make_session: SessionFactory) -> None:
     async with make_session() as session:
         default = session.default_user_id
         await session.asave("s", counter=Counter(count=5))
+        await session.asave("t", _user(), counter=Counter())
         assert await session.aexists("s", default), "a save without user_id did not use default_user_id"
-        assert "s" in await session.alist_sessions(), "list_sessions() did not list the default user's sessions"
+        listed = await session.alist_sessions()
+        assert "s" in listed, "list_sessions() did not list the default user's sessions"
+        assert "t" not in listed, "list_sessions() of the default user listed another user's session"
+        assert not await session.aexists("t"), "exists() without user_id found another user's session"
         counter = Counter()
         await session.aload("s", default, allow_not_exist=False, counter=counter)
         assert counter.count == 5, counter
@@ -222,6 +228,9 @@ async def check_list_delete_exists(make_session: SessionFactory) -> None:
         await session.asave("z", other, counter=Counter())
         assert await session.alist_sessions(user) == ["a", "b", "c"]
         assert await session.aexists("b", user)
+        assert not await session.aexists("z", user), "exists() found another user's session"
+        assert not await session.aexists("a", other), "exists() found another user's session"
+        assert await session.aload("a", other, counter=Counter()) == {}, "load() found another user's session"
         assert await session.adelete("b", user) is True
         assert await session.adelete("b", user) is False
         assert not await session.aexists("b", user)
