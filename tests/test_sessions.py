@@ -346,6 +346,30 @@ def test_close_waits_for_a_blocking_call_another_thread_has_in_flight(tmp_path: 
     assert loaded.count == 3
 
 
+def test_close_is_not_starved_by_threads_that_keep_calling(tmp_path: Path) -> None:
+    """Calls that arrive while close() waits queue behind it, then run on a new helper loop."""
+    session, stop, done = JSONSession(tmp_path), threading.Event(), []
+
+    def keep_saving(index: int) -> None:
+        while not stop.is_set():
+            session.save(f"s{index}", counter=Counter(count=index))
+        done.append(index)
+
+    workers = [threading.Thread(target=keep_saving, args=(index,), daemon=True) for index in range(4)]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.2)
+    closing = threading.Thread(target=session.close, daemon=True)
+    closing.start()
+    closing.join(10)
+    assert not closing.is_alive(), "close() waited for the other threads to stop calling"
+    stop.set()
+    for worker in workers:
+        worker.join(10)
+    assert sorted(done) == [0, 1, 2, 3]
+    session.close()
+
+
 async def test_blocking_twins_refuse_a_running_loop(tmp_path: Path) -> None:
     session = JSONSession(tmp_path)
     with pytest.raises(SessionError, match=r"use `await session.aload\(...\)`"):

@@ -66,6 +66,7 @@ class Portal:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._calls = 0  # in flight: stop() waits for them (a loop stopped under one never resolves it)
+        self._stopping = False  # new calls wait until the stop is done (then start a new loop)
 
     def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run the coroutine ``make()`` on the private loop and wait for its result.
@@ -77,6 +78,7 @@ class Portal:
             What the coroutine returned (its exception is raised here).
         """
         with self._lock:
+            self._lock.wait_for(lambda: not self._stopping)
             loop = self._started()
             self._calls += 1
         try:
@@ -87,16 +89,25 @@ class Portal:
                 self._lock.notify_all()
 
     def stop(self) -> None:
-        """Stop the loop and its thread once no call is in flight (a no-op when never started)."""
+        """Stop the loop and its thread once the calls in flight are done (a no-op when never started).
+
+        Calls made meanwhile wait for the stop, then start a new loop.
+        """
         with self._lock:
+            self._lock.wait_for(lambda: not self._stopping)
+            self._stopping = True  # calls arriving now wait: a steady stream would starve the stop
             self._lock.wait_for(lambda: self._calls == 0)
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
+        try:
+            if loop is not None and thread is not None:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join()
+                loop.close()
+        finally:
+            with self._lock:
+                self._stopping = False
+                self._lock.notify_all()
 
     def _started(self) -> asyncio.AbstractEventLoop:
         """The loop, started if needed (the lock is held)."""
