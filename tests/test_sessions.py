@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from statekit.errors import DocumentError, InvalidSessionIdError, SessionError, StateLoadError
 from statekit.session import META_KEY, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
+from statekit.session import _files
 from statekit.session._files import USER_MARK, FileSession, decode_id, encode_id
 from statekit.testing import (
     CHECKS,
@@ -427,3 +428,27 @@ def test_the_contract_catches_backends_that_mix_up_users_or_ids(broken: type[_Di
         asyncio.run(check_backend(lambda: broken(store)))
     right: dict[tuple[str, str], bytes] = {}
     asyncio.run(check_backend(lambda: _DictSession(right)))  # the same store done right passes
+
+
+async def test_a_cancelled_save_ends_before_the_cancellation_is_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker thread goes on after a cancel: raising at once let it land after a later save."""
+    gate, replace_if = threading.Event(), _files._replace_if
+
+    def held(*args: Any) -> bool:
+        assert gate.wait(10)
+        return replace_if(*args)
+
+    monkeypatch.setattr(_files, "_replace_if", held)
+    session = JSONSession(tmp_path)
+    saving = asyncio.create_task(session.asave("k", counter=Counter(count=-1)))
+    await asyncio.sleep(0.05)  # the write waits in its thread
+    saving.cancel()
+    done, _ = await asyncio.wait({saving}, timeout=0.2)
+    assert not done, "the cancellation was raised while the write was still going on"
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await saving
+    await session.asave("k", counter=Counter(count=2))  # its memory holds what the cancelled save wrote: no conflict
+    loaded = Counter()
+    await JSONSession(tmp_path).aload("k", counter=loaded)
+    assert loaded.count == 2

@@ -44,6 +44,7 @@ from statekit.session._revisions import (
     revision_of,
 )
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
+from statekit.session._cancel import finished_despite_cancel, to_the_end
 from statekit.session._companion import doc_token, split
 from statekit.session._delta_save import (
     META_KEY,
@@ -407,7 +408,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """Delete the session; ``True`` when there was one. The object forgets its revision."""
         key = self.key(session_id, user_id)
         self._revisions.forget(key)
-        return await self._delete(key)
+        return await to_the_end(self._delete(key))
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""
@@ -528,6 +529,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             size = len(raw)
         log_timed("saved", list(modules), lambda: self._source(key), size, started)
 
+    @finished_despite_cancel
     async def _store(
         self,
         key: SessionKey,

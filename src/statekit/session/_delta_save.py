@@ -33,6 +33,7 @@ from statekit.session._appends import (
     skeleton_bytes,
     stored_skeleton,
 )
+from statekit.session._cancel import finished_despite_cancel
 from statekit.session._companion import Stored, split
 from statekit.session._revisions import Expected, conflict_message
 
@@ -87,6 +88,7 @@ async def save_with_appends(
     return await _save_full(session, key, skeleton, shape, held, expected, overwrite)
 
 
+@finished_despite_cancel
 async def _save_delta(session: SessionBase, key: SessionKey, base: DeltaBase, line: bytes, held: Held) -> None:
     items = {entry.path: tuple(entry.value) for entry in held}  # before any await: the lists may grow meanwhile
     written = await session._append(key, line, base)  # noqa: SLF001 - b"": only the revision check
