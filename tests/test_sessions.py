@@ -452,3 +452,15 @@ async def test_a_cancelled_save_ends_before_the_cancellation_is_raised(tmp_path:
     loaded = Counter()
     await JSONSession(tmp_path).aload("k", counter=loaded)
     assert loaded.count == 2
+
+
+@pytest.mark.parametrize("kind", [JSONSession, YAMLSession])
+def test_listing_says_what_is_wrong_as_the_other_methods_do(tmp_path: Path, kind: type[FileSession]) -> None:
+    too_long = "A" * 100  # 300 characters once encoded
+    session = kind(tmp_path / "sessions")
+    with pytest.raises(InvalidSessionIdError, match="too long for a file name once encoded"):
+        session.list_sessions(too_long)
+    (tmp_path / "sessions").write_text("not a folder")
+    with pytest.raises(SessionError, match="cannot list the sessions in .*sessions: Not a directory"):
+        session.list_sessions()
+    session.close()

@@ -365,6 +365,7 @@ class FileSession(SessionBase):
         return await self._io(key, lambda path: True) is True
 
     async def _list(self, user_id: str) -> list[str]:
+        self._check_key(SessionKey(user_id, "s"))  # a user id too long for a folder name, as the other methods say
         folder = self._folder(user_id)
 
         def work() -> list[str]:
@@ -374,7 +375,10 @@ class FileSession(SessionBase):
                 return list_legacy(folder, user_id, self.codec.suffix)
             return _list_folder(folder, self.codec.suffix)
 
-        return await asyncio.to_thread(work)
+        try:
+            return await asyncio.to_thread(work)
+        except OSError as err:  # save_dir is a file, unreadable...
+            raise SessionError(f"cannot list the sessions in {folder}: {err.strerror or err}") from err
 
     async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
         """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent."""
