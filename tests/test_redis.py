@@ -305,3 +305,30 @@ async def test_operations_in_flight_when_the_session_is_closed_end_in_a_statekit
     assert "NoneType" in outcomes or "dict" in outcomes
     with pytest.raises(SessionError, match="this session is closed"):  # redis-py would open a new connection
         await session.aload("x", counter=Counter())
+
+
+_OTHER_LOOPS = """
+import asyncio, sys
+from statekit.errors import SessionError
+from statekit.session.redis import RedisSession
+from statekit.testing import Counter
+session = RedisSession("127.0.0.1", int(sys.argv[1]), key_prefix=sys.argv[2])
+asyncio.run(session.asave("x", counter=Counter(count=1)))
+for _ in range(3):
+    try:
+        asyncio.run(session.aload("x", counter=Counter()))
+        print("ok")
+    except SessionError as err:
+        print("belongs to another event loop" in str(err))
+"""
+
+
+def test_a_session_used_from_another_event_loop_says_so(redis_server: RedisServer) -> None:
+    """redis-py binds connections to the loop that opened them; its RuntimeError was raised raw.
+    (In a child process: the misuse leaks the closed loops' sockets, which redis-py cannot close.)"""
+    prefix = f"loops-{uuid.uuid4().hex}:"
+    run = subprocess.run(
+        [sys.executable, "-c", _OTHER_LOOPS, str(redis_server.port), prefix], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert set(run.stdout.split()) == {"ok", "True"}, run.stdout

@@ -111,6 +111,11 @@ return 1
 """
 _IF_BASE_SHA = hashlib.sha1(_IF_BASE.encode(), usedforsecurity=False).hexdigest()
 
+_OTHER_LOOP = (
+    "a connection of this RedisSession belongs to another event loop (closed, or not the one running here; "
+    "redis-py binds connections to the loop that opened them): make one session object per event loop"
+)
+
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _QUOTED = re.compile("%25|%3A")
 
@@ -419,6 +424,10 @@ class RedisSession(SessionBase):
             raise BackendUnavailableError(f"Redis at {self._where(key)} is unavailable: {err}") from err
         except _redis_errors.RedisError as err:
             raise SessionError(f"Redis at {self._where(key)} refused: {err}") from err
+        except RuntimeError as err:
+            if "loop" not in str(err):
+                raise
+            raise SessionError(f"Redis at {self._where(key)}: {_OTHER_LOOP}") from err
         finally:
             self._in_flight -= 1
 
