@@ -332,3 +332,13 @@ def test_a_session_used_from_another_event_loop_says_so(redis_server: RedisServe
     )
     assert run.returncode == 0, run.stderr
     assert set(run.stdout.split()) == {"ok", "True"}, run.stdout
+
+
+async def test_more_tasks_than_pooled_connections_wait_their_turn(redis_server: RedisServer) -> None:
+    """redis-py raises "Too many connections" instead of waiting; reported as an unavailable server."""
+    prefix = f"crowd-{uuid.uuid4().hex}:"
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, max_connections=5) as session:
+        await asyncio.gather(*(session.asave(f"s{index}", counter=Counter(count=index)) for index in range(60)))
+        counters = [Counter() for _ in range(60)]
+        await asyncio.gather(*(session.aload(f"s{index}", counter=counters[index]) for index in range(60)))
+    assert [counter.count for counter in counters] == list(range(60))

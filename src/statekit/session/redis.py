@@ -202,6 +202,7 @@ class RedisSession(SessionBase):
         self._client: Client = client
         self._closed = False  # aclose() of an owned client: no operation may start (redis-py would reconnect)
         self._in_flight = 0  # operations under _errors: aclose() lets them end before closing the client
+        self._slots = _slots(client)  # more operations than the pool has connections wait their turn
         self._lua = True  # until the server says it runs no scripts
         self._keep_ttl = False  # with no key_ttl: saves keep the key's expiry (statekit's commands set it)
         self.address = _address(client)
@@ -413,7 +414,7 @@ class RedisSession(SessionBase):
             raise SessionError(f"Redis at {self._where(key)}: this session is closed")
         self._in_flight += 1
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.timeout), self._slots or contextlib.nullcontext():
                 yield
         except (_redis_errors.AuthenticationError, _redis_errors.AuthorizationError) as err:
             raise BackendAuthError(f"Redis at {self._where(key)} refused our credentials: {err}") from err
@@ -440,6 +441,13 @@ class RedisSession(SessionBase):
         except Exception:  # noqa: BLE001 - the topology is unknown: name the cluster
             return self.address
         return f"cluster node {node.name}" if node is not None else self.address
+
+
+def _slots(client: Client) -> asyncio.Semaphore | None:
+    """One slot per connection of the client's pool: redis-py raises "Too many connections"
+    instead of waiting for one (``None`` for a cluster, whose pools are per node)."""
+    limit = getattr(getattr(client, "connection_pool", None), "max_connections", None)
+    return asyncio.Semaphore(limit) if isinstance(limit, int) and 0 < limit < 2**31 else None
 
 
 def _is_unknown_command(err: Exception) -> bool:
