@@ -125,6 +125,10 @@ class SessionBase(BlockingTwins, abc.ABC):
             MissingExtraError: ``cryptography`` is missing (``statekit[crypto]``).
         """
         self._secret_box = None if secret_key is None else SecretBox(secret_key)
+    writes_in_threads: ClassVar[bool] = False
+    """Whether the backend writes in worker threads, which a cancel does not stop: saves and
+    deletes then finish (and are remembered) before ``CancelledError`` is raised."""
+
     supports_appends: ClassVar[bool] = False
     """Whether the backend stores deltas of append-only lists (``_append``); else every save rewrites."""
 
@@ -408,7 +412,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """Delete the session; ``True`` when there was one. The object forgets its revision."""
         key = self.key(session_id, user_id)
         self._revisions.forget(key)
-        return await to_the_end(self._delete(key))
+        return await (to_the_end(self._delete(key)) if self.writes_in_threads else self._delete(key))
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""

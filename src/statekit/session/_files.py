@@ -271,6 +271,7 @@ class FileSession(SessionBase):
     """
 
     offload_codec: ClassVar[bool] = True
+    writes_in_threads: ClassVar[bool] = True
     lock_timeout: ClassVar[float] = LOCK_TIMEOUT
     """Seconds a save waits for another writer of the same session before giving up."""
 
