@@ -397,9 +397,10 @@ class RedisSession(SessionBase):
         if not self._owns_client:
             return
         self._closed = True  # no new operation starts; those in flight end first (each within its timeout)
-        async with asyncio.timeout(self.timeout + 1):
-            while self._in_flight:
-                await asyncio.sleep(0.001)
+        with contextlib.suppress(TimeoutError):  # then they fail, as the client closes under them
+            async with asyncio.timeout(self.timeout + 1):
+                while self._in_flight:
+                    await asyncio.sleep(0.001)
         async with self._errors(closing=True):
             await self._client.aclose()
 
