@@ -137,9 +137,12 @@ class Loader:
         except StateVersionError as exc:  # its reason may quote the value (a migration's error)
             raise hidden_version_error(exc) from None
         hidden(self.problems, marks[0], path)
-        if len(self.unexpected) > marks[1]:  # keys inside the secret (a lenient load) could be secret too
-            del self.unexpected[marks[1] :]
-            self.unexpected.append(format_path(path))
+        self.hide_unexpected(marks[1], path)
+
+    def hide_unexpected(self, mark: int, path: Path) -> None:
+        """Name the keys ignored since ``mark`` inside a secret by the secret's path alone (they could be secret too)."""
+        if len(self.unexpected) > mark:
+            self.unexpected[mark:] = [format_path(path)]
 
     def _plan_field(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
         if plan.module_type is not None:
@@ -538,8 +541,8 @@ def _build_value(plan: FieldPlan, data: Any, loader: Loader, path: Path) -> Any:
         return plan.load_strict(data)
     mark = len(loader.unexpected)
     value = loader._lenient_load(plan.load_strict, plan.load_lenient, data, path)(data)  # noqa: SLF001
-    if plan.secret and len(loader.unexpected) > mark:
-        loader.unexpected[mark:] = [format_path(path)]
+    if plan.secret:
+        loader.hide_unexpected(mark, path)
     return value
 
 

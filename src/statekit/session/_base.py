@@ -44,7 +44,7 @@ from statekit.session._revisions import (
     revision_of,
 )
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
-from statekit.session._cancel import finished_despite_cancel, to_the_end
+from statekit.session._cancel import finished, finished_despite_cancel
 from statekit.session._companion import doc_token, split
 from statekit.session._delta_save import (
     META_KEY,
@@ -125,6 +125,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             MissingExtraError: ``cryptography`` is missing (``statekit[crypto]``).
         """
         self._secret_box = None if secret_key is None else SecretBox(secret_key)
+
     writes_in_threads: ClassVar[bool] = False
     """Whether the backend writes in worker threads, which a cancel does not stop: saves and
     deletes then finish (and are remembered) before ``CancelledError`` is raised."""
@@ -412,7 +413,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """Delete the session; ``True`` when there was one. The object forgets its revision."""
         key = self.key(session_id, user_id)
         self._revisions.forget(key)
-        return await (to_the_end(self._delete(key)) if self.writes_in_threads else self._delete(key))
+        return await finished(self, self._delete(key))
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""

@@ -36,10 +36,14 @@ def finished_despite_cancel(
 
     @functools.wraps(method)
     async def run(session: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        work = method(session, *args, **kwargs)
-        return await (to_the_end(work) if session.writes_in_threads else work)
+        return await finished(session, method(session, *args, **kwargs))
 
     return run
+
+
+async def finished(session: SessionBase, work: Coroutine[Any, Any, T]) -> T:
+    """``work`` (a write of ``session``), run to its end despite a cancel where the backend writes in threads."""
+    return await (to_the_end(work) if session.writes_in_threads else work)
 
 
 async def to_the_end(work: Coroutine[Any, Any, T]) -> T:
