@@ -549,6 +549,45 @@ def test_validators_run_on_load_and_refusal_changes_nothing() -> None:
     assert (p.n, p.label) == (1, "a")
 
 
+@stateful
+class Turn:
+    role: str = attrs.field(validator=attrs.validators.in_(["user", "assistant"]))
+
+
+@stateful
+class Turns(StateModule):
+    mode: str = state_field(default="a", validator=attrs.validators.in_(["a", "b"]))
+    content: list[Turn] = state_field(factory=list)
+
+
+ROLE_REFUSED = "'role' must be in ['user', 'assistant'] (got 'bogus')"
+
+
+def test_attrs_validators_are_reported_at_the_field_they_name_with_their_own_message(tmp_path: Path) -> None:
+    turns = Turns(content=[Turn("user")])
+    with pytest.raises(StateLoadError) as in_record:
+        turns.load_state_dict({"mode": "a", "content": [{"role": "user"}, {"role": "bogus"}]})
+    assert [(p.path, p.message) for p in in_record.value.problems] == [(("content", 1, "role"), ROLE_REFUSED)]
+    assert "Attribute(" not in str(in_record.value)  # not the repr of the error's arguments
+    with pytest.raises(StateLoadError) as in_module:
+        turns.load_state_dict({"mode": "z", "content": []})
+    assert [p.path for p in in_module.value.problems] == [("mode",)]  # named once, not mode.mode
+    with pytest.raises(StateLoadError) as built:
+        from_config(Turns, {"mode": "z"})
+    assert [p.path for p in built.value.problems] == [("mode",)]
+    assert turns == Turns(content=[Turn("user")])
+    JSONSession(tmp_path).save("s", turns=turns)
+    saved = tmp_path / "s.json"
+    saved.write_bytes(saved.read_bytes().replace(b'"user"', b'"bogus"'))
+    with pytest.raises(StateLoadError) as loaded:
+        JSONSession(tmp_path).load("s", turns=turns)
+    (problem,) = loaded.value.problems
+    assert (problem.path, problem.message) == (("turns", "content", 0, "role"), ROLE_REFUSED)
+    assert problem.line is not None and problem.column is not None
+    line = saved.read_text().splitlines()[problem.line - 1]
+    assert line[problem.column - 1 :] == '"role": "bogus"'  # at the field, as every problem of a key is
+
+
 @dataclasses.dataclass
 class Node:
     name: str

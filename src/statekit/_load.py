@@ -25,7 +25,7 @@ from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
 from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
-from statekit._problems import not_a_string_key, only_extra_keys, problems_of, unknown_key
+from statekit._problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
 from statekit._secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
 from statekit._versions import is_older, upgrade
 from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
@@ -192,7 +192,8 @@ class Loader:
         try:
             field.validator(module, field, value)  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - a validator's refusal is a problem
-            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
+            at = path[:-1] if refused_field(exc) is field else path  # problems_of names the field itself
+            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, at))
 
     def commit(self) -> LoadResult:
         """Raise every problem, or assign every planned value."""

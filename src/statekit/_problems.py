@@ -62,8 +62,22 @@ def _walk(exc: BaseException, path: tuple[PathSegment, ...], out: Problems) -> N
         out.extend(((*path, *rel), message) for rel, message in exc.problems)
     elif isinstance(exc, KeyError) and _from_cattrs(exc):
         out.append((path, "required key is missing"))
+    elif (field := refused_field(exc)) is not None:
+        out.append(((*path, field.name), exc.args[0]))
     else:
         out.append((path, message_of(exc)))
+
+
+def refused_field(exc: BaseException) -> attrs.Attribute[Any] | None:
+    """The field an error of attrs' validators (``instance_of``, ``in_``, ``matches_re``...) names.
+
+    They raise ``Error(message, attribute, ...)``, whose ``str()`` is a tuple:
+    :func:`problems_of` reports the message at the field, below the record's path.
+    """
+    args = exc.args
+    if len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], attrs.Attribute):
+        return args[1]
+    return None
 
 
 def unknown_entry(path: tuple[PathSegment, ...], key: object, known: Iterable[str]) -> tuple[tuple[PathSegment, ...], str]:
