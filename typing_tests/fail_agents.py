@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statekit import StateModule, state_field, stateful
+from statekit import JSONSession, StateModule, state_field, stateful
 
 
 @stateful
@@ -89,3 +89,28 @@ class ListOfSteps:
 @stateful(version=2, migrations={1: lambda: {}})  # E
 class NoArgument:
     name: str = ""
+
+
+def parse_turns(value: Any) -> str:
+    return str(value)
+
+
+@stateful
+class Codecs(StateModule):
+    # mypy says: Argument "from_json" to "state_field" has incompatible type "Callable[[Any], str]"; expected "Callable[[Any], int] | None"  [arg-type]
+    # pyright says: reportAssignmentType: Type "str | int" is not assignable to declared type "int"
+    turns: int = state_field(default=0, from_json=parse_turns)  # E
+    # mypy says: No overload variant of "state_field" matches argument types "str", "str"  [call-overload]
+    # pyright says: reportArgumentType: Argument of type "Literal['yes']" cannot be assigned to parameter "secret" of type "bool"
+    api_key: str = state_field(default="", secret="yes")  # E
+
+
+# mypy says: Argument "agent" to "save" of "BlockingTwins" has incompatible type "int"; expected "StateModule"  [arg-type]
+# pyright says: reportArgumentType: Argument of type "Literal[5]" cannot be assigned to parameter "agent" of type "StateModule"
+JSONSession("sessions").save("s", agent=5)  # E
+# mypy says: Argument "strict" to "load_state_dict" of "StateModule" has incompatible type "str"; expected "bool"  [arg-type]
+# pyright says: reportArgumentType: Argument of type "Literal['no']" cannot be assigned to parameter "strict" of type "bool"
+Agent(name="x").load_state_dict({}, strict="no")  # E
+# mypy says: Incompatible types in assignment (expression has type "dict[str, LoadResult]", variable has type "int")  [assignment]
+# pyright says: reportAssignmentType: Type "dict[str, LoadResult]" is not assignable to declared type "int"
+loaded: int = JSONSession("sessions").load("s", agent=Agent(name="x"))  # E
