@@ -15,6 +15,7 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+import attr
 import attrs
 import cattrs
 import pytest
@@ -176,6 +177,43 @@ def test_edge_cases_agree(tp: Any, data: Any) -> None:
     for item in ({"f0": data, "f1": "x"}, {"f0": data, "f1": 1}, {"f0": data}):
         assert_agree(holder_plan(record), DEFAULT_CONVERTER, record, item)
         assert_agree(holder_plan(records), DEFAULT_CONVERTER, records, [item])
+
+
+@attr.s
+class Loose:
+    """An attrs class without annotations: its attributes take any JSON data."""
+
+    x = attr.ib()  # type: ignore[var-annotated]
+    y = attr.ib(default=0)  # type: ignore[var-annotated]
+
+
+@stateful
+class HoldsLoose(StateModule):
+    loose: Loose = state_field(factory=lambda: Loose(None))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"x": [1, {"a": None}], "y": 2}, {"x": [1, {"a": None}]}, {"x": "s", "zz": 1}, {"y": 2}],
+)
+def test_an_untyped_attribute_takes_any_json_data_on_both_paths(data: dict[str, Any]) -> None:
+    from statekit._plan import DEFAULT_CONVERTER
+
+    plan = holder_plan(Loose)
+    assert_agree(plan, DEFAULT_CONVERTER, Loose, data)
+    assert plan.load_strict is not None and plan.load_lenient is not None
+    if data == {"x": [1, {"a": None}]}:  # y left out: cattrs' path builds it
+        loaded = plan.load_strict(data)
+        assert loaded == Loose([1, {"a": None}]) and loaded.x is not data["x"]
+    if "zz" in data:
+        assert plan.load_lenient(data) == Loose("s")
+
+
+def test_an_untyped_attribute_refuses_what_is_not_json_data() -> None:
+    holder = HoldsLoose(Loose("before"))
+    with pytest.raises(StateLoadError, match=r"loose\.x: a set is not JSON data"):
+        holder.load_state_dict({"loose": {"x": {1, 2}}})  # Python data: checked as JSON data
+    assert holder.loose == Loose("before")
 
 
 def _dump_outcome(run: Callable[[], Any]) -> Outcome:

@@ -37,7 +37,8 @@ def register_records(conv: cattrs.Converter) -> None:
 
     def structure(tp: Any, conv: cattrs.Converter) -> SHook:
         refuse_secret_values(tp)
-        hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **_overrides(tp, dump=False)))
+        overrides = {**_untyped_loads(tp, conv), **_overrides(tp, dump=False)}
+        hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **overrides))
         return _guarded(hook, dict, f"an object ({tp.__name__})")
 
     conv.register_unstructure_hook_factory(is_record, unstructure)
@@ -135,6 +136,15 @@ def _overrides(tp: type, *, dump: bool) -> dict[str, Any]:
         elif not dump and codec.from_json is not None:
             out[field.name] = override(struct_hook=_two_argument(load_with(codec.from_json)))
     return out
+
+
+def _untyped_loads(tp: type, conv: cattrs.Converter) -> dict[str, Any]:
+    """Overrides loading each attribute without a type (a bare ``attr.ib()``) as any JSON
+    data, as the fast path and the typed session load do (cattrs would ask for ``None``)."""
+    if not attrs.has(tp):
+        return {}
+    untyped = [field.name for field in attrs.fields(tp) if field.type is None]
+    return {name: override(struct_hook=conv.get_structure_hook(Any)) for name in untyped}
 
 
 class CodecError(ValueError):
