@@ -30,6 +30,37 @@ class Shape(enum.Enum):
     SQUARE = "square"
 
 
+@stateful
+class Tag:
+    name: str
+
+
+@stateful
+class TagPlus(Tag):
+    """A subclass: its ``weight`` would be lost in a ``Tag`` field."""
+
+    weight: int = 0
+
+
+@attrs.define
+class Lookalike:
+    """Another class with the same attribute."""
+
+    name: str
+
+
+@stateful
+class Stamped:
+    """A record with a codec (dumped by cattrs' generated code, not statekit's)."""
+
+    at: str = state_field(to_json=str.upper, from_json=str.lower)
+
+
+@stateful
+class StampedPlus(Stamped):
+    by: str = ""
+
+
 def holder(tp: Any, default: Any) -> Any:
     """A module class with one field, ``value: tp = default``."""
     namespace = {"__annotations__": {"value": tp}, "value": state_field(default=default)}
@@ -51,6 +82,13 @@ def holder(tp: Any, default: Any) -> Any:
         (Path, None, ["a"], "expected a path, got a list"),
         (dt.date, None, dt.datetime(2025, 1, 2, 3, 4), "expected a date, got a datetime"),
         (dt.datetime, None, "2025-01-02", "expected a datetime, got a string"),
+        (Tag, None, TagPlus("a", 1), "expected a Tag, got a TagPlus"),
+        (Tag, None, Lookalike("a"), "expected a Tag, got a Lookalike"),
+        (list[Tag], None, [Tag("a"), TagPlus("b", 2)], "value[1]: expected a Tag, got a TagPlus"),
+        (Optional[Tag], None, Lookalike("a"), "expected a Tag, got a Lookalike"),
+        (dict[str, Stamped], None, {"k": StampedPlus("x", "me")}, "value.k: expected a Stamped, got a StampedPlus"),
+        (Tag | Stamped | None, None, TagPlus("a", 1), "expected a Tag or a Stamped or null, got a TagPlus"),
+        (list[Tag | Stamped], None, [Stamped("x"), Lookalike("a")], "value[1]: expected a Tag or a Stamped, got a Lookalike"),
     ],
 )
 def test_a_save_refuses_a_value_outside_its_type(tmp_path: Path, tp: Any, default: Any, bad: Any, message: str) -> None:
@@ -72,6 +110,9 @@ def test_values_inside_their_type_round_trip(tmp_path: Path) -> None:
         (Optional[Literal["a"]], "a"),
         (dt.date, dt.date(2025, 1, 2)),
         (Path, Path("a/b")),
+        (list[Tag], [Tag("a")]),
+        (Tag | Stamped | None, Stamped("x")),
+        (dict[str, Stamped], {"k": Stamped("y")}),
     ]
     for index, (tp, value) in enumerate(cases):
         cls = holder(tp, None)

@@ -7,6 +7,7 @@ the per-field ``to_json`` / ``from_json`` codecs with their error wrapping.
 
 from __future__ import annotations
 
+import types
 import typing
 from typing import Any
 
@@ -16,8 +17,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from statekit._convert import Hook, SHook, _guarded, fields_of, is_record, iter_types, type_hints
 from statekit._fields import field_codec
-from statekit._json import copy_any, copy_loose
-from statekit._unstructure import record_unstructure
+from statekit._json import JSONValueError, copy_any, copy_loose, describe, with_article
+from statekit._unstructure import exactly, record_unstructure
 from statekit._versions import versioned_structure, versioned_unstructure
 from statekit.errors import StateDefinitionError
 
@@ -44,6 +45,7 @@ def register_records(conv: cattrs.Converter) -> None:
     conv.register_unstructure_hook_factory(is_record, unstructure)
     conv.register_structure_hook_factory(is_record, structure)
     conv.register_unstructure_hook_factory(_is_record_list, _record_list_unstructure)
+    conv.register_unstructure_hook_factory(_is_record_union, _record_union_unstructure)
 
 
 def refuse_secret_values(tp: Any) -> None:
@@ -97,21 +99,47 @@ def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
     return lambda value: [item(v) for v in value]
 
 
+def _is_record_union(tp: Any) -> bool:
+    args = typing.get_args(tp)
+    records = [a for a in args if is_record(a)]
+    union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    return union and len(records) >= 2 and len(records) + (type(None) in args) == len(args)
+
+
+def _record_union_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
+    """Dump a member by its own hook, and refuse any other class (cattrs would dump it by
+    its own fields: a subclass of a member, or a look-alike, then loads as another value)."""
+    hooks = {member: conv.get_unstructure_hook(member) for member in typing.get_args(tp)}
+    names = " or ".join("null" if m is type(None) else with_article(m.__qualname__) for m in hooks)
+
+    def dump(value: Any) -> Any:
+        hook = hooks.get(type(value))
+        if hook is None:
+            raise JSONValueError([((), f"expected {names}, got {describe(value)}")])
+        return hook(value)
+
+    return dump
+
+
 _generating: set[Any] = set()
 
 
 def _record_unstructure(tp: type, conv: cattrs.Converter) -> Hook:
-    """statekit's generated code for a plain attrs record; cattrs' for the rest (codecs, dataclasses)."""
+    """statekit's generated code for a plain attrs record; cattrs' for the rest (codecs, dataclasses).
+
+    Both refuse a value of another class, a subclass too: its fields would be
+    written as the record's, and it would load back as another value."""
     overrides = _overrides(tp, dump=True)
     if overrides or not attrs.has(tp):
-        return make_dict_unstructure_fn(tp, conv, **overrides)
+        return exactly(tp, make_dict_unstructure_fn(tp, conv, **overrides))
     try:
         hints = type_hints(tp)
     except NameError:
-        return make_dict_unstructure_fn(tp, conv)
+        return exactly(tp, make_dict_unstructure_fn(tp, conv))
     if any(field.name not in hints for field in attrs.fields(tp)):
-        return make_dict_unstructure_fn(tp, conv)  # an untyped attr.ib(): cattrs goes by the value's class
-    return record_unstructure(tp, conv, hints)
+        # an untyped attr.ib(): cattrs dumps it by the class of its value
+        return exactly(tp, make_dict_unstructure_fn(tp, conv))
+    return record_unstructure(tp, conv, hints)  # checks the class itself
 
 
 def _late_unstructure(conv: cattrs.Converter, tp: Any) -> Hook:

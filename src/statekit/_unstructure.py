@@ -23,7 +23,7 @@ from cattrs.fns import identity
 
 from statekit._checkers import union_check_lines
 from statekit._codegen import compile_function
-from statekit._json import plain_union, union_copy_lines
+from statekit._json import JSONValueError, describe, plain_union, union_copy_lines, with_article
 
 Hook = Callable[[Any], Any]
 JSON_HOOK = "__statekit_json__"
@@ -38,8 +38,8 @@ SCALAR_KIND = "__statekit_scalar__"
 
 def record_unstructure(tp: type, conv: cattrs.Converter, hints: dict[str, Any]) -> Hook:
     """Generate ``unstructure(o)`` for an attrs record (no field with a ``to_json``)."""
-    names: dict[str, Any] = {}
-    lines: list[str] = []
+    names: dict[str, Any] = {"__cl": tp, "__wrong": _wrong_record(tp)}
+    lines = ["    if type(o) is not __cl:", "        __wrong(o)"]
     items: list[str] = []
     for index, field in enumerate(f for f in attrs.fields(tp) if f.init):  # cattrs leaves init=False out too
         var = f"a{index}"
@@ -48,6 +48,28 @@ def record_unstructure(tp: type, conv: cattrs.Converter, hints: dict[str, Any]) 
         items.append(f"{field.name!r}: {var}")
     lines.append(f"    return {{{', '.join(items)}}}")
     return _compile(tp, lines, names)
+
+
+def _wrong_record(tp: type) -> Hook:
+    """What a record's dump calls with a value of another class (a subclass, a look-alike):
+    its fields would be written as ``tp``'s, and loaded back as a ``tp``."""
+
+    def refuse(value: Any) -> Any:
+        raise JSONValueError([((), f"expected {with_article(tp.__qualname__)}, got {describe(value)}")])
+
+    return refuse
+
+
+def exactly(tp: type, dump: Hook) -> Hook:
+    """``dump``, refusing any value whose class is not exactly ``tp`` (see :func:`_wrong_record`)."""
+    refuse = _wrong_record(tp)
+
+    def checked(value: Any) -> Any:
+        if type(value) is not tp:
+            refuse(value)
+        return dump(value)
+
+    return checked
 
 
 def _field_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter) -> list[str]:
@@ -70,4 +92,4 @@ def _compile(tp: type, body: list[str], names: dict[str, Any]) -> Hook:
     return compile_function("unstructure(o)", body, names, f"unstructure {tp.__module__}.{tp.__qualname__}")
 
 
-__all__ = ["JSON_CHECK", "JSON_HOOK", "SCALAR_KIND", "record_unstructure"]
+__all__ = ["JSON_CHECK", "JSON_HOOK", "SCALAR_KIND", "exactly", "record_unstructure"]
