@@ -89,6 +89,13 @@ def holder(tp: Any, default: Any) -> Any:
         (dict[str, Stamped], None, {"k": StampedPlus("x", "me")}, "value.k: expected a Stamped, got a StampedPlus"),
         (Tag | Stamped | None, None, TagPlus("a", 1), "expected a Tag or a Stamped or null, got a TagPlus"),
         (list[Tag | Stamped], None, [Stamped("x"), Lookalike("a")], "value[1]: expected a Tag or a Stamped, got a Lookalike"),
+        (list[Tag], None, (Tag("a"),), "value: expected list[test_save_refuses.Tag], got a tuple"),
+        (list[Tag], None, iter([Tag("a")]), "value: expected list[test_save_refuses.Tag], got a list_iterator"),
+        (tuple[int, ...], None, [1, 2], "value: expected tuple[int, ...], got a list"),
+        (tuple[int, str], None, [1, "a"], "value: expected tuple[int, str], got a list"),
+        (set[int], None, [1, 1], "value: expected set[int], got a list"),
+        (set[int], None, frozenset({1}), "value: expected set[int], got a frozenset"),
+        (frozenset[str], None, {"a"}, "value: expected frozenset[str], got a set"),
     ],
 )
 def test_a_save_refuses_a_value_outside_its_type(tmp_path: Path, tp: Any, default: Any, bad: Any, message: str) -> None:
@@ -113,6 +120,9 @@ def test_values_inside_their_type_round_trip(tmp_path: Path) -> None:
         (list[Tag], [Tag("a")]),
         (Tag | Stamped | None, Stamped("x")),
         (dict[str, Stamped], {"k": Stamped("y")}),
+        (tuple[int, ...], (1, 2)),
+        (set[int], {3, 1}),
+        (frozenset[str], frozenset({"a"})),
     ]
     for index, (tp, value) in enumerate(cases):
         cls = holder(tp, None)

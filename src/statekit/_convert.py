@@ -336,6 +336,20 @@ def _is_tuple(tp: Any) -> bool:
     return (typing.get_origin(tp) or tp) is tuple
 
 
+def exact_container(tp: Any, dump: Hook) -> Hook:
+    """``dump``, refusing a value whose class is not exactly ``tp``'s container: a tuple or a
+    set written as a list would load back as another value (an iterator would be used up)."""
+    kind = typing.get_origin(tp) or tp
+    what = expected_name(tp)
+
+    def checked(value: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError(f"expected {what}, got {describe(value)}")
+        return dump(value)
+
+    return checked
+
+
 def _set_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
     args = typing.get_args(tp)
     item = conv.get_unstructure_hook(args[0]) if args else copy_any
@@ -347,16 +361,16 @@ def _set_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
         except TypeError:
             return items  # unorderable items keep iteration order
 
-    return unstructure
+    return exact_container(tp, unstructure)
 
 
 def _tuple_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
     args = typing.get_args(tp)
     if not args or (len(args) == 2 and args[1] is Ellipsis):
         item = conv.get_unstructure_hook(args[0]) if args else copy_any
-        return lambda value: [item(v) for v in value]
+        return exact_container(tp, lambda value: [item(v) for v in value])
     hooks = [conv.get_unstructure_hook(a) for a in args]
-    return lambda value: [h(v) for h, v in zip(hooks, value, strict=True)]
+    return exact_container(tp, lambda value: [h(v) for h, v in zip(hooks, value, strict=True)])
 
 
 def is_record(tp: Any) -> bool:

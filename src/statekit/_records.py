@@ -15,7 +15,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from statekit._convert import Hook, SHook, _guarded, fields_of, is_record, iter_types, type_hints
+from statekit._convert import Hook, SHook, _guarded, exact_container, fields_of, is_record, iter_types, type_hints
 from statekit._fields import field_codec
 from statekit._json import JSONValueError, copy_any, copy_loose, describe, with_article
 from statekit._unstructure import exactly, record_unstructure
@@ -96,7 +96,7 @@ def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
     """A list comprehension (cattrs builds a list from a generator: slower per item)."""
     item = conv.get_unstructure_hook(typing.get_args(tp)[0])
 
-    return lambda value: [item(v) for v in value]
+    return exact_container(tp, lambda value: [item(v) for v in value])
 
 
 def _is_record_union(tp: Any) -> bool:
