@@ -129,7 +129,8 @@ def _snapshot(module: StateModule) -> tuple[dict[str, Any], Any]:
 
 
 def _attributes(module: object) -> dict[str, Any]:
-    found = dict(getattr(module, "__dict__", {}))
+    """The module's attributes, and a copy of its registry (an override may register state as it loads)."""
+    found = _with_own_registry(dict(getattr(module, "__dict__", {})))
     cls: Any = type(module)
     for field in attrs.fields(cls) if attrs.has(cls) else ():
         if field.name not in found and hasattr(module, field.name):
@@ -162,8 +163,16 @@ def _set_attributes(module: object, attributes: dict[str, Any]) -> None:
     own = getattr(module, "__dict__", None)
     if own is not None:
         own.clear()
-    for name, value in attributes.items():
+    for name, value in _with_own_registry(attributes).items():  # the snapshot's registry stays as it was
         object.__setattr__(module, name, value)
+
+
+def _with_own_registry(attributes: dict[str, Any]) -> dict[str, Any]:
+    """``attributes`` with a copy of the ``register_state`` registry they hold (changed in place by a registration)."""
+    from statekit._module import _REGISTERED  # noqa: PLC0415 - as in _call
+
+    registry = attributes.get(_REGISTERED)
+    return attributes if not isinstance(registry, dict) else {**attributes, _REGISTERED: dict(registry)}
 
 
 def join_paths(prefix: Path, entries: list[str]) -> list[str]:

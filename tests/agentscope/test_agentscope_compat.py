@@ -389,3 +389,26 @@ def test_an_override_that_cannot_be_put_back_is_reported_as_half_loaded() -> Non
     messages = {p.dotted: p.message for p in caught.value.problems}
     assert messages["child"] == "could not be restored (its load_state_dict() did not put it back); it may be half-loaded"
     assert "bad item 'x'" in messages["bad"]
+
+
+class RegistersWhenLoaded(StateModule):
+    """An override that registers a new attribute as it loads, then fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = 0
+        self.register_state("a")
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:  # type: ignore[override]
+        self.a = state_dict["a"]
+        self.b = state_dict["b"]
+        self.register_state("b")
+        raise ValueError("bad b")
+
+
+def test_an_override_that_registers_state_then_raises_is_restored_whole() -> None:
+    holder = Holder(RegistersWhenLoaded())
+    with pytest.raises(StateLoadError) as caught:
+        holder.load_state_dict({"child": {"a": 5, "b": 6}})
+    assert [p.message for p in caught.value.problems] == ["RegistersWhenLoaded.load_state_dict() raised ValueError: bad b"]
+    assert holder.state_dict() == {"child": {"a": 0}}
