@@ -220,3 +220,30 @@ def test_an_id_the_store_refuses_fails_alone_and_every_session_is_reported(tmp_p
         f"failed session {too_long!r}: session_id is 201 characters long; the limit is 200",
         "failed session '': session_id must not be empty",
     ]
+
+
+class Pairs(StateModule):
+    """AgentScope style: overrides both methods, and its state holds (text, marks) tuples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pairs: list[tuple[str, list[str]]] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pairs": list(self.pairs)}
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:  # type: ignore[override]
+        self.pairs = [(text, marks) for text, marks in state_dict["pairs"]]
+
+
+def test_an_overriding_module_is_dumped_as_a_save_dumps_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pairs = Pairs()
+    pairs.pairs.append(("hi", ["seen"]))
+    with JSONSession(tmp_path) as session:
+        session.save("s", agent=old_agent(1), pairs=pairs)
+    assert main(["migrate", "--dir", str(tmp_path), AGENT, "--module=pairs=test_migrate_command:Pairs"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "migrated 1, unchanged 0, failed 0"
+    agent, loaded = Agent(), Pairs()
+    with JSONSession(tmp_path) as session:
+        session.load("s", agent=agent, pairs=loaded)
+    assert (agent.turn_count, loaded.pairs) == (1, [("hi", ["seen"])])

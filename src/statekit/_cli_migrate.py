@@ -18,6 +18,7 @@ import attrs
 from statekit._cli_batch import FAILED, Tally, reason, where
 from statekit._cli_support import _under
 from statekit._config import Document
+from statekit._dump import dump_many
 from statekit._load import build, secret_paths
 from statekit._module import StateModule
 from statekit._secrets import SecretBox, secrets_with
@@ -114,12 +115,13 @@ def upgraded(document: Document, classes: Mapping[str, type[Any]]) -> dict[str, 
 
 
 def _current_state(cls: type[Any], state: Any, name: str) -> dict[str, Any]:
-    """Load strictly into a new module (every migration runs), then dump it."""
+    """Load strictly into a new module (every migration runs), then dump it as a save would
+    (an overriding ``state_dict()``'s result checked and copied, its tuples as lists)."""
     try:
         module: StateModule = build(cls, state, strict=True, fill_defaults=False)
     except StateVersionError as exc:
         raise exc.under((name,)) from exc.__cause__
-    current = module.state_dict()
+    current: dict[str, Any] = dump_many({name: module})[name]
     for path in secret_paths(cls):
         _drop_unsaved_secret(module, state, current, path)
     return current
