@@ -510,3 +510,59 @@ def test_a_newer_version_of_a_class_with_its_own_load_is_a_version_error(tmp_pat
         holder.load_state_dict({"counter": {"__version__": 3, "count": 1}})
     assert caught.value.path == ("counter",)
     assert holder.counter is not None and holder.counter.count == 7
+
+
+@stateful
+class Extras(StateModule):
+    extra: Any = state_field(default=None)
+
+
+def _hands_defaults_to_its_child(data: dict[str, Any]) -> dict[str, Any]:
+    data["child"] = {"extra": _DEFAULT_TOOLS}  # a module-level constant, not a copy
+    return data
+
+
+def _hands_non_json_to_its_child(data: dict[str, Any]) -> dict[str, Any]:
+    data["child"] = {"extra": {"ratio": float("nan"), "pair": (1, 2)}}
+    return data
+
+
+@stateful(version=2, migrations={1: _hands_defaults_to_its_child})
+class MakesItsChildWithDefaults(StateModule):
+    name: str = state_field(default="")
+
+    def __attrs_post_init__(self) -> None:
+        self.child = Extras()
+
+
+@stateful(version=2, migrations={1: _hands_non_json_to_its_child})
+class MakesItsChildWithNonJSON(StateModule):
+    name: str = state_field(default="")
+
+    def __attrs_post_init__(self) -> None:
+        self.child = Extras()
+
+
+@stateful
+class BuildsDefaults(StateModule):
+    inner: MakesItsChildWithDefaults | None = state_field(default=None)
+
+
+@stateful
+class BuildsNonJSON(StateModule):
+    inner: MakesItsChildWithNonJSON | None = state_field(default=None)
+
+
+@pytest.mark.parametrize("kind", [statekit.JSONSession, statekit.YAMLSession])
+def test_a_built_module_migration_output_is_checked_and_copied_by_every_load(tmp_path: Path, kind: type[Any]) -> None:
+    session = kind(tmp_path)
+    session.write_document("s", {"m": {"inner": {"name": "x"}}})  # inner is version 1, and None in the holder
+    loaded = BuildsDefaults()
+    session.load("s", m=loaded)
+    assert loaded.inner is not None and loaded.inner.child.extra == _DEFAULT_TOOLS
+    assert loaded.inner.child.extra is not _DEFAULT_TOOLS
+    target = BuildsNonJSON()
+    with pytest.raises(StateLoadError) as caught:
+        session.load("s", m=target)
+    assert sorted(p.dotted for p in caught.value.problems) == ["m.inner.child.extra.pair", "m.inner.child.extra.ratio"]
+    assert target.inner is None

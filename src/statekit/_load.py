@@ -78,15 +78,18 @@ class Loader:
             self.problem(path, f"expected an object of state, got {describe(state)}")
             return
         if self.fresh and is_older(type(module), state):
-            self._plan_migrated(module, upgrade(type(module), state, path), path)
+            with self.copying():
+                self._plan_keys(module, upgrade(type(module), state, path), path)
             return
         self._plan_keys(module, upgrade(type(module), state, path), path)
 
-    def _plan_migrated(self, module: StateModule, state: Mapping[str, Any], path: Path) -> None:
-        """A migration's output is not the decoder's: check and copy it (and all below), as a caller's dict."""
+    @contextlib.contextmanager
+    def copying(self) -> Iterator[None]:
+        """Plan as for a caller's dict within the block (of a fresh load): a migration's
+        output is not the decoder's, so it (and all below it) is checked and copied."""
         self.fresh = False
         try:
-            self._plan_keys(module, state, path)
+            yield
         finally:
             self.fresh = True
 
@@ -383,7 +386,14 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
         return None
     if getattr(cls, "load_state_dict", None) is not StateModule.load_state_dict:
         return _build_by_override(cls, data, loader, path)  # its load upgrades the data, once
-    data = upgrade(cls, data, path)
+    if loader.fresh and is_older(cls, data):
+        with loader.copying():
+            return _build_upgraded(cls, upgrade(cls, data, path), loader, path, fill_defaults=fill_defaults)
+    return _build_upgraded(cls, upgrade(cls, data, path), loader, path, fill_defaults=fill_defaults)
+
+
+def _build_upgraded(cls: type, data: Mapping[str, Any], loader: Loader, path: Path, *, fill_defaults: bool) -> Any:
+    """A new module from ``data`` at ``cls``'s version."""
     plan = _plan_of_class(cls)
     kwargs: dict[str, Any] = {}
     before = len(loader.problems)
