@@ -535,11 +535,13 @@ def _add_import_agentscope(commands: Commands) -> None:
 
 
 def _run_import_agentscope(args: argparse.Namespace) -> int:
-    old_dir = Path(args.old_dir)
+    old_dir, new_dir = Path(args.old_dir), Path(args.new_dir)
     if not old_dir.is_dir():
         raise UsageError(f"{old_dir} is not a folder")
+    if new_dir.exists() and not new_dir.is_dir():  # else every copy fails with "File exists"
+        raise UsageError(f"{new_dir} is not a folder")
     done = asyncio.run(
-        import_folder(old_dir, Path(args.new_dir), args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr)
+        import_folder(old_dir, new_dir, args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr)
     )
     return OK if done else INVALID
 

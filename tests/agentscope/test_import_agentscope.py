@@ -104,3 +104,12 @@ def test_a_name_whose_ids_statekit_refuses_is_reported_and_the_rest_copied(tmp_p
     assert err.startswith(f"failed {old / 'v1..v2.json'}: ") and "'..'" in err
     assert f"copied {old / 'solo.json'}" in out and "4 session file(s)" in out
     assert _texts(new, "x", "bob") == ["three"]  # sorts after the refused name, copied all the same
+
+
+def test_a_new_folder_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = _old_folder(tmp_path), tmp_path / "new"
+    new.write_text("not a folder", encoding="utf-8")
+    status, out, err = run(capsys, "import-agentscope", str(old), str(new), "--user-id", "alice", "--user-id", "bob")
+    assert (status, out) == (2, "")
+    assert err.splitlines()[-1] == f"statekit import-agentscope: error: {new} is not a folder"
+    assert new.read_text(encoding="utf-8") == "not a folder"
