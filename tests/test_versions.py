@@ -566,3 +566,13 @@ def test_a_built_module_migration_output_is_checked_and_copied_by_every_load(tmp
         session.load("s", m=target)
     assert sorted(p.dotted for p in caught.value.problems) == ["m.inner.child.extra.pair", "m.inner.child.extra.ratio"]
     assert target.inner is None
+
+
+def test_a_failing_migration_of_data_that_says_version_1_does_not_call_it_unversioned() -> None:
+    broken = {"__version__": 1, **NoTurns().state_dict()}
+    with pytest.raises(StateVersionError) as caught:
+        Agent().load_state_dict(broken)
+    assert str(caught.value) == (
+        "<root>: cannot migrate the data of version 1 to Agent version 3: "
+        "the migration from 1 to 2 (agent_1_to_2) raised KeyError: 'turns'; nothing was loaded"
+    )

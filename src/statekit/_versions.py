@@ -124,7 +124,7 @@ def upgrade(cls: type, data: Mapping[str, Any], path: Path = ()) -> Mapping[str,
             found=found,
             expected=versions.current,
         )
-    return _migrate(cls, _without_key(data), found, versions, path)
+    return _migrate(cls, _without_key(data), found, versions, path, implicit=VERSION_KEY not in data)
 
 
 def _without_key(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -141,37 +141,56 @@ def _check_found(cls: type, found: object, current: int, path: Path) -> None:
         )
 
 
-def _migrate(cls: type, data: dict[str, Any], found: int, versions: Versions, path: Path) -> dict[str, Any]:
+def _migrate(cls: type, data: dict[str, Any], found: int, versions: Versions, path: Path, *, implicit: bool) -> dict[str, Any]:
     """Run the steps from ``found`` on one private deep copy, handed from step to step.
 
     Each step owns what it gets: the first a copy nobody else holds, the next
     what the step before returned (a big session is copied once per class, not
-    once per step).
+    once per step). ``implicit``: the data carried no version key (a failure says so).
     """
     data = _private_copy(data)
     for step in range(found, versions.current):
-        data = _step(cls, versions.migrations[step], data, step, found, versions.current, path)
+        try:
+            data = _step(versions.migrations[step], data)
+        except _StepFailed as failed:
+            error = _failed(cls, versions.migrations[step], step, (found, versions.current), failed.reason, path, implicit)
+            raise error from failed.__cause__
     return data
 
 
-def _step(cls: type, fn: Migration, data: dict[str, Any], step: int, found: int, current: int, path: Path) -> dict[str, Any]:
-    """Run one migration; a failure names the class, the step and both versions."""
+class _StepFailed(Exception):
+    """A migration raised (the ``__cause__``) or returned no dict: ``reason`` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _step(fn: Migration, data: dict[str, Any]) -> dict[str, Any]:
+    """Run one migration.
+
+    Raises:
+        _StepFailed: It raised, or returned something not a dict.
+    """
     try:
         result: object = fn(data)
     except Exception as exc:  # noqa: BLE001 - any failure of user code is reported
-        reason = f"raised {type(exc).__name__}: {exc}"
-        raise _failed(cls, fn, step, found, current, reason, path) from exc
+        raise _StepFailed(f"raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(result, dict):
-        raise _failed(cls, fn, step, found, current, f"returned {type(result).__name__}, not a dict", path)
+        raise _StepFailed(f"returned {type(result).__name__}, not a dict")
     result.pop(VERSION_KEY, None)  # the result is version step + 1 whatever it says
     return result
 
 
-def _failed(cls: type, fn: Migration, step: int, found: int, current: int, reason: str, path: Path) -> StateVersionError:
-    implicit = " (it has no __version__)" if found == 1 else ""
+def _failed(
+    cls: type, fn: Migration, step: int, versions: tuple[int, int], reason: str, path: Path, implicit: bool
+) -> StateVersionError:
+    """The error of a failed step, naming the class, the step and both versions (``found``, ``current``)."""
+    found, current = versions
+    unversioned = " (it has no __version__)" if implicit else ""
     name = getattr(fn, "__qualname__", repr(fn))
     return StateVersionError(
-        f"cannot migrate the data of version {found}{implicit} to {cls.__qualname__} version {current}: "
+        f"cannot migrate the data of version {found}{unversioned} to {cls.__qualname__} version {current}: "
         f"the migration from {step} to {step + 1} ({name}) {reason}; nothing was loaded",
         path=path,
         found=found,
