@@ -10,7 +10,8 @@ and checks what comes back:
 - a load hands the override a private copy of its data at commit time, after
   every other module's data was checked; if an override raises, every override
   already run in this load is restored from a snapshot taken just before it
-  ran, and no other value is assigned.
+  ran (its attributes and those of the modules below it), and no other value
+  is assigned.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from statekit._module import LoadResult, StateModule
 
 Path = tuple[PathSegment, ...]
+Attributes = list[tuple[object, dict[str, Any]]]
+"""Modules and their attributes, as a snapshot holds them."""
 
 
 def dump_override(module: StateModule, path: Path) -> dict[str, Any]:
@@ -68,7 +71,7 @@ class Deferred:
     path: Path
     strict: bool
     fresh: bool = False
-    snapshot: tuple[dict[str, Any], Any] | None = None
+    snapshot: tuple[Attributes, Any] | None = None
 
 
 def defer(module: StateModule, state: Any, path: Path, strict: bool, problems: list[Problem]) -> Deferred | None:
@@ -119,13 +122,31 @@ def _raised(module: object, exc: BaseException) -> str:
     return f"{type(module).__qualname__}.load_state_dict() raised {type(exc).__name__}: {exc}"
 
 
-def _snapshot(module: StateModule) -> tuple[dict[str, Any], Any]:
-    """The module's attributes (shallow) and its own state (deep), before its load."""
+def _snapshot(module: StateModule) -> tuple[Attributes, Any]:
+    """The attributes (shallow) of the module and of every module below it, and its own
+    state (deep), before its load: an override that loads through ``super()`` assigns in
+    its submodules, which putting back the module's own attributes would not undo."""
     try:
         state = copy_loose(dict(module.state_dict()))
     except Exception:  # noqa: BLE001 - then attributes alone are restored
         state = None
-    return _attributes(module), state
+    return [(each, _attributes(each)) for each in _reachable(module)], state
+
+
+def _reachable(module: StateModule) -> list[StateModule]:
+    """``module`` and every module below it through its state, each once."""
+    from statekit._load import state_keys  # noqa: PLC0415 - _load builds on this module
+    from statekit._module import StateModule  # noqa: PLC0415
+
+    found: dict[int, StateModule] = {}
+    stack = [module]
+    while stack:
+        current = stack.pop()
+        if id(current) not in found:
+            found[id(current)] = current
+            values = (getattr(current, name, None) for name in state_keys(current))
+            stack.extend(value for value in values if isinstance(value, StateModule))
+    return list(found.values())
 
 
 def _attributes(module: object) -> dict[str, Any]:
@@ -149,7 +170,8 @@ def _restore(item: Deferred) -> Problem | None:
         return None
     attributes, state = item.snapshot
     try:
-        _set_attributes(item.module, attributes)
+        for module, values in attributes:
+            _set_attributes(module, values)
         if state is not None and copy_loose(dict(item.module.state_dict())) != state:
             item.module.load_state_dict(state, strict=False)  # the override changed objects in place
             if copy_loose(dict(item.module.state_dict())) != state:

@@ -412,3 +412,35 @@ def test_an_override_that_registers_state_then_raises_is_restored_whole() -> Non
         holder.load_state_dict({"child": {"a": 5, "b": 6}})
     assert [p.message for p in caught.value.problems] == ["RegistersWhenLoaded.load_state_dict() raised ValueError: bad b"]
     assert holder.state_dict() == {"child": {"a": 0}}
+
+
+class Counter(StateModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+        self.register_state("n")
+
+
+class LoadsThenRefuses(StateModule):
+    """An override that loads everything through super() (its submodule in place), then refuses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.label = "start"
+        self.register_state("label")
+        self.counter = Counter()
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:  # type: ignore[override]
+        super().load_state_dict(state_dict, strict=strict)
+        raise ValueError("refused after loading")
+
+
+def test_an_override_that_loaded_its_submodules_then_raised_is_put_back_without_calling_it_again() -> None:
+    child = LoadsThenRefuses()
+    counter = child.counter
+    holder = Holder(child)
+    with pytest.raises(StateLoadError) as caught:
+        holder.load_state_dict({"child": {"label": "new", "counter": {"n": 5}}})
+    assert [p.message for p in caught.value.problems] == ["LoadsThenRefuses.load_state_dict() raised ValueError: refused after loading"]
+    assert holder.child is child and child.counter is counter
+    assert (child.label, counter.n) == ("start", 0)
