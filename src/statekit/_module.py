@@ -291,7 +291,9 @@ def stateful(
         repr: Generate ``__repr__``.
         frozen: Make instances immutable (value records only: modules load in place).
         converter: A cattrs converter for this class's value fields (see
-            :func:`statekit.make_converter`).
+            :func:`statekit.make_converter`). A value record held by a module
+            is converted by the module's converter, like every value of the
+            module; its own applies when it is built alone (``from_config``).
         version: The version of the class's state (an int >= 1). From 2 on,
             the state carries ``"__version__": version``; data without it is
             version 1.
