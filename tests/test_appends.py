@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -517,6 +518,28 @@ def test_a_delta_over_a_rewrite_conflicts(tmp_path: Path) -> None:
     with pytest.raises(ConflictError):
         first.save("chat", agent=agent)
     assert _load(tmp_path).memory.note == "rewritten"
+
+
+async def test_an_item_appended_while_a_delta_save_starts_is_saved_later(tmp_path: Path) -> None:
+    """A task that appends while a delta save hands its write to a worker: the
+    save stores the items it encoded, and remembers no more than those."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(1))
+    await session.asave("chat", agent=agent)
+
+    async def append_meanwhile() -> None:
+        await asyncio.sleep(0)
+        agent.memory.content.append(Msg("user", "meanwhile"))
+
+    meanwhile = asyncio.ensure_future(append_meanwhile())
+    await asyncio.sleep(0)  # it now waits to run right after the save's first yield
+    agent.memory.content.append(Msg("user", "appended"))
+    await session.asave("chat", agent=agent)
+    await meanwhile
+    await session.asave("chat", agent=agent)
+    loaded = Agent()
+    await JSONSession(tmp_path).aload("chat", agent=loaded)
+    assert loaded.memory.content == [*_msgs(1), Msg("user", "appended"), Msg("user", "meanwhile")]
 
 
 def test_two_writers_appending_through_update_lose_nothing(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from statekit.codecs import Codec, with_document_positions
 from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
 from statekit.session._appends import (
     APPENDS_FORMAT,
+    Path,
     TOKEN_KEY,
     DeltaBase,
     appended_at,
@@ -83,14 +84,21 @@ async def save_with_appends(
     if base is not None and parts is not None:
         line = delta_line(parts)
         if not base.compacts(len(line)):
-            await _save_delta(session, key, base, line, held)
+            items = {entry.path: tuple(entry.value) for entry in held}  # what the line holds: taken before any await
+            await _save_delta(session, key, base, line, items)
             return len(line)
     return await _save_full(session, key, skeleton, shape, held, expected, overwrite)
 
 
 @finished_despite_cancel
-async def _save_delta(session: SessionBase, key: SessionKey, base: DeltaBase, line: bytes, held: Held) -> None:
-    items = {entry.path: tuple(entry.value) for entry in held}  # before any await: the lists may grow meanwhile
+async def _save_delta(
+    session: SessionBase, key: SessionKey, base: DeltaBase, line: bytes, items: Mapping[Path, tuple[Any, ...]]
+) -> None:
+    """Append ``line`` and remember that the lists then hold ``items``.
+
+    ``items`` is taken by the caller along with ``line``: on backends that write in
+    threads this runs as a task of its own, after other tasks may have appended more.
+    """
     written = await session._append(key, line, base)  # noqa: SLF001 - b"": only the revision check
     if written is None:
         source = session._source(key)  # noqa: SLF001
