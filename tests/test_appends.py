@@ -207,6 +207,35 @@ def test_a_lenient_load_that_left_keys_out_saves_whole(tmp_path: Path) -> None:
     assert loaded.content == [Msg("user", "hi"), Msg("user", "second")]
 
 
+def _text_to_body(state: dict[str, Any]) -> dict[str, Any]:
+    state["body"] = state.pop("text")
+    return state
+
+
+@stateful(frozen=True, version=2, migrations={1: _text_to_body})
+class _BodyMsg:
+    role: str
+    body: str
+
+
+@stateful
+class _BodyMemory(StateModule):
+    content: list[_BodyMsg] = state_field(factory=list, append_only=True)
+    note: str = state_field(default="")
+
+
+def test_items_a_load_migrated_are_saved_at_their_new_version(tmp_path: Path) -> None:
+    """The migrated items differ from the stored ones: a delta would leave the old ones in the document."""
+    JSONSession(tmp_path).save("chat", memory=Memory(_msgs(2)))
+    session, memory = JSONSession(tmp_path), _BodyMemory()
+    session.load("chat", memory=memory)
+    memory.content.append(_BodyMsg("user", "third"))
+    session.save("chat", memory=memory)
+    assert _files(tmp_path) == ["chat.json"]
+    stored = json.loads((tmp_path / "chat.json").read_bytes())["memory"]["content"]
+    assert stored == [{"__version__": 2, "role": "user", "body": text} for text in ("message 0", "message 1", "third")]
+
+
 @stateful
 class _Keyed(StateModule):
     token: str = state_field(default="", secret=True)

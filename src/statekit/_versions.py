@@ -13,6 +13,7 @@ costs one key lookup.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,6 +45,18 @@ class Versions:
 
 
 UNVERSIONED = Versions()
+
+
+class _Migrated(threading.local):
+    count = 0
+
+
+_MIGRATED = _Migrated()
+
+
+def migrations_run() -> int:
+    """How many times this thread has migrated data so far: a load that changed it ran a migration."""
+    return _MIGRATED.count
 
 _ATTRIBUTE = "__statekit_versions__"
 
@@ -148,6 +161,7 @@ def _migrate(cls: type, data: dict[str, Any], found: int, versions: Versions, pa
     what the step before returned (a big session is copied once per class, not
     once per step). ``implicit``: the data carried no version key (a failure says so).
     """
+    _MIGRATED.count += 1
     data = _private_copy(data)
     for step in range(found, versions.current):
         try:

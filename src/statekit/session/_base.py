@@ -25,6 +25,7 @@ from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
 from statekit._load import load_many
 from statekit._typed import decode, load_typed, typed_document
+from statekit._versions import migrations_run
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, JSON_COMPACT, Codec
 from statekit.errors import (
@@ -507,12 +508,14 @@ class SessionBase(BlockingTwins, abc.ABC):
             The results, the delta base (append-only lists) and the document's module names.
         """
         document = await self._decode(raw, key)
+        migrated = migrations_run()
         with paused_gc(), secrets_with(self._secret_box):
             results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
         names = frozenset(name for name in document if name != META_KEY)
-        if not token_of(document) or any(result.unexpected_keys for result in results.values()):
-            # keys a lenient load ignored stay in the document: the next save rewrites it (the skeleton
-            # check covers missing module keys; an item's missing keys took defaults it may omit)
+        if not token_of(document) or migrations_run() != migrated or any(r.unexpected_keys for r in results.values()):
+            # keys a lenient load ignored, or data a migration upgraded (an item too), stay in the document
+            # as stored: the next save rewrites it (the skeleton check covers missing module keys; an
+            # item's missing keys took defaults it may omit)
             return results, None, names
         with secrets_with(self._secret_box):  # saved with append-only lists: what the next save compares with
             return results, base_after_load(modules, document, raw), names
