@@ -234,6 +234,10 @@ def test_items_a_load_migrated_are_saved_at_their_new_version(tmp_path: Path) ->
     assert _files(tmp_path) == ["chat.json"]
     stored = json.loads((tmp_path / "chat.json").read_bytes())["memory"]["content"]
     assert stored == [{"__version__": 2, "role": "user", "body": text} for text in ("message 0", "message 1", "third")]
+    session.load("chat", memory=memory)  # all at the current version now: appends are deltas again
+    memory.content.append(_BodyMsg("user", "fourth"))
+    session.save("chat", memory=memory)
+    assert _files(tmp_path) == ["chat.json", "chat.json.log"]
 
 
 @stateful
