@@ -708,3 +708,14 @@ def test_a_damaged_delta_line_is_named(tmp_path: Path) -> None:
     log.write_bytes(b"\n".join(lines))
     with pytest.raises(DocumentError, match=r"chat\.json\.log:3: invalid JSON"):
         _load(tmp_path)
+
+
+def test_a_syntax_error_in_a_document_with_deltas_is_placed_and_worded(tmp_path: Path) -> None:
+    """The document read with its deltas is a bytes subclass, which orjson's error path refused."""
+    _saved_with_deltas(tmp_path)
+    path = tmp_path / "chat.json"
+    text = path.read_bytes()
+    path.write_bytes(text.replace(b'"note"', b'"note" x', 1))
+    line = text[: text.index(b'"note"')].count(b"\n") + 1
+    with pytest.raises(DocumentError, match=rf"chat\.json:{line}:\d+: invalid JSON: unexpected character"):
+        _load(tmp_path)

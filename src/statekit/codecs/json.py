@@ -101,8 +101,8 @@ def loads(raw: bytes, source: str | None = None) -> Any:
 
 
 def _orjson_loads(raw: bytes, source: str | None) -> Any:
-    try:
-        return orjson.loads(raw)
+    try:  # a view: orjson refuses a bytes subclass (a session read with its deltas)
+        return orjson.loads(memoryview(raw))
     except orjson.JSONDecodeError as err:
         raise _document_error(raw, err, source) from None
 
