@@ -272,10 +272,22 @@ def test_yaml_syntax_errors_name_file_line_and_column(raw: bytes, line: int, col
     assert (caught.value.source, caught.value.line, caught.value.column) == ("s.yaml", line, column)
 
 
-def test_yaml_invalid_utf8_is_a_document_error_with_a_line() -> None:
+@pytest.mark.parametrize(
+    ("raw", "line", "column"),
+    [
+        (b"a: 1\nb: \xff\n", 2, 4),
+        ("a: 'é😀".encode() + b"\xff'\n", 1, 7),  # columns count characters, not bytes
+        ("a: 'é😀\x07'\n".encode(), 1, 7),
+        (b"a: 1\r\nb: \x00\r\n", 2, 4),
+        (b"a: 1\rb: \x07\r", 2, 4),  # a lone CR ends a line, for libyaml as for editors
+        (b"\xef\xbb\xbfa: \x07\n", 1, 4),  # after a byte order mark
+        ("a: 1\nb: é\x1b\n".encode("utf-16"), 2, 5),
+    ],
+)
+def test_yaml_bytes_it_cannot_read_name_line_and_column(raw: bytes, line: int, column: int) -> None:
     with pytest.raises(DocumentError, match="invalid YAML") as caught:
-        YAML.loads(b"a: 1\nb: \xff\n", "u.yaml")
-    assert caught.value.line == 2
+        YAML.loads(raw, "u.yaml")
+    assert (caught.value.source, caught.value.line, caught.value.column) == ("u.yaml", line, column)
 
 
 def test_yaml_special_floats_round_trip() -> None:

@@ -40,6 +40,9 @@ _PLAIN_WORDS = {
     "did not find expected '-' indicator": "expected a list item ('- ') at this indentation",
 }
 _KEY_VALUE = re.compile(r"[ ]*(?:-[ ]+)*[^\s#][^#]*?:[ ]+[^\s#|>]")
+_UTF16 = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+_NOT_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # what libyaml counts as the end of a line
 
 
 def marked_error(err: yaml.MarkedYAMLError, raw: bytes, source: str | None) -> DocumentError:
@@ -66,6 +69,34 @@ def marked_error(err: yaml.MarkedYAMLError, raw: bytes, source: str | None) -> D
         reason = TAB
     reason = _PLAIN_WORDS.get(err.problem or "", reason)
     return DocumentError(f"invalid YAML: {reason}", source=source, line=line + 1, column=column + 1)
+
+
+def reader_error(raw: bytes, err: yaml.reader.ReaderError, source: str | None) -> DocumentError:
+    """A :class:`DocumentError` for bytes YAML cannot read (not UTF-8/16, a control character).
+
+    The place is found again in ``raw``, as a line and a column in characters
+    (the reader's own position is a byte offset with libyaml, a character
+    offset without it).
+
+    Args:
+        err: The error the reader raised.
+        raw: The document.
+        source: The file name to show.
+
+    Returns:
+        The error, at the first character that cannot be read.
+    """
+    encoding = _UTF16.get(raw[:2], "utf-8")
+    body = raw[2:] if encoding != "utf-8" else raw.removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = body.decode(encoding)
+    except UnicodeDecodeError as bad:
+        text = body[: bad.start].decode(encoding)
+    else:
+        found = _NOT_PRINTABLE.search(text)
+        text = text if found is None else text[: found.start()]
+    lines = _BREAK.split(text)
+    return DocumentError(f"invalid YAML: {err.reason}", source=source, line=len(lines), column=len(lines[-1]) + 1)
 
 
 def _blame(err: yaml.MarkedYAMLError, lines: list[str], line: int, column: int) -> tuple[int, int, str] | None:

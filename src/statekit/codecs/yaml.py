@@ -37,7 +37,7 @@ from yaml.representer import RepresenterError, SafeRepresenter
 
 from statekit._limits import MAX_DEPTH, depth_message, too_deep
 from statekit.codecs._positions import Path, Position, first_bad_value, nearest
-from statekit.codecs._yaml_errors import marked_error
+from statekit.codecs._yaml_errors import marked_error, reader_error
 from statekit.codecs._yaml_schema import quote_for_every_reader, read_core_schema
 from statekit.errors import DocumentError, StateDumpError
 
@@ -223,7 +223,7 @@ def loads(raw: bytes, source: str | None = None) -> Any:
     except yaml.MarkedYAMLError as err:
         raise marked_error(err, raw, source) from None
     except yaml.reader.ReaderError as err:
-        raise _reader_error(raw, err, source) from None
+        raise reader_error(raw, err, source) from None
 
 
 # libyaml's composer recurses in C and crashes the process on deep enough
@@ -261,11 +261,6 @@ def _count_depth(raw: bytes, source: str | None) -> None:
                 raise DocumentError(depth_message(), source=source, line=line, column=column)
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
-
-
-def _reader_error(raw: bytes, err: yaml.reader.ReaderError, source: str | None) -> DocumentError:
-    line = raw.count(b"\n", 0, err.position) + 1
-    return DocumentError(f"invalid YAML: {err.reason}", source=source, line=line)
 
 
 def locate(raw: bytes, paths: Iterable[Path]) -> dict[Path, Position]:
