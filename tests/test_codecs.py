@@ -71,6 +71,7 @@ def test_json_is_pretty_utf8_with_a_final_newline() -> None:
     [
         (b'{\n  "a": 1,\n  "b": [1, 2,]\n}', 3, 13, "trailing comma"),
         (b'{\n  "a": "\xff"\n}', 2, 9, "not UTF-8"),
+        ('{\n  "é😀": "'.encode() + b'\xff"\n}', 2, 10, "not UTF-8"),  # columns count characters, not bytes
         (b"", 1, 1, "empty"),
         (b'{"a": NaN}', 1, 7, "expected a JSON value"),
     ],

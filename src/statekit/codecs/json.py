@@ -179,7 +179,7 @@ def _document_error(raw: bytes, err: orjson.JSONDecodeError, source: str | None)
         raw.decode("utf-8")
     except UnicodeDecodeError as bad:
         line = raw.count(b"\n", 0, bad.start) + 1
-        column = bad.start - (raw.rfind(b"\n", 0, bad.start) + 1) + 1
+        column = len(raw[raw.rfind(b"\n", 0, bad.start) + 1 : bad.start].decode("utf-8")) + 1  # in characters
         return DocumentError("invalid JSON: the bytes are not UTF-8", source=source, line=line, column=column)
     if err.msg.startswith("depth limit exceeded"):
         return DocumentError(depth_message(), source=source, line=err.lineno, column=err.colno)
