@@ -704,9 +704,9 @@ def test_a_damaged_delta_line_is_named(tmp_path: Path) -> None:
     _saved_with_deltas(tmp_path, deltas=3)
     log = tmp_path / "chat.json.log"
     lines = log.read_bytes().split(b"\n")
-    lines[2] = b'[[["agent","memory","content"],[{"role":'  # complete (newline-terminated) but not JSON
+    lines[2] = b'[[["agent","memory","content"],[{"role":x}]]]'  # complete (newline-terminated) but not JSON
     log.write_bytes(b"\n".join(lines))
-    with pytest.raises(DocumentError, match=r"chat\.json\.log:3: invalid JSON"):
+    with pytest.raises(DocumentError, match=r"chat\.json\.log:3:41: invalid JSON: unexpected character"):
         _load(tmp_path)
 
 

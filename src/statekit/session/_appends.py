@@ -216,7 +216,7 @@ def _decode_lines(lines: list[bytes], source: str) -> list[Any]:
         try:
             out.append(_json.loads(line, source))
         except DocumentError as err:
-            raise DocumentError(err.reason, source=source, line=number) from None
+            raise DocumentError(err.reason, source=source, line=number, column=err.column) from None
     return out
 
 
