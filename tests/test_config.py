@@ -133,6 +133,31 @@ def test_unknown_key_names_the_key_and_its_line(tmp_path: Path) -> None:
     assert f"{path}:2:1: tunrs: unknown key; did you mean 'turns'?" in str(excinfo.value)
 
 
+def test_a_module_field_that_cannot_hold_none_refuses_null_as_seed_does(tmp_path: Path) -> None:
+    """``memory: null`` built an Agent whose memory was None, which seed() and a load refuse."""
+    path = write(tmp_path, "agent.yaml", "name: Friday\nmemory: null\n")
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Agent, path)
+    problem = only_problem(excinfo)
+    assert (problem.dotted, problem.message, problem.line) == ("memory", "expected an object of state, got null", 2)
+    with pytest.raises(StateLoadError, match="memory: expected an object of state, got null"):
+        seed(Agent(name="Friday"), path)
+
+
+def test_a_module_field_that_may_hold_none_takes_null(tmp_path: Path) -> None:
+    @stateful
+    class Holder(StateModule):
+        optional: Memory | None = state_field(factory=Memory)
+        unset: Memory = state_field(default=None)  # type: ignore[assignment]  # set up later, as some apps do
+
+    path = write(tmp_path, "holder.yaml", "optional: null\nunset: null\n")
+    built = from_config(Holder, path)
+    assert [built.optional, built.unset] == [None, None]
+    held = Holder()
+    seed(held, path)
+    assert [held.optional, held.unset] == [None, None]
+
+
 def test_unknown_key_is_ignored_when_not_strict(tmp_path: Path) -> None:
     path = write(tmp_path, "agent.yaml", "name: Friday\ntunrs: 3\n")
     assert from_config(Agent, path, strict=False).turns == 0

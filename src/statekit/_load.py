@@ -529,7 +529,7 @@ def _build_field(
         return
     if plan.module_type is not None:
         value = None
-        if data[name] is not None:
+        if data[name] is not None or not _may_hold_none(plan):  # null where a module must be: a problem
             value = _build_module(plan.module_type, data[name], loader, path, fill_defaults=fill_defaults)
     else:
         try:
@@ -542,6 +542,12 @@ def _build_field(
             loader.problems.extend(Problem(p, m) for p, m in problems)
             return
     kwargs[plan.field.alias or name] = value
+
+
+def _may_hold_none(plan: FieldPlan) -> bool:
+    """Whether a module field may be built holding ``None``: its type admits it, or its
+    default is ``None`` (what a load into a new instance would find, and keep)."""
+    return plan.nullable or plan.field.default is None
 
 
 def _build_value(plan: FieldPlan, data: Any, loader: Loader, path: Path) -> Any:
