@@ -232,6 +232,8 @@ def _pick_module(data: Any, name: str, source: str | None) -> Any:
 
 
 def _print_data(data: Any, *, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        refuse_non_json(data)  # JSON would print NaN and infinities as null
     codec = JSON if as_json else YAML
     out.write(codec.dumps(data).decode("utf-8"))
     out.flush()
