@@ -700,6 +700,22 @@ def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys:
     assert loaded.memory.content == agent.memory.content
 
 
+def test_commands_follow_a_link_named_on_the_command_line_to_a_session_with_deltas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As they do to any other file: the rule against links holds inside a session folder, not here."""
+    _, agent = _saved_with_deltas(tmp_path / "sessions")
+    (tmp_path / "latest.json").symlink_to(tmp_path / "sessions" / "chat.json")
+    assert main(["show", str(tmp_path / "latest.json"), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [m["text"] for m in shown["agent"]["memory"]["content"]] == [m.text for m in agent.memory.content]
+    assert main(["validate", str(tmp_path / "latest.json"), "--module", "agent=append_models:Agent"]) == 0
+    assert main(["convert", str(tmp_path / "latest.json"), str(tmp_path / "chat.yaml")]) == 0
+    loaded = Agent()
+    YAMLSession(tmp_path).load("chat", agent=loaded)
+    assert loaded.memory.content == agent.memory.content
+
+
 def test_a_damaged_delta_line_is_named(tmp_path: Path) -> None:
     _saved_with_deltas(tmp_path, deltas=3)
     log = tmp_path / "chat.json.log"

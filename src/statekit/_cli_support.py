@@ -248,14 +248,18 @@ def read_file(name: str) -> Document:
     document = read_document(name)
     if not name.endswith(JSON.suffix) or not isinstance(document.data, dict):
         return document
-    raw = read_stored(Path(name))
+    path = Path(name)
+    if path.is_symlink():  # followed, as read_document() did: the rule against links is a session folder's
+        path = path.resolve()
+    raw = read_stored(path)
     if raw is None or not is_joined(raw):
         return document
     data = dict(document.data)
     _, log, token = split(raw)
-    check_token(data, token, name, str(companion(Path(name))))
-    merge(data, log, str(companion(Path(name))))
-    place = functools.partial(positioned, raw=raw, codec=JSON, source=name, log_source=str(companion(Path(name))))
+    log_source = str(companion(path))
+    check_token(data, token, name, log_source)
+    merge(data, log, log_source)
+    place = functools.partial(positioned, raw=raw, codec=JSON, source=name, log_source=log_source)
     return Document(data, name, raw, JSON, place)  # problems placed as a session load places them
 
 
