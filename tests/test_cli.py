@@ -20,7 +20,7 @@ import redis
 import yaml
 
 from statekit.cli import main
-from statekit.errors import StatekitError
+from statekit.errors import DocumentError, StatekitError
 from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
 
@@ -438,6 +438,18 @@ def test_validate_refuses_what_a_session_load_refuses(
     status, _, err = run(capsys, "validate", str(path), "--module", "agent=agents:Agent")
     assert status == 1
     assert expected in err
+
+
+@pytest.mark.parametrize("text", ["[1, 2]\n", '"agent"\n'])
+def test_validate_of_a_session_that_is_not_a_mapping_says_so_as_a_load_does(
+    workdir: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    path = saved_session(workdir)
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DocumentError, match="a session document maps module names to states; this one is") as loading:
+        JSONSession(workdir / "sessions").load("chat-1", agent=agent_class(workdir)(name="x"))
+    status, _, err = run(capsys, "validate", str(path), "--module", "agent=agents:Agent")
+    assert (status, err) == (1, f"{loading.value}\n")
 
 
 TTL_MODELS = """

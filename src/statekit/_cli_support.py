@@ -35,7 +35,7 @@ from statekit.errors import (
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
 from statekit.session._appends import merge
-from statekit.session._base import check_meta
+from statekit.session._base import as_session, check_meta
 from statekit.session._companion import companion, split
 from statekit.session._companion import read_session as read_stored
 from statekit.session._delta_save import check_token, is_joined, positioned, without_token
@@ -139,9 +139,10 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
     """Build every named module of a session document, reporting every problem.
 
     Raises:
+        DocumentError: The document is not a mapping of module names to states.
         StateLoadError: Every problem, each path starting at its module name.
     """
-    data = document.data if isinstance(document.data, Mapping) else {}
+    data = as_session(document.data, document.source or "the session")
     if META_KEY in data:
         check_meta(data[META_KEY], document.source or "the session")
     problems: list[Problem] = []

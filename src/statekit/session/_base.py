@@ -599,10 +599,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             document = await self._run_codec(without_gc(self.codec.loads), raw, None, size=len(raw))
         except DocumentError as err:  # named here, so that a good load never builds the name
             raise DocumentError(err.reason, source=self._source(key), line=err.line, column=err.column) from None
-        if not isinstance(document, dict):
-            kind = "empty" if document is None else type(document).__name__
-            message = f"a session document maps module names to states; this one is {kind}"
-            raise DocumentError(message, source=self._source(key))
+        document = as_session(document, self._source(key))
         if META_KEY in document:
             check_meta(document[META_KEY], self._source(key))
         return document
@@ -633,6 +630,18 @@ def _with_meta(data: object, source: str) -> dict[str, Any]:
         check_meta(data[META_KEY], source)
         return without_token(data)  # written whole: deltas stored beside an older document are not its
     return plain_document(data)
+
+
+def as_session(document: object, source: str) -> dict[str, Any]:
+    """Decoded data as a session document: a mapping of module names to states.
+
+    Raises:
+        DocumentError: It is something else (a list, a string, empty), saying what.
+    """
+    if not isinstance(document, dict):
+        kind = "empty" if document is None else type(document).__name__
+        raise DocumentError(f"a session document maps module names to states; this one is {kind}", source=source)
+    return document
 
 
 def check_meta(meta: object, source: str) -> None:
