@@ -242,6 +242,15 @@ def test_list_and_delete_in_a_folder(workdir: Path, capsys: pytest.CaptureFixtur
     assert run(capsys, "list", "--dir", "sessions") == (0, "", "")
 
 
+def test_delete_goes_on_past_a_session_it_cannot_delete(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saved_session(workdir)
+    (workdir / "sessions" / "linked.json").symlink_to(workdir / "sessions" / "chat-1.json")
+    status, out, err = run(capsys, "delete", "--dir", "sessions", "linked", "chat-1")
+    assert (status, out) == (1, "deleted chat-1\n")
+    assert err.startswith("statekit delete: ") and "linked.json is a symbolic link" in err
+    assert run(capsys, "list", "--dir", "sessions") == (0, "", "")
+
+
 def test_store_commands_need_a_store(capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(capsys, "list")
     assert status == 2

@@ -424,7 +424,12 @@ def _run_delete(args: argparse.Namespace) -> int:
     async def work(store: SessionBase) -> int:
         status = OK
         for session_id in args.session_ids:
-            if await store.adelete(session_id, args.user):
+            try:
+                deleted = await store.adelete(session_id, args.user)
+            except StatekitError as exc:  # reported; the other sessions are still deleted
+                status = _fail(f"statekit delete: {exc}", INVALID)
+                continue
+            if deleted:
                 print(f"deleted {session_id}")
             else:
                 user = store.key(session_id, args.user).user_id
