@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ from statekit.errors import (
     StateVersionError,
 )
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
+
+# A library's logger is silent until the application configures logging (no "last resort" to stderr).
+logging.getLogger("statekit").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from statekit.session.redis import RedisSession

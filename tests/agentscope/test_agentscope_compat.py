@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +268,22 @@ def test_a_non_strict_load_warns_about_ignored_keys(caplog: pytest.LogCaptureFix
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "mood" in caplog.records[0].getMessage()
     assert "secret-value" not in caplog.records[0].getMessage()
+
+
+
+def test_the_statekit_logger_is_silent_until_configured(tmp_path: Path) -> None:
+    """No handler configured: a warning must not reach stderr through logging's last resort."""
+    script = (
+        "from statekit import JSONSession, StateModule, state_field, stateful\n"
+        "@stateful\n"
+        "class A(StateModule):\n"
+        "    n: int = state_field(default=0)\n"
+        "a = A()\n"
+        "a.load_state_dict({'n': 1, 'mood': 'x'}, strict=False)\n"
+        f"JSONSession({str(tmp_path)!r}).load('gone', a=a)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 # -- close ------------------------------------------------------------------------------
