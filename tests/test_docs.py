@@ -31,7 +31,7 @@ import orjson
 import pytest
 from agent_models import Plan
 
-from statekit import JSONSession, json_schema
+from statekit import JSONSession, StateLoadError, json_schema
 from statekit.testing import check_backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,6 +136,20 @@ def check_readme_migration(namespace: Namespace) -> None:
     assert (agent.name, agent.turn_count) == ("Friday", 3)
 
 
+def check_readme_load_error(namespace: Namespace) -> None:
+    """The error README shows for a state with a bad value, a bad item and a typo, word for word."""
+    shown = re.search(r"^( *statekit\.errors\.StateLoadError: .*?)\n *```", (ROOT / "README.md").read_text(), re.M | re.S)
+    assert shown is not None
+    agent = namespace["agent"]
+    state = agent.state_dict()
+    state["memory"]["content"] = [{"role": "user", "content": "Hello!"}] * 3 + [{"role": None, "content": "Hi"}]
+    state["sys_prompt"] = ["You are helpful."]
+    state["tunrs"] = state.pop("turns")
+    with pytest.raises(StateLoadError) as failed:
+        agent.load_state_dict(state)
+    assert f"statekit.errors.StateLoadError: {failed.value}" == textwrap.dedent(shown[1])
+
+
 def check_stored_document(namespace: Namespace) -> None:
     """The `StoredDocument` shown in the sessions page's comment."""
     stored = namespace["stored"]
@@ -183,6 +197,7 @@ def check_contract(namespace: Namespace) -> None:
 
 CHECKS: dict[tuple[str, str], Callable[[Namespace], None]] = {
     ("README.md", "def v1_to_v2"): check_readme_migration,
+    ("README.md", "agent.memory.content.append"): check_readme_load_error,
     ("sessions.md", "aread_document"): check_stored_document,
     ("sessions.md", "class TestDictSession"): check_contract,
     ("config-and-schema.md", "seed(agent"): check_seed,
