@@ -118,6 +118,7 @@ def test_layout_is_one_file_per_user_and_session(tmp_path: Path) -> None:
     assert session.session_path("chat-1") == tmp_path / "chat-1.json"
     assert session.session_path("chat-1", "alice") == tmp_path / "@alice" / "chat-1.json"
     assert session.session_path("Chat 1", "Bob/x") == tmp_path / "@%42ob%2Fx" / "%43hat%201.json"
+    assert session.session_path("../x", "Bob") == tmp_path / "@%42ob" / "%2E.%2Fx.json"  # docs/sessions.md
     assert YAMLSession(tmp_path).session_path("c", "u") == tmp_path / "@u" / "c.yaml"
 
 
