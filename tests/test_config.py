@@ -103,6 +103,27 @@ def test_yaml_config_booleans_are_true_and_false_only(tmp_path: Path, word: str)
     assert "got a string" in problem.message
 
 
+@stateful
+class Gauge:
+    value: Any = None
+
+
+@pytest.mark.parametrize(("text", "value"), [("42", 42), ("0x2a", 42), ("0o52", 42), ("1.5", 1.5), ("1e-3", 0.001), ("1_000", "1_000")])
+def test_yaml_config_numbers_are_those_docs_list(tmp_path: Path, text: str, value: object) -> None:
+    """docs/config-and-schema.md: the YAML 1.2 core schema's numbers; ``1_000`` is text."""
+    loaded = from_config(Gauge, write(tmp_path, "gauge.yaml", f"value: {text}\n")).value
+    assert (loaded, type(loaded)) == (value, type(value))
+
+
+@pytest.mark.parametrize("text", [".inf", "-.inf", ".nan"])
+def test_yaml_config_infinities_are_refused_with_their_line(tmp_path: Path, text: str) -> None:
+    with pytest.raises(StateLoadError) as excinfo:
+        from_config(Limits, write(tmp_path, "limits.yaml", f"stop: []\nmax_turns: {text}\n"))
+    problem = only_problem(excinfo)
+    assert (problem.dotted, problem.line) == ("max_turns", 2)
+    assert "not a finite number" in problem.message
+
+
 @pytest.mark.parametrize("suffix", [".yml", ".YAML"])
 def test_other_yaml_suffixes_and_str_paths(tmp_path: Path, suffix: str) -> None:
     path = write(tmp_path, f"agent{suffix}", "name: Friday\n")
