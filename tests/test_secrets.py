@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -154,6 +155,31 @@ def test_an_altered_token_or_clear_text_is_refused_with_a_key(tmp_path: Path) ->
             session.load("s1", agent=target)
         assert target.client.api_key == ""
     session.close()
+
+
+def test_the_problems_read_as_the_table_of_docs_secrets_md(tmp_path: Path) -> None:
+    """Each row of the page's "Failures change nothing" table, word for word ("..." stands for any text)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "secrets.md").read_text(encoding="utf-8")
+    shown = re.findall(r"^\| [^|`]+ \| [^|`]+ \| `([^`]+)` \|$", page, re.MULTILINE)
+    key = generate_secret_key()
+    JSONSession(tmp_path, secret_key=key).save("s1", agent=agent_with_token())
+    path = JSONSession(tmp_path).session_path("s1")
+    sealed = path.read_bytes()
+    document = orjson.loads(sealed)
+    situations: list[tuple[str | None, bytes]] = [(None, sealed), (generate_secret_key(), sealed)]
+    for stored in ("sk-in-clear", SecretBox(key).seal(42)):  # a value in clear; an encrypted int for a str field
+        document["agent"]["client"]["api_key"] = stored
+        situations.append((key, orjson.dumps(document)))
+    problems = []
+    for session_key, raw in situations:
+        path.write_bytes(raw)
+        with pytest.raises(StateLoadError) as caught:
+            JSONSession(tmp_path, secret_key=session_key).load("s1", agent=Agent())
+        (problem,) = caught.value.problems
+        problems.append(problem.message)
+    assert len(shown) == len(problems) == 4
+    for text, message in zip(shown, problems, strict=True):
+        assert re.fullmatch(".*".join(map(re.escape, text.split("..."))), message), (text, message)
 
 
 def test_state_dict_and_repr_never_show_the_secret() -> None:
