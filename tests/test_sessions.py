@@ -204,7 +204,9 @@ def test_a_reference_written_file_loads(tmp_path: Path) -> None:
         ("[1, 2]", "this one is list"),
         ("", "invalid JSON"),
         ('{"__statekit__": {"format": 99}}', "newer statekit"),
-        ('{"__statekit__": "x"}', "format should be an integer"),
+        ('{"__statekit__": "x"}', r"__statekit__ should be an object holding the format, got a string"),
+        ('{"__statekit__": 3}', r"__statekit__ should be an object holding the format, got an integer"),
+        ('{"__statekit__": {"format": "1"}}', r"__statekit__\.format should be an integer, got '1'"),
         ('{"counter": {"count": 1},\n "x": [1,,]}', r"s\.json:2:10: invalid JSON"),
     ],
 )

@@ -650,7 +650,9 @@ def check_meta(meta: object, source: str) -> None:
     Raises:
         DocumentError: The format is not an integer, or is newer than this statekit reads.
     """
-    version = meta.get("format") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        raise DocumentError(f"{META_KEY} should be an object holding the format, got {describe(meta)}", source=source)
+    version = meta.get("format")
     if not isinstance(version, int) or isinstance(version, bool):
         raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
     if version > APPENDS_FORMAT:
