@@ -22,10 +22,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from statekit.errors import DocumentError, InvalidSessionIdError, SessionError, StateLoadError
-from statekit.session import META_KEY, JSONSession, SessionBase, SessionKey, YAMLSession
+from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
 from statekit.session import _files
 from statekit.session._files import USER_MARK, FileSession, decode_id, encode_id
+from append_models import Memory, Msg
 from statekit.testing import (
     CHECKS,
     HOSTILE_IDS,
@@ -466,4 +467,165 @@ def test_listing_says_what_is_wrong_as_the_other_methods_do(tmp_path: Path, kind
     (tmp_path / "sessions").write_text("not a folder")
     with pytest.raises(SessionError, match="cannot list the sessions in .*sessions: Not a directory"):
         session.list_sessions()
+    session.close()
+
+
+# -- an own backend's faults reach the caller as statekit errors -------------------------
+
+
+class _FaultySession(_DictSession):
+    """Raises ``fault`` from the primitive named ``broken``; the others work."""
+
+    def __init__(self, store: dict[tuple[str, str], bytes], broken: str, fault: Exception) -> None:
+        super().__init__(store)
+        self.broken, self.fault = broken, fault
+
+    def _maybe_fail(self, primitive: str) -> None:
+        if primitive == self.broken:
+            raise self.fault
+
+    async def _read(self, key: SessionKey) -> bytes | None:
+        self._maybe_fail("_read")
+        return await super()._read(key)
+
+    async def _write(self, key: SessionKey, data: bytes) -> None:
+        self._maybe_fail("_write")
+        await super()._write(key, data)
+
+    async def _write_if(self, key: SessionKey, data: bytes, expected: Any) -> bool:
+        self._maybe_fail("_write_if")
+        return await super()._write_if(key, data, expected)
+
+    async def _delete(self, key: SessionKey) -> bool:
+        self._maybe_fail("_delete")
+        return await super()._delete(key)
+
+    async def _list(self, user_id: str) -> list[str]:
+        self._maybe_fail("_list")
+        return await super()._list(user_id)
+
+    async def _exists(self, key: SessionKey) -> bool:
+        self._maybe_fail("_exists")
+        return await super()._exists(key)
+
+    async def _close(self) -> None:
+        self._maybe_fail("_close")
+
+
+_CALLS: dict[str, Any] = {
+    "_read": lambda s: s.load("s", "u", counter=Counter()),
+    "_write": lambda s: s.save("s", "u", overwrite=True, counter=Counter()),
+    "_write_if": lambda s: s.save("s", "u", counter=Counter()),
+    "_delete": lambda s: s.delete("s", "u"),
+    "_list": lambda s: s.list_sessions("u"),
+    "_exists": lambda s: s.exists("s", "u"),
+    "_close": lambda s: s.close(),
+}
+
+
+@pytest.mark.parametrize("fault", [OSError(errno.EIO, "I/O error"), KeyError("u"), RuntimeError("pool closed")])
+@pytest.mark.parametrize("primitive", sorted(_CALLS))
+def test_a_raw_error_of_an_own_backend_is_a_session_error_naming_it(primitive: str, fault: Exception) -> None:
+    """Every exception statekit raises is a StatekitError: a backend's own reaches the caller as one."""
+    store: dict[tuple[str, str], bytes] = {}
+    _DictSession(store).save("s", "u", counter=Counter(count=1))
+    session = _FaultySession(store, primitive, fault)
+    if primitive == "_write_if":
+        session.load("s", "u", counter=Counter())  # the next save is conditional
+    with pytest.raises(SessionError, match=rf"_FaultySession\.{primitive} raised {type(fault).__name__}") as caught:
+        _CALLS[primitive](session)
+    assert caught.value.__cause__ is fault
+    if primitive != "_close":
+        assert "'s'" in str(caught.value) or "'u'" in str(caught.value), caught.value
+    session.broken = ""
+    session.close()
+
+
+class _ReadsWrongly(_DictSession):
+    """``_read`` hands back the stored bytes converted by ``wrap``."""
+
+    def __init__(self, store: dict[tuple[str, str], bytes], wrap: Any) -> None:
+        super().__init__(store)
+        self.wrap = wrap
+
+    async def _read(self, key: SessionKey) -> Any:
+        raw = await super()._read(key)
+        return None if raw is None else self.wrap(raw)
+
+
+@pytest.mark.parametrize(("wrap", "what"), [(bytes.decode, "a string"), (lambda raw: [raw], "a list"), (lambda raw: 0, "an integer")])
+def test_a_read_that_returns_no_bytes_is_a_session_error_saying_so(wrap: Any, what: str) -> None:
+    store: dict[tuple[str, str], bytes] = {}
+    _DictSession(store).save("s", "u", counter=Counter(count=1))
+    session = _ReadsWrongly(store, wrap)
+    message = rf"session 's' of user 'u': _ReadsWrongly\._read returned {what}; it must return the stored bytes"
+    for call in (
+        lambda: session.load("s", "u", counter=Counter()),
+        lambda: session.exists("s", "u"),
+        lambda: session.revision("s", "u"),
+        lambda: session.read_document("s", "u"),
+    ):
+        with pytest.raises(SessionError, match=message):
+            call()
+    blind = _ReadsWrongly(store, wrap)
+    blind._revisions.remember(SessionKey("u", "s"), Expected(raw=store["u", "s"]))  # a conditional save reads first
+    with pytest.raises(SessionError, match=message):
+        blind.save("s", "u", counter=Counter(count=2))
+    session.close()
+    blind.close()
+
+
+@pytest.mark.parametrize("wrap", [bytearray, memoryview])
+def test_a_read_that_returns_a_bytes_like_buffer_works(wrap: Any) -> None:
+    """A driver may hand back a memoryview (psycopg's bytea) or a bytearray: statekit takes their bytes."""
+    store: dict[tuple[str, str], bytes] = {}
+    session = _ReadsWrongly(store, wrap)
+    session.save("s", "u", counter=Counter(count=1))
+    loaded = Counter()
+    session.load("s", "u", counter=loaded)
+    session.save("s", "u", counter=Counter(count=2))  # a conditional save, comparing what was read
+    assert loaded.count == 1 and session.exists("s", "u")
+    assert session.read_document("s", "u").data["counter"] == {"count": 2}  # type: ignore[union-attr]
+    session.close()
+
+
+class _ListsWrongly(_DictSession):
+    def __init__(self, store: dict[tuple[str, str], bytes], listed: Any) -> None:
+        super().__init__(store)
+        self.listed = listed
+
+    async def _list(self, user_id: str) -> Any:
+        return self.listed
+
+
+@pytest.mark.parametrize(
+    ("listed", "what"),
+    [(["a", b"b"], "an id that is a bytes"), ("ab", "a string"), (None, "null"), ([("u", "a")], "an id that is a tuple")],
+)
+def test_a_list_of_other_than_str_ids_is_a_session_error_saying_so(listed: Any, what: str) -> None:
+    session = _ListsWrongly({}, listed)
+    with pytest.raises(SessionError, match=rf"sessions of user 'u': _ListsWrongly\._list returned {what}; it must return"):
+        session.list_sessions("u")
+    session.close()
+
+
+def test_a_list_may_be_any_iterable_of_ids() -> None:
+    assert _ListsWrongly({}, iter(["b", "a"])).list_sessions("u") == ["a", "b"]
+    assert _ListsWrongly({}, ("b", "a")).list_sessions("u") == ["a", "b"]
+
+
+def test_a_raw_error_of_an_own_append_is_a_session_error_naming_it(tmp_path: Path) -> None:
+    fault = KeyError("token")
+
+    class FaultyAppends(JSONSession):
+        async def _append(self, key: SessionKey, line: bytes, base: Any) -> int | None:
+            raise fault
+
+    session = FaultyAppends(tmp_path)
+    memory = Memory(content=[Msg("user", "hi")])
+    session.save("s", "u", memory=memory)
+    memory.content.append(Msg("assistant", "hello"))
+    with pytest.raises(SessionError, match=r"FaultyAppends\._append raised KeyError") as caught:
+        session.save("s", "u", memory=memory)
+    assert caught.value.__cause__ is fault
     session.close()

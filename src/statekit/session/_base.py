@@ -58,6 +58,7 @@ from statekit.session._delta_save import (
     token_of,
     without_token,
 )
+from statekit.session._faults import BackendFaults, listed_ids, read_bytes
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._log import log_missing, log_timed
 from statekit.session._sync import BlockingTwins
@@ -178,7 +179,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             ``True`` when written; ``False`` when the stored revision differs
             (then nothing was written).
         """
-        if not expected.matches(await self._read(key)):
+        if not expected.matches(await self._fetch(key)):
             return False
         await self._write(key, data)
         return True
@@ -200,7 +201,7 @@ class SessionBase(BlockingTwins, abc.ABC):
 
     async def _exists(self, key: SessionKey) -> bool:
         """Whether the session exists (override when a cheaper test exists)."""
-        return await self._read(key) is not None
+        return await self._fetch(key) is not None
 
     async def _close(self) -> None:
         """Release what the backend opened (nothing by default)."""
@@ -324,7 +325,7 @@ class SessionBase(BlockingTwins, abc.ABC):
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""
-        raw = await self._read(self.key(session_id, user_id))
+        raw = await self._fetch(self.key(session_id, user_id))
         return None if raw is None else revision_of(raw)
 
     async def aread_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None:
@@ -340,7 +341,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             DocumentError: The stored bytes are not a session document.
         """
         key = self.key(session_id, user_id)
-        raw = await self._read(key)
+        raw = await self._fetch(key)
         if raw is None:
             self._revisions.remember(key, MISSING)
             return None
@@ -404,21 +405,29 @@ class SessionBase(BlockingTwins, abc.ABC):
 
     async def alist_sessions(self, user_id: str | None = None) -> list[str]:
         """The ids of ``user_id``'s sessions, sorted."""
-        return sorted(await self._list(check_id(self._user(user_id), "user_id", allow_empty=True)))
+        user = check_id(self._user(user_id), "user_id", allow_empty=True)
+        where = lambda: f"sessions of user {user!r}"  # noqa: E731
+        with self._faults("_list", where):
+            ids = await self._list(user)
+        return listed_ids(ids, self, where)
 
     async def aexists(self, session_id: str, user_id: str | None = None) -> bool:
         """Whether the session exists."""
-        return await self._exists(self.key(session_id, user_id))
+        key = self.key(session_id, user_id)
+        with self._faults("_exists", key):
+            return await self._exists(key)
 
     async def adelete(self, session_id: str, user_id: str | None = None) -> bool:
         """Delete the session; ``True`` when there was one. The object forgets its revision."""
         key = self.key(session_id, user_id)
         self._revisions.forget(key)
-        return await finished(self, self._delete(key))
+        with self._faults("_delete", key):
+            return await finished(self, self._delete(key))
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""
-        await self._close()
+        with self._faults("_close", lambda: f"closing {type(self).__name__}"):
+            await self._close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -461,7 +470,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             was read, for a save that must find it still there.
         """
         started = time.perf_counter()
-        raw = await self._read(key)
+        raw = await self._fetch(key)
         if raw is None:
             self._revisions.remember(key, MISSING)
             return None, MISSING
@@ -559,13 +568,32 @@ class SessionBase(BlockingTwins, abc.ABC):
         if expected is None and not overwrite:
             expected = self._revisions.get(key)
         if expected is None or overwrite:
-            await self._write(key, raw)
-        elif not await self._write_if(key, raw, expected):
+            with self._faults("_write", key):
+                await self._write(key, raw)
+        elif not await self._written_if(key, raw, expected):
             source = self._source(key)
             raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
         written = Expected(raw=raw, base=base, names=names)
         self._revisions.remember(key, written)
         return written
+
+    def _faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
+        """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
+        if isinstance(where, SessionKey):
+            key = where
+            return BackendFaults(self, primitive, lambda: self._source(key))
+        return BackendFaults(self, primitive, where)
+
+    async def _fetch(self, key: SessionKey) -> bytes | None:
+        """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
+        with self._faults("_read", key):
+            raw = await self._read(key)
+        return read_bytes(raw, self, lambda: self._source(key))
+
+    async def _written_if(self, key: SessionKey, raw: bytes, expected: Expected) -> bool:
+        """``_write_if``, with the backend's faults told as ``SessionError``."""
+        with self._faults("_write_if", key):
+            return await self._write_if(key, raw, expected)
 
     async def _run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:
         """Run ``work`` in a worker thread when the backend asks for it, unless

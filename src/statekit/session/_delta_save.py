@@ -99,7 +99,8 @@ async def _save_delta(
     ``items`` is taken by the caller along with ``line``: on backends that write in
     threads this runs as a task of its own, after other tasks may have appended more.
     """
-    written = await session._append(key, line, base)  # noqa: SLF001 - b"": only the revision check
+    with session._faults("_append", key):  # noqa: SLF001
+        written = await session._append(key, line, base)  # noqa: SLF001 - b"": only the revision check
     if written is None:
         source = session._source(key)  # noqa: SLF001
         raise ConflictError(conflict_message(source, created=False), source=source)
