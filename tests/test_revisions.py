@@ -373,7 +373,7 @@ def test_the_contract_catches_a_compare_and_set_that_is_not_atomic() -> None:
         async def _list(self, user_id: str) -> list[str]:
             return [session_id for owner, session_id in store if owner == user_id]
 
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match=r"racing update\(\) tasks lost \d+ of 48 increments: _write_if must compare"):
         asyncio.run(CHECKS["update_races"](SlowDictSession))
     asyncio.run(CHECKS["stale_save_conflicts"](SlowDictSession))  # one writer at a time is fine
 

@@ -434,6 +434,73 @@ def test_the_contract_catches_backends_that_mix_up_users_or_ids(broken: type[_Di
     asyncio.run(check_backend(lambda: _DictSession(right)))  # the same store done right passes
 
 
+class _DeletesAnyUsersSession(_DictSession):
+    async def _delete(self, key: SessionKey) -> bool:
+        found = next((stored for stored in self.store if stored[1] == key.session_id), None)
+        return found is not None and self.store.pop(found) is not None
+
+
+class _ExistsFindsTheDefaultUsers(_DictSession):
+    async def _exists(self, key: SessionKey) -> bool:
+        return ("", key.session_id) in self.store or self.k(key) in self.store
+
+
+class _ExistsAnswersTheBytes(_DictSession):
+    async def _exists(self, key: SessionKey) -> Any:
+        return self.store.get(self.k(key))
+
+
+class _DeleteAnswersNothing(_DictSession):
+    async def _delete(self, key: SessionKey) -> Any:
+        return self.store.pop(self.k(key), None)
+
+
+class _CreatesOverADeletion(_DictSession):
+    """Compares only when something is stored: a session deleted meanwhile is written again."""
+
+    async def _write_if(self, key: SessionKey, data: bytes, expected: Any) -> bool:
+        stored = self.store.get(self.k(key))
+        if stored is not None and not expected.matches(stored):
+            return False
+        self.store[self.k(key)] = data
+        return True
+
+
+class _HalfWrites(_DictSession):
+    """Lets a reader in while only half of the new document is stored."""
+
+    async def _write(self, key: SessionKey, data: bytes) -> None:
+        self.store[self.k(key)] = data[: len(data) // 2]
+        await asyncio.sleep(0)
+        self.store[self.k(key)] = data
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (_DeletesAnyUsersSession, r"delete\(\) deleted another user's session of the same id"),
+        (_ExistsFindsTheDefaultUsers, r"exists\(\) found the default user's session for another user"),
+        (_ExistsAnswersTheBytes, r"exists\(\) of a missing session did not return False"),
+        (_DeleteAnswersNothing, r"delete\(\) of a stored session did not return True"),
+        (_CreatesOverADeletion, "a save after another object deleted it: expected ConflictError"),
+        (_HalfWrites, "found no whole document .*_write must replace the stored bytes atomically"),
+    ],
+)
+def test_the_contract_tells_the_author_what_a_broken_backend_does_wrong(broken: type[_DictSession], message: str) -> None:
+    store: dict[tuple[str, str], bytes] = {}
+    with pytest.raises(AssertionError, match=message):
+        asyncio.run(check_backend(lambda: broken(store), skip=frozenset({"large_session"})))
+
+
+def test_the_contract_names_a_duplicated_listing() -> None:
+    class ListsTwice(_DictSession):
+        async def _list(self, user_id: str) -> list[str]:
+            return 2 * await super()._list(user_id)
+
+    with pytest.raises(AssertionError, match=r"list_sessions\('contract-\w+'\) returned \['a', 'a', 'b', 'b', 'c', 'c'\], not"):
+        asyncio.run(CHECKS["list_delete_exists"](lambda: ListsTwice({})))
+
+
 async def test_a_cancelled_save_ends_before_the_cancellation_is_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker thread goes on after a cancel: raising at once let it land after a later save."""
     gate, replace_if = threading.Event(), _files._replace_if

@@ -49,7 +49,7 @@ async def check_revisions(make_session: SessionFactory) -> None:
     """A revision exists once saved, stays when unchanged state is re-saved, changes with the bytes."""
     user = _user()
     async with make_session() as session:
-        assert await session.arevision("s", user) is None
+        assert await session.arevision("s", user) is None, "a session never saved has a revision"
         await session.asave("s", user, tally=Tally(count=1))
         first = await session.aread_document("s", user)
         assert first is not None and first.revision == await session.arevision("s", user), first
@@ -58,11 +58,11 @@ async def check_revisions(make_session: SessionFactory) -> None:
         again = await session.aread_document("s", user)
         assert again == first, "re-saving unchanged state changed the stored bytes"
         await session.asave("s", user, tally=Tally(count=2))
-        assert await session.arevision("s", user) not in (None, first.revision)
+        assert await session.arevision("s", user) not in (None, first.revision), "saving other state kept the revision"
 
 
 async def check_stale_save_conflicts(make_session: SessionFactory) -> None:
-    """A save through an object that knows an older revision fails and changes nothing."""
+    """A save through an object that knows an older revision (or a session since deleted) fails and changes nothing."""
     user = _user()
     async with make_session() as writer, make_session() as stale:
         await writer.asave("s", user, tally=Tally(count=1))
@@ -75,7 +75,11 @@ async def check_stale_save_conflicts(make_session: SessionFactory) -> None:
         await stale.asave("s", user, overwrite=True, tally=Tally(count=3))
         await stale.asave("s", user, tally=Tally(count=4))  # it now knows what it wrote
         await _conflicts(lambda: writer.asave("s", user, tally=Tally(count=5)), "the first writer, now stale")
-        assert await _fresh_count(make_session, user) == 4
+        assert await _fresh_count(make_session, user) == 4, "the stored session is not the last successful save"
+        await writer.aload("s", user, tally=Tally())
+        assert await stale.adelete("s", user), "delete() of a stored session did not return True"
+        await _conflicts(lambda: writer.asave("s", user, tally=Tally(count=6)), "a save after another object deleted it")
+        assert not await stale.aexists("s", user), "a refused save of a deleted session stored it again"
 
 
 async def check_blind_save_and_delete(make_session: SessionFactory) -> None:
@@ -84,12 +88,12 @@ async def check_blind_save_and_delete(make_session: SessionFactory) -> None:
     async with make_session() as first, make_session() as blind:
         await first.asave("s", user, tally=Tally(count=1))
         await blind.asave("s", user, tally=Tally(count=2))
-        assert await _count(blind, user) == 2
+        assert await _count(blind, user) == 2, "a blind save did not replace the session"
         await first.aload("s", user, tally=Tally())
         await blind.asave("s", user, tally=Tally(count=3))
-        assert await first.adelete("s", user)
+        assert await first.adelete("s", user), "delete() of a stored session did not return True"
         await first.asave("s", user, tally=Tally(count=4))
-        assert await _count(blind, user) == 4
+        assert await _count(blind, user) == 4, "a save after a delete did not store the session"
 
 
 async def check_create_race(make_session: SessionFactory) -> None:
@@ -100,7 +104,7 @@ async def check_create_race(make_session: SessionFactory) -> None:
         assert await two.aload("s", user, tally=Tally()) == {}
         await one.asave("s", user, tally=Tally(count=1))
         await _conflicts(lambda: two.asave("s", user, tally=Tally(count=2)), "second creator")
-        assert await _count(one, user) == 1
+        assert await _count(one, user) == 1, "a conflicting creator changed the session"
 
 
 async def check_write_document(make_session: SessionFactory) -> None:
@@ -116,7 +120,8 @@ async def check_write_document(make_session: SessionFactory) -> None:
         await _conflicts(lambda: session.awrite_document("s", data, user, expected_revision="0" * 40), "wrong rev")
         second = await session.awrite_document("s", {"tally": {"count": 2}}, user, expected_revision=created)
         await session.awrite_document("s", {"tally": {"count": 3}}, user, overwrite=True)
-        assert second != created and await _count(session, user) == 3
+        assert second != created, "writing other data kept the revision"
+        assert await _count(session, user) == 3, "write_document(overwrite=True) did not replace the session"
 
 
 async def check_update_races(make_session: SessionFactory) -> None:
@@ -134,7 +139,11 @@ async def check_update_races(make_session: SessionFactory) -> None:
                 await session.aupdate("s", bump, user_id=user, retries=100, tally=tally)
 
     await asyncio.gather(*(worker() for _ in range(RACING_TASKS)))
-    assert await _fresh_count(make_session, user) == 3 * RACING_TASKS
+    count = await _fresh_count(make_session, user)
+    assert count == 3 * RACING_TASKS, (
+        f"racing update() tasks lost {3 * RACING_TASKS - count} of {3 * RACING_TASKS} increments: "
+        "_write_if must compare and write as one atomic step of the storage (a transaction, a lock, a script)"
+    )
 
 
 async def check_update_async_mutate(make_session: SessionFactory) -> None:

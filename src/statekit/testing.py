@@ -33,6 +33,7 @@ from statekit._fields import state_field
 from statekit._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
 from statekit._module import StateModule, stateful
 from statekit.errors import (
+    DocumentError,
     InvalidSessionIdError,
     SessionError,
     SessionNotFoundError,
@@ -179,6 +180,8 @@ async def check_default_user(make_session: SessionFactory) -> None:
         assert "s" in listed, "list_sessions() did not list the default user's sessions"
         assert "t" not in listed, "list_sessions() of the default user listed another user's session"
         assert not await session.aexists("t"), "exists() without user_id found another user's session"
+        assert not await session.aexists("s", _user()), "exists() found the default user's session for another user"
+        assert await session.aload("s", _user(), counter=Counter()) == {}, "load() found the default user's session"
         counter = Counter()
         await session.aload("s", default, allow_not_exist=False, counter=counter)
         assert counter.count == 5, counter
@@ -207,8 +210,8 @@ async def check_missing_session(make_session: SessionFactory) -> None:
     user = _user()
     chat = _chat("untouched")
     async with make_session() as session:
-        assert await session.aload("nope", user, chat=chat) == {}
-        assert not await session.aexists("nope", user)
+        assert await session.aload("nope", user, chat=chat) == {}, "load() of a missing session returned results"
+        assert await session.aexists("nope", user) is False, "exists() of a missing session did not return False"
         try:
             await session.aload("nope", user, allow_not_exist=False, chat=chat)
         except SessionNotFoundError:
@@ -219,24 +222,32 @@ async def check_missing_session(make_session: SessionFactory) -> None:
 
 
 async def check_list_delete_exists(make_session: SessionFactory) -> None:
-    """Listing is per user (even when one user id starts another) and sorted; delete tells if it deleted."""
+    """Listing is per user (even when one user id starts another) and sorted; delete tells if it
+    deleted, and deletes that user's session only; exists and delete answer ``True`` or ``False``."""
     user = _user()
     other = user + "_x"
     async with make_session() as session:
+        await session.asave("b", other, counter=Counter())  # first: a store that finds ids in order meets it first
         for session_id in ("b", "a", "c"):
             await session.asave(session_id, user, counter=Counter())
         await session.asave("z", other, counter=Counter())
-        assert await session.alist_sessions(user) == ["a", "b", "c"]
-        assert await session.aexists("b", user)
-        assert not await session.aexists("z", user), "exists() found another user's session"
+        await _listed(session, user, ["a", "b", "c"])
+        assert await session.aexists("b", user) is True, "exists() of a saved session did not return True"
+        assert await session.aexists("z", user) is False, "exists() found another user's session"
         assert not await session.aexists("a", other), "exists() found another user's session"
         assert await session.aload("a", other, counter=Counter()) == {}, "load() found another user's session"
-        assert await session.adelete("b", user) is True
-        assert await session.adelete("b", user) is False
-        assert not await session.aexists("b", user)
-        assert await session.alist_sessions(user) == ["a", "c"]
-        assert await session.alist_sessions(other) == ["z"]
-        assert await session.alist_sessions(_user()) == []
+        assert await session.adelete("b", user) is True, "delete() of a stored session did not return True"
+        assert await session.aexists("b", other), "delete() deleted another user's session of the same id"
+        assert await session.adelete("b", user) is False, "delete() of a missing session did not return False"
+        assert not await session.aexists("b", user), "exists() found a deleted session"
+        await _listed(session, user, ["a", "c"])
+        await _listed(session, other, ["b", "z"])
+        await _listed(session, _user(), [])
+
+
+async def _listed(session: SessionBase, user: str, expected: list[str]) -> None:
+    listed = await session.alist_sessions(user)
+    assert listed == expected, f"list_sessions({user!r}) returned {listed!r}, not {expected!r}"
 
 
 async def check_hostile_ids(make_session: SessionFactory) -> None:
@@ -252,7 +263,7 @@ async def check_hostile_ids(make_session: SessionFactory) -> None:
             assert counter.count == index, (user, session_id, counter.count)
         for user in {user for user, _ in pairs if user}:
             expected = sorted(session_id for owner, session_id in pairs if owner == user)
-            assert await session.alist_sessions(user) == expected, user
+            await _listed(session, user, expected)
         await _delete_all(session, pairs)
 
 
@@ -329,11 +340,21 @@ async def check_concurrent_saves(make_session: SessionFactory) -> None:
         await session.asave("s", user, chat=versions[0])
         seen = await asyncio.gather(
             *(session.asave("s", user, overwrite=True, chat=version) for version in versions),
-            *(_load_chat(session, user) for _ in versions),
+            *(_load_while_saving(session, user) for _ in versions),
         )
         final = await _load_chat(session, user)
     for chat in [*seen[len(versions) :], final]:
-        assert chat in versions, chat
+        assert chat in versions, f"a load while other tasks saved got a version nobody saved: {chat}"
+
+
+async def _load_while_saving(session: SessionBase, user: str) -> Chat:
+    try:
+        return await _load_chat(session, user)
+    except (DocumentError, SessionNotFoundError) as err:
+        raise AssertionError(
+            f"a load while other tasks saved found no whole document ({err}): _write must replace the "
+            "stored bytes atomically, so that a reader sees the old document or the new one, whole"
+        ) from err
 
 
 async def _load_chat(session: SessionBase, user: str) -> Chat:
@@ -351,7 +372,7 @@ async def check_unicode(make_session: SessionFactory) -> None:
         await session.asave("s 😀", user, chat=saved)
         chat = Chat()
         await session.aload("s 😀", user, chat=chat)
-        assert await session.alist_sessions(user) == ["s 😀"]
+        await _listed(session, user, ["s 😀"])
     assert chat == saved, [m for m, n in zip(chat.messages, messages, strict=False) if m != n]
 
 
@@ -410,8 +431,8 @@ def check_blocking_twins(make_session: SessionFactory) -> None:
         session.save("s", user, counter=Counter(count=2))
         counter = Counter()
         session.load("s", user, allow_not_exist=False, counter=counter)
-        assert counter.count == 2
-        assert session.list_sessions(user) == ["s"]
+        assert counter.count == 2, counter
+        assert session.list_sessions(user) == ["s"], f"list_sessions() returned {session.list_sessions(user)!r}"
         assert session.exists("s", user)
         assert session.delete("s", user)
         asyncio.run(_expect(SessionError, _inside_loop(session), "save() inside a loop"))
