@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import attrs
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -499,6 +500,30 @@ def test_the_contract_names_a_duplicated_listing() -> None:
 
     with pytest.raises(AssertionError, match=r"list_sessions\('contract-\w+'\) returned \['a', 'a', 'b', 'b', 'c', 'c'\], not"):
         asyncio.run(CHECKS["list_delete_exists"](lambda: ListsTwice({})))
+
+
+class _DropsDeltas(JSONSession):
+    async def _append(self, key: SessionKey, line: bytes, base: Any) -> int | None:
+        return len(line)  # says it stored the delta
+
+
+class _AppendsBehindOthers(JSONSession):
+    """Appends whatever was stored meanwhile (its base unchecked): no ConflictError."""
+
+    async def _append(self, key: SessionKey, line: bytes, base: Any) -> int | None:
+        stored = await self._read(key)
+        current = base if stored is None else attrs.evolve(base, log_len=len(getattr(stored, "log", b"")))
+        return await super()._append(key, line, current)
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [(_DropsDeltas, "appended items did not load back"), (_AppendsBehindOthers, "'a save behind appends': expected ConflictError")],
+)
+def test_the_contract_checks_the_deltas_of_append_only_lists(tmp_path: Path, broken: type[JSONSession], message: str) -> None:
+    with pytest.raises(AssertionError, match=message):
+        asyncio.run(CHECKS["appends"](lambda: broken(tmp_path)))
+    asyncio.run(CHECKS["appends"](lambda: JSONSession(tmp_path)))
 
 
 async def test_a_cancelled_save_ends_before_the_cancellation_is_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

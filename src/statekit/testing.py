@@ -33,6 +33,7 @@ from statekit._fields import state_field
 from statekit._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
 from statekit._module import StateModule, stateful
 from statekit.errors import (
+    ConflictError,
     DocumentError,
     InvalidSessionIdError,
     SessionError,
@@ -47,6 +48,7 @@ __all__ = [
     "CHECKS",
     "Chat",
     "Counter",
+    "Journal",
     "Message",
     "RedisCluster",
     "RedisServer",
@@ -135,6 +137,14 @@ class Counter(StateModule):
     """A second, differently shaped module."""
 
     count: int = state_field(default=0)
+
+
+@stateful
+class Journal(StateModule):
+    """A module with an append-only list: saves after appends store only the new items where a backend can."""
+
+    entries: list[str] = state_field(factory=list, append_only=True)
+    title: str = state_field(default="journal")
 
 
 def _chat(name: str, count: int = 3) -> Chat:
@@ -402,6 +412,36 @@ async def check_error_positions(make_session: SessionFactory) -> None:
             raise AssertionError("loading a Counter's state into a Chat did not fail")
 
 
+async def check_appends(make_session: SessionFactory) -> None:
+    """Items appended between saves load back whole, through another object too; a stale appender
+    conflicts and changes nothing (with ``supports_appends`` these saves go through ``_append``)."""
+    user = _user()
+    journal = Journal(entries=["first"])
+    async with make_session() as writer, make_session() as stale:
+        await writer.asave("s", user, journal=journal)
+        journal.entries.append("second")
+        await writer.asave("s", user, journal=journal)
+        behind = Journal()
+        await stale.aload("s", user, journal=behind)  # after an append: it knows the deltas stored then
+        journal.entries.append("third")
+        await writer.asave("s", user, journal=journal)
+        assert await _journal(make_session, user) == journal, "appended items did not load back"
+        behind.entries.append("other")
+        await _expect(ConflictError, lambda: stale.asave("s", user, journal=behind), "a save behind appends")
+        assert await _journal(make_session, user) == journal, "a refused save after appends changed the session"
+        journal.title = "renamed"  # not only appends: the whole document is written
+        journal.entries.append("fourth")
+        await writer.asave("s", user, journal=journal)
+    assert await _journal(make_session, user) == journal, "a full save after appends did not load back"
+
+
+async def _journal(make_session: SessionFactory, user: str) -> Journal:
+    journal = Journal()
+    async with make_session() as session:
+        await session.aload("s", user, allow_not_exist=False, journal=journal)
+    return journal
+
+
 CHECKS: dict[str, Check] = {
     check.__name__.removeprefix("check_"): check
     for check in (
@@ -419,6 +459,7 @@ CHECKS: dict[str, Check] = {
         check_unicode,
         check_large_session,
         check_error_positions,
+        check_appends,
     )
 } | REVISION_CHECKS
 """Every async check of the contract, by name."""
@@ -511,6 +552,9 @@ class SessionContract:
 
     def test_error_positions(self) -> None:  # noqa: D102
         self._run("error_positions")
+
+    def test_appends(self) -> None:  # noqa: D102
+        self._run("appends")
 
     def test_blocking_twins(self) -> None:  # noqa: D102
         check_blocking_twins(self.make_session)
