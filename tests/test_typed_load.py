@@ -444,7 +444,7 @@ def test_a_module_not_asked_for_is_still_checked_as_the_full_path_does(tmp_path:
 
 def test_null_metadata_is_refused_as_the_full_path_does(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_bytes(b'{"__statekit__": null, "m": {"value": 5}}')
-    with pytest.raises(DocumentError, match="format should be an integer"):
+    with pytest.raises(DocumentError, match="__statekit__ should be an object holding the format, got null"):
         JSONSession(tmp_path).load("s", m=Counter())
 
 
