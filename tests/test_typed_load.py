@@ -500,7 +500,7 @@ def test_an_untyped_attr_ib_is_dumped_by_the_class_of_its_value() -> None:
 
 
 def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from statekit.session import _base
+    from statekit.session import _loading
 
     calls: list[int] = []
 
@@ -508,7 +508,7 @@ def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path:
         calls.append(1)
         return decode(typed, raw, checked)
 
-    monkeypatch.setattr(_base, "decode", counted)
+    monkeypatch.setattr(_loading, "decode", counted)
     session = JSONSession(tmp_path)
     session.save("s", agent=Agent(name="a"), notes=Notes(count=2))
     agent = Agent()

@@ -35,7 +35,7 @@ from statekit.errors import (
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
 from statekit.session._appends import merge
-from statekit.session._base import as_session, check_meta
+from statekit.session._loading import as_session, check_meta
 from statekit.session._companion import companion, split
 from statekit.session._companion import read_session as read_stored
 from statekit.session._delta_save import check_token, is_joined, positioned, without_token

@@ -23,18 +23,13 @@ from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
 from statekit._dump import check_modules, dump_many
-from statekit._load import load_many
-from statekit._typed import decode, load_typed, typed_document
-from statekit._versions import migrations_run
 from statekit._module import LoadResult, StateModule
-from statekit.codecs import JSON, JSON_COMPACT, Codec
+from statekit.codecs import JSON, Codec
 from statekit.errors import (
     ConflictError,
     DocumentError,
     SessionError,
     SessionNotFoundError,
-    StateLoadError,
-    StateVersionError,
 )
 from statekit.session._revisions import (
     MISSING,
@@ -44,22 +39,12 @@ from statekit.session._revisions import (
     conflict_message,
     revision_of,
 )
-from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
+from statekit.session._appends import DeltaBase
 from statekit.session._cancel import finished, finished_despite_cancel
-from statekit.session._companion import doc_token, split
-from statekit.session._delta_save import (
-    META_KEY,
-    base_after_load,
-    check_token,
-    is_joined,
-    plain_document,
-    positioned,
-    save_with_appends,
-    token_of,
-    without_token,
-)
+from statekit.session._delta_save import META_KEY, is_joined, plain_document, save_with_appends, without_token
 from statekit.session._faults import BackendFaults, listed_ids, read_bytes
 from statekit.session._ids import SessionKey, check_id
+from statekit.session._loading import check_meta, decode_stored, load_modules
 from statekit.session._log import log_missing, log_timed
 from statekit.session._sync import BlockingTwins
 from statekit.session._update import update_modules
@@ -70,11 +55,6 @@ INLINE_DECODE_BYTES = 1 << 20
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
-DEPTH_CHECKING = (JSON, JSON_COMPACT)
-"""The codecs whose ``dumps`` and ``loads`` refuse documents nested past ``MAX_DEPTH``."""
-
-BOM = b"\xef\xbb\xbf"
-"""A UTF-8 byte order mark, which a JSON document may start with."""
 
 
 def _check_names(modules: Mapping[str, object]) -> None:
@@ -345,7 +325,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         if raw is None:
             self._revisions.remember(key, MISSING)
             return None
-        data = without_token(await self._decode(raw, key))
+        data = without_token(await decode_stored(self, raw, key))
         shown = raw if not is_joined(raw) else await self._run_codec(self.codec.dumps, data)
         stored = StoredDocument(data, shown, self._source(key), revision_of(raw))
         self._revisions.remember(key, Expected(raw=raw, revision=stored.revision))
@@ -463,71 +443,8 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _load(
         self, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
     ) -> tuple[dict[str, LoadResult] | None, Expected]:
-        """Load the modules and remember what was read.
-
-        Returns:
-            The load results (``None`` when the session is missing) and what
-            was read, for a save that must find it still there.
-        """
-        started = time.perf_counter()
-        raw = await self._fetch(key)
-        if raw is None:
-            self._revisions.remember(key, MISSING)
-            return None, MISSING
-        base, names = None, frozenset(modules)
-        try:
-            results = await self._load_typed(raw, key, modules, strict)
-            if results is None:
-                results, base, names = await self._load_plain(raw, key, modules, strict)
-        except StateLoadError as err:
-            raise positioned(err, raw, self.codec, self._source(key), self._companion_source(key)) from None
-        except StateVersionError as err:
-            raise err.located(self._source(key)) from err.__cause__
-        seen = Expected(raw=raw, base=base, names=names)
-        self._revisions.remember(key, seen)
-        log_timed("loaded", list(modules), lambda: self._source(key), len(raw), started)
-        return results, seen
-
-    async def _load_typed(
-        self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
-    ) -> dict[str, LoadResult] | None:
-        """The fast load (see :mod:`statekit._typed`); ``None``, nothing changed, when it does not apply."""
-        seen = self._revisions.get(key)
-        if not self.codec.fast or split(raw)[1] or not _may_hold_only(seen, modules):
-            return None
-        typed = typed_document(modules, META_KEY)
-        if typed is None:
-            return None
-        body = raw[len(BOM):] if raw.startswith(BOM) else raw
-        # Bytes this object wrote or loaded before passed the depth check then (the built-in
-        # codecs check it on both ways; another codec may not): a compare costs less.
-        checked = self.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
-        document = await self._run_codec(without_gc(decode), typed, body, checked, size=len(body))
-        if document is None:
-            return None
-        with paused_gc(), secrets_with(self._secret_box):
-            return load_typed(typed, modules, document, strict)
-
-    async def _load_plain(
-        self, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
-    ) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str]]:
-        """The full load: decode to plain data, plan and report every problem, commit.
-
-        Returns:
-            The results, the delta base (append-only lists) and the document's module names.
-        """
-        document = await self._decode(raw, key)
-        migrated = migrations_run()
-        with paused_gc(), secrets_with(self._secret_box):
-            results = load_many(modules, document, strict=strict, fresh=self.codec.fast)
-        names = frozenset(name for name in document if name != META_KEY)
-        if not token_of(document) or migrations_run() != migrated or any(r.unexpected_keys for r in results.values()):
-            # keys a lenient load ignored, or data a migration upgraded (an item too), stay in the document
-            # as stored: the next save rewrites it (the skeleton check covers missing module keys; an
-            # item's missing keys took defaults it may omit)
-            return results, None, names
-        with secrets_with(self._secret_box):  # saved with append-only lists: what the next save compares with
-            return results, base_after_load(modules, document, raw), names
+        """Load the modules and remember what was read (see :func:`._loading.load_modules`)."""
+        return await load_modules(self, key, modules, strict)
 
     async def _save_modules(
         self,
@@ -611,45 +528,6 @@ class SessionBase(BlockingTwins, abc.ABC):
             document = plain_document(dump_many(modules))  # a snapshot: encoded in another thread
         return await self._run_codec(without_gc(self.codec.dumps), document)
 
-    async def _decode(self, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
-        raw, log, token = split(raw)
-        document = await self._decode_document(raw, key)
-        if log:
-            check_token(document, token, self._source(key), self._companion_source(key))
-            # without the collector: a full pass over the fresh document costs more than the merge
-            await self._run_codec(without_gc(merge), document, log, self._companion_source(key), size=len(log))
-        elif token_of(document) is not None and doc_token(raw) is None:
-            raise DocumentError(REORDERED if self._saves_deltas() else ELSEWHERE, source=self._source(key))
-        return document
-
-    async def _decode_document(self, raw: bytes, key: SessionKey) -> dict[str, Any]:
-        try:
-            document = await self._run_codec(without_gc(self.codec.loads), raw, None, size=len(raw))
-        except DocumentError as err:  # named here, so that a good load never builds the name
-            raise DocumentError(err.reason, source=self._source(key), line=err.line, column=err.column) from None
-        document = as_session(document, self._source(key))
-        if META_KEY in document:
-            check_meta(document[META_KEY], self._source(key))
-        return document
-
-
-REORDERED = (
-    f"the document's {META_KEY!r} metadata is not its first key (did a tool sort or reorder the keys?): "
-    "statekit finds the items appended beside the document by it; move it back to the top of the document"
-)
-
-ELSEWHERE = (
-    f"the document's {META_KEY!r} metadata names items appended beside it, as a JSON session file's does "
-    "(in its .log companion), which this backend does not read; copy the session with `statekit convert`, "
-    "which folds them in"
-)
-
-
-def _may_hold_only(seen: Expected | None, modules: Mapping[str, StateModule]) -> bool:
-    """False when the document last seen held other modules: the typed decode would fail on them."""
-    return seen is None or seen.names is None or seen.names == frozenset(modules)
-
-
 def _with_meta(data: object, source: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         kind = type(data).__name__
@@ -658,33 +536,3 @@ def _with_meta(data: object, source: str) -> dict[str, Any]:
         check_meta(data[META_KEY], source)
         return without_token(data)  # written whole: deltas stored beside an older document are not its
     return plain_document(data)
-
-
-def as_session(document: object, source: str) -> dict[str, Any]:
-    """Decoded data as a session document: a mapping of module names to states.
-
-    Raises:
-        DocumentError: It is something else (a list, a string, empty), saying what.
-    """
-    if not isinstance(document, dict):
-        kind = "empty" if document is None else type(document).__name__
-        raise DocumentError(f"a session document maps module names to states; this one is {kind}", source=source)
-    return document
-
-
-def check_meta(meta: object, source: str) -> None:
-    """Refuse a document's ``__statekit__`` metadata unless this statekit reads its format.
-
-    Raises:
-        DocumentError: The format is not an integer, or is newer than this statekit reads.
-    """
-    if not isinstance(meta, dict):
-        raise DocumentError(f"{META_KEY} should be an object holding the format, got {describe(meta)}", source=source)
-    version = meta.get("format")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
-    if version > APPENDS_FORMAT:
-        raise DocumentError(
-            f"written in session format {version} by a newer statekit; this one reads up to {APPENDS_FORMAT}",
-            source=source,
-        )
