@@ -30,7 +30,7 @@ from cattrs.errors import (
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
 
 from statekit._json import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
-from statekit._unstructure import JSON_HOOK, SCALAR_KIND
+from statekit._unstructure import JSON_HOOK, SCALAR_KIND, exactly
 from statekit.codecs._positions import value_problem
 
 Hook = Callable[[Any], Any]
@@ -339,15 +339,7 @@ def _is_tuple(tp: Any) -> bool:
 def exact_container(tp: Any, dump: Hook) -> Hook:
     """``dump``, refusing a value whose class is not exactly ``tp``'s container: a tuple or a
     set written as a list would load back as another value (an iterator would be used up)."""
-    kind = typing.get_origin(tp) or tp
-    what = expected_name(tp)
-
-    def checked(value: Any) -> Any:
-        if type(value) is not kind:
-            raise TypeError(f"expected {what}, got {describe(value)}")
-        return dump(value)
-
-    return checked
+    return exactly(typing.get_origin(tp) or tp, dump, expected_name(tp))
 
 
 def _set_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:

@@ -316,6 +316,19 @@ def state_keys(module: StateModule) -> dict[str, Any]:
     return keys
 
 
+def modules_below(roots: Iterable[StateModule]) -> list[StateModule]:
+    """``roots`` and every module reachable from them through state, each once."""
+    found: dict[int, StateModule] = {}
+    stack = list(roots)
+    while stack:
+        module = stack.pop()
+        if id(module) not in found:
+            found[id(module)] = module
+            values = (getattr(module, name, None) for name in state_keys(module))
+            stack.extend(value for value in values if isinstance(value, StateModule))
+    return list(found.values())
+
+
 def load_many(
     modules: Mapping[str, StateModule], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
 ) -> dict[str, LoadResult]:

@@ -130,23 +130,9 @@ def _snapshot(module: StateModule) -> tuple[Attributes, Any]:
         state = copy_loose(dict(module.state_dict()))
     except Exception:  # noqa: BLE001 - then attributes alone are restored
         state = None
-    return [(each, _attributes(each)) for each in _reachable(module)], state
+    from statekit._load import modules_below  # noqa: PLC0415 - _load builds on this module
 
-
-def _reachable(module: StateModule) -> list[StateModule]:
-    """``module`` and every module below it through its state, each once."""
-    from statekit._load import state_keys  # noqa: PLC0415 - _load builds on this module
-    from statekit._module import StateModule  # noqa: PLC0415
-
-    found: dict[int, StateModule] = {}
-    stack = [module]
-    while stack:
-        current = stack.pop()
-        if id(current) not in found:
-            found[id(current)] = current
-            values = (getattr(current, name, None) for name in state_keys(current))
-            stack.extend(value for value in values if isinstance(value, StateModule))
-    return list(found.values())
+    return [(each, _attributes(each)) for each in modules_below([module])], state
 
 
 def _attributes(module: object) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from statekit._convert import Hook, SHook, _guarded, exact_container, fields_of, is_record, iter_types, type_hints
 from statekit._fields import field_codec
-from statekit._json import JSONValueError, copy_any, copy_loose, describe, with_article
-from statekit._unstructure import exactly, record_unstructure
+from statekit._json import copy_any, copy_loose, with_article
+from statekit._unstructure import exactly, record_unstructure, refusal
 from statekit._versions import versioned_structure, versioned_unstructure
 from statekit.errors import StateDefinitionError
 
@@ -110,13 +110,11 @@ def _record_union_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
     """Dump a member by its own hook, and refuse any other class (cattrs would dump it by
     its own fields: a subclass of a member, or a look-alike, then loads as another value)."""
     hooks = {member: conv.get_unstructure_hook(member) for member in typing.get_args(tp)}
-    names = " or ".join("null" if m is type(None) else with_article(m.__qualname__) for m in hooks)
+    refuse = refusal(" or ".join("null" if m is type(None) else with_article(m.__qualname__) for m in hooks))
 
     def dump(value: Any) -> Any:
         hook = hooks.get(type(value))
-        if hook is None:
-            raise JSONValueError([((), f"expected {names}, got {describe(value)}")])
-        return hook(value)
+        return refuse(value) if hook is None else hook(value)
 
     return dump
 

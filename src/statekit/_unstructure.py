@@ -50,22 +50,28 @@ def record_unstructure(tp: type, conv: cattrs.Converter, hints: dict[str, Any]) 
     return _compile(tp, lines, names)
 
 
-def _wrong_record(tp: type) -> Hook:
-    """What a record's dump calls with a value of another class (a subclass, a look-alike):
-    its fields would be written as ``tp``'s, and loaded back as a ``tp``."""
+def refusal(what: str) -> Hook:
+    """What a dump calls with a value of another class than ``what`` it writes."""
 
     def refuse(value: Any) -> Any:
-        raise JSONValueError([((), f"expected {with_article(tp.__qualname__)}, got {describe(value)}")])
+        raise JSONValueError([((), f"expected {what}, got {describe(value)}")])
 
     return refuse
 
 
-def exactly(tp: type, dump: Hook) -> Hook:
-    """``dump``, refusing any value whose class is not exactly ``tp`` (see :func:`_wrong_record`)."""
-    refuse = _wrong_record(tp)
+def _wrong_record(tp: type) -> Hook:
+    """A record's refusal of another class (a subclass, a look-alike): its fields
+    would be written as ``tp``'s, and loaded back as a ``tp``."""
+    return refusal(with_article(tp.__qualname__))
+
+
+def exactly(kind: type, dump: Hook, what: str | None = None) -> Hook:
+    """``dump``, refusing any value whose class is not exactly ``kind`` (a subclass
+    too): it would load back as another value. ``what`` names ``kind`` in the error."""
+    refuse = refusal(what) if what is not None else _wrong_record(kind)
 
     def checked(value: Any) -> Any:
-        if type(value) is not tp:
+        if type(value) is not kind:
             refuse(value)
         return dump(value)
 
@@ -92,4 +98,4 @@ def _compile(tp: type, body: list[str], names: dict[str, Any]) -> Hook:
     return compile_function("unstructure(o)", body, names, f"unstructure {tp.__module__}.{tp.__qualname__}")
 
 
-__all__ = ["JSON_CHECK", "JSON_HOOK", "SCALAR_KIND", "exactly", "record_unstructure"]
+__all__ = ["JSON_CHECK", "JSON_HOOK", "SCALAR_KIND", "exactly", "record_unstructure", "refusal"]

@@ -20,7 +20,7 @@ import orjson
 
 from statekit._dump import dump_many
 from statekit._gc import paused_gc
-from statekit._load import Commit, journaled, load_many, state_keys, undo_loads
+from statekit._load import Commit, journaled, load_many, modules_below, state_keys, undo_loads
 from statekit._module import StateModule
 from statekit._secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError
@@ -91,17 +91,10 @@ def _as_passed(
 
 def _attributes_of(modules: Mapping[str, StateModule]) -> Attributes:
     """Every module reachable from ``modules`` through state, with its state attributes."""
-    found: Attributes = []
-    seen: set[int] = set()
-    stack = list(modules.values())
-    while stack:
-        module = stack.pop()
-        if id(module) not in seen:
-            seen.add(id(module))
-            values = {name: getattr(module, name) for name in state_keys(module) if hasattr(module, name)}
-            found.append((module, values))
-            stack.extend(value for value in values.values() if isinstance(value, StateModule))
-    return found
+    return [
+        (module, {name: getattr(module, name) for name in state_keys(module) if hasattr(module, name)})
+        for module in modules_below(modules.values())
+    ]
 
 
 def _snapshot(modules: Mapping[str, StateModule], box: SecretBox | None) -> bytes:
