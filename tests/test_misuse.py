@@ -172,3 +172,85 @@ def test_strict_and_allow_not_exist_of_a_session_load_must_be_bools(tmp_path: Pa
         session.load("never-saved", allow_not_exist=value, agent=counter)
     assert counter.count == 7
     session.close()
+
+
+# --- issue 23: mistakes that lost data without a word ---------------------------------
+
+
+def test_every_error_a_user_can_catch_is_exported_from_statekit() -> None:
+    import inspect
+
+    import statekit
+    import statekit.errors
+
+    public = [
+        name
+        for name, value in vars(statekit.errors).items()
+        if inspect.isclass(value) and value.__module__ == "statekit.errors" and not name.startswith("_")
+    ]
+    assert {"SessionError", "StateDumpError", "InvalidSessionIdError", "MissingExtraError", "Problem"} <= set(public)
+    for name in public:
+        assert getattr(statekit, name) is getattr(statekit.errors, name), name
+        assert name in statekit.__all__, name
+    errors = [value for value in vars(statekit.errors).values() if inspect.isclass(value) and issubclass(value, StatekitError)]
+    assert len(errors) >= 12
+    assert all(error.__name__ in statekit.__all__ for error in errors)
+
+
+def test_an_annotated_module_attribute_without_state_field_is_refused() -> None:
+    with pytest.raises(StateDefinitionError, match=r"Agent\.turns is annotated but not declared") as caught:
+
+        @stateful
+        class Agent(StateModule):
+            name: str = state_field(default="")
+            turns: int = 0
+
+    assert "state_field(...)" in str(caught.value) and "attrs.field(...)" in str(caught.value)
+    with pytest.raises(StateDefinitionError, match=r"Bare\.count is annotated but not declared"):
+
+        @stateful
+        class Bare(StateModule):
+            count: int
+
+
+def test_plain_attributes_class_vars_and_held_modules_are_still_allowed() -> None:
+    from typing import ClassVar
+
+    @stateful
+    class Agent(StateModule):
+        turns: int = state_field(default=0)
+        client: object = attrs.field(default=None)
+        limit: ClassVar[int] = 3
+        counter: Counter = attrs.field(factory=Counter)
+        spare: Counter | None = None
+
+    assert Agent(turns=2).state_dict() == {"turns": 2, "counter": {"count": 0}, "spare": None}
+
+    @stateful
+    class Record:  # a value record: every field is data
+        text: str = ""
+        size: int = 0
+
+    assert Record("x").text == "x"
+
+
+@pytest.mark.parametrize(("default", "kind"), [([], "list"), ({}, "dict"), (set(), "set"), ([1, 2], "list")])
+def test_a_mutable_default_is_refused_pointing_at_factory(default: Any, kind: str) -> None:
+    with pytest.raises(StateDefinitionError, match=rf"Memory\.items: a {kind} default .* shared .*factory={kind}"):
+
+        @stateful
+        class Memory(StateModule):
+            items: Any = state_field(default=default)
+
+    with pytest.raises(StateDefinitionError, match=rf"Entry\.tags: a {kind} default"):
+
+        @stateful
+        class Entry:
+            tags: Any = state_field(default=default)
+
+    @stateful
+    class Fine(StateModule):
+        items: list[int] = state_field(factory=list)
+        frozen: tuple[int, ...] = state_field(default=())
+
+    assert Fine().items is not Fine().items
