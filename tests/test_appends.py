@@ -174,9 +174,9 @@ def test_a_load_of_part_of_the_document_saves_whole(tmp_path: Path) -> None:
     session = JSONSession(tmp_path)
     session.load("chat", agent=agent)
     agent.events.append(1)
-    session.save("chat", agent=agent)  # replaces the document, which then holds only agent
+    session.save("chat", agent=agent)  # rewrites the document whole, keeping memory, which it does not name
     assert _files(tmp_path) == ["chat.json"]
-    assert list(json.loads((tmp_path / "chat.json").read_bytes())) == ["__statekit__", "agent"]
+    assert list(json.loads((tmp_path / "chat.json").read_bytes())) == ["__statekit__", "agent", "memory"]
 
 
 @stateful(frozen=True)

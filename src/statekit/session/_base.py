@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import itertools
 import time
-from collections.abc import Callable, Mapping
+from functools import partial
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar, overload
 
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, secrets_with
-from statekit._dump import check_modules, dump_many
+from statekit._dump import dump_many
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec
 from statekit.errors import (
@@ -36,18 +38,21 @@ from statekit.session._revisions import (
     Expected,
     RevisionMemory,
     StoredDocument,
+    backoff,
     conflict_message,
     revision_of,
 )
 from statekit.session._appends import DeltaBase
+from statekit.session._arguments import check_modules_by_name, require_modules
 from statekit.session._cancel import finished, finished_despite_cancel
-from statekit.session._delta_save import META_KEY, is_joined, plain_document, save_with_appends, without_token
+from statekit.session._delta_save import META_KEY, Others, is_joined, plain_document, save_with_appends, without_token
+from statekit.session._kept import BLIND_ATTEMPTS, check_removed, others, refuse_removal, save_basis
 from statekit.session._faults import BackendFaults, listed_ids, read_bytes
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import check_meta, decode_stored, load_modules
 from statekit.session._log import log_missing, log_timed
 from statekit.session._sync import BlockingTwins
-from statekit.session._update import update_modules
+from statekit.session._update import start_update, update_async
 
 T = TypeVar("T")
 
@@ -56,11 +61,8 @@ INLINE_DECODE_BYTES = 1 << 20
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
 
-
-def _check_names(modules: Mapping[str, object]) -> None:
-    check_modules(modules)
-    if META_KEY in modules:
-        raise SessionError(f"{META_KEY!r} is reserved for statekit's own metadata; give the module another name")
+SAVE_OPTIONS = ("user_id", "overwrite")
+LOAD_OPTIONS = ("user_id", "allow_not_exist", "strict")
 
 
 class SessionBase(BlockingTwins, abc.ABC):
@@ -161,7 +163,8 @@ class SessionBase(BlockingTwins, abc.ABC):
         """
         if not expected.matches(await self._fetch(key)):
             return False
-        await self._write(key, data)
+        with self._faults("_write", key):
+            await self._write(key, data)
         return True
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
@@ -217,8 +220,9 @@ class SessionBase(BlockingTwins, abc.ABC):
                 saved it; nothing was written.
             SessionError: ``overwrite`` is not ``True`` or ``False``.
         """
+        check_modules_by_name("save", {"session_id": session_id, "user_id": user_id}, modules, SAVE_OPTIONS)
+        require_modules("save", modules)
         key = self.key(session_id, user_id)
-        _check_names(modules)
         await self._save_modules(key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
 
     async def aload(
@@ -248,8 +252,9 @@ class SessionBase(BlockingTwins, abc.ABC):
                 module was changed.
             SessionError: ``allow_not_exist`` or ``strict`` is not ``True`` or ``False``.
         """
+        positional = {"session_id": session_id, "user_id": user_id, "allow_not_exist": allow_not_exist, "strict": strict}
+        check_modules_by_name("load", positional, modules, LOAD_OPTIONS)
         key = self.key(session_id, user_id)
-        _check_names(modules)
         check_flag(allow_not_exist, "allow_not_exist", SessionError)
         results, _ = await self._load(key, modules, check_flag(strict, "strict", SessionError))
         if results is None:
@@ -264,21 +269,42 @@ class SessionBase(BlockingTwins, abc.ABC):
     load_session_state = aload
     """The reference name of :meth:`aload`."""
 
+    @overload
     async def aupdate(
         self,
         session_id: str,
-        mutate: Callable[[], object],
+        mutate: Callable[[], Awaitable[T]],
         *,
         user_id: str | None = None,
         retries: int = 10,
         **modules: StateModule,
-    ) -> None:
+    ) -> T: ...
+    @overload
+    async def aupdate(
+        self,
+        session_id: str,
+        mutate: Callable[[], T],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule,
+    ) -> T: ...
+    async def aupdate(
+        self,
+        session_id: str,
+        mutate: Callable[[], Any],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule,
+    ) -> Any:
         """Load, change and save modules, retrying when another writer got there first.
 
         Loads the modules (a missing session starts from the modules as they
         are), calls ``mutate()`` (sync or async; it closes over the modules) and
         saves. When the save raises ``ConflictError``, waits a short random
         backoff, reloads and calls ``mutate()`` again, up to ``retries`` times.
+        Returns what the last (saved) ``mutate()`` returned (awaited, when async).
 
         Args:
             session_id: The session.
@@ -288,20 +314,54 @@ class SessionBase(BlockingTwins, abc.ABC):
             **modules: The modules, by the names they are saved under.
 
         Raises:
-            ConflictError: Still conflicting after ``retries`` retries (the last one).
-            SessionError: ``retries`` is not a whole number >= 0, or ``mutate``
-                cannot be called (checked before anything is loaded).
+            ConflictError: Still conflicting after ``retries`` retries, saying so.
+            SessionError: No module, ``retries`` is not a whole number >= 0, or
+                ``mutate`` cannot be called without arguments (checked before anything is loaded).
             StateLoadError: A retry found the session deleted and could not put
                 back what an earlier attempt loaded (a property's setter or an
                 override's ``load_state_dict()`` refused).
         """
+        return await update_async(start_update(self, session_id, mutate, user_id, retries, modules), mutate)
+
+    async def aremove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None:
+        """Remove modules from a stored session, keeping the others as stored.
+
+        A save keeps the stored modules it does not name; this is how a module
+        leaves a session. Like a save, it checks the revision this object
+        remembers (else it reads the stored document and writes only over that).
+
+        Args:
+            session_id: The session.
+            *names: The modules to remove (at least one; the session must hold each).
+            user_id: Its owner (``None``: the backend's default user).
+
+        Raises:
+            SessionNotFoundError: No such session.
+            SessionError: No name, a name the session does not hold (nothing was
+                written), or every module of the session (delete it instead).
+            ConflictError: The session changed since this object last loaded or
+                saved it; nothing was written.
+        """
+        started = time.perf_counter()
         key = self.key(session_id, user_id)
-        _check_names(modules)
-        if type(retries) is not int or retries < 0:
-            raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
-        if not callable(mutate):
-            raise SessionError(f"mutate must be a function of no arguments that changes the modules, got {describe(mutate)}")
-        await update_modules(self, key, mutate, retries, modules)
+        gone = check_removed(names)
+        fetch = lambda: self._fetch(key)  # noqa: E731
+        for attempt in itertools.count(1):
+            basis = await save_basis(self._revisions.get(key), False, fetch)
+            if basis.expected.matches(None):
+                raise SessionNotFoundError(f"no {self._source(key)}")
+            decode = partial(decode_stored, self, key=key)
+            found = await others(gone, basis, fetch, decode, lambda: self._source(key), read=True)
+            refuse_removal(gone, found.order, self._source(key))
+            raw = await self._run_codec(self.codec.dumps, plain_document(found.states))
+            try:
+                await self._store(key, raw, found.expected, overwrite=False, names=frozenset(found.states))
+                break
+            except ConflictError:
+                if not basis.blind or attempt >= BLIND_ATTEMPTS:
+                    raise
+            await asyncio.sleep(backoff(attempt))
+        log_timed("removed", sorted(gone), lambda: self._source(key), len(raw), started)
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""
@@ -454,13 +514,28 @@ class SessionBase(BlockingTwins, abc.ABC):
         overwrite: bool = False,
         expected: Expected | None = None,
     ) -> None:
+        """Save ``modules`` over what is ``expected`` (else remembered; else, blind, what is stored now),
+        keeping the stored modules they do not name (see :mod:`._kept`)."""
         started = time.perf_counter()
-        if self._saves_deltas():
-            size = await save_with_appends(self, key, modules, expected, overwrite=overwrite)
-        else:
-            raw = await self._encode(modules)
-            await self._store(key, raw, expected, overwrite=overwrite, names=frozenset(modules))
-            size = len(raw)
+        names = frozenset(modules)
+        fetch = lambda: self._fetch(key)  # noqa: E731
+        for attempt in itertools.count(1):
+            remembered = expected if expected is not None or overwrite else self._revisions.get(key)
+            basis = await save_basis(remembered, overwrite, fetch)
+            kept = partial(others, names, basis, fetch, partial(decode_stored, self, key=key), lambda: self._source(key))
+            try:
+                if self._saves_deltas():
+                    size = await save_with_appends(self, key, modules, basis.expected, kept)
+                else:
+                    found = await kept()
+                    raw = await self._encode(modules, found)
+                    await self._store(key, raw, found.expected, overwrite=False, names=found.names(modules))
+                    size = len(raw)
+                break
+            except ConflictError:
+                if not basis.blind or attempt >= BLIND_ATTEMPTS:
+                    raise
+            await asyncio.sleep(backoff(attempt))
         log_timed("saved", list(modules), lambda: self._source(key), size, started)
 
     @finished_despite_cancel
@@ -519,13 +594,14 @@ class SessionBase(BlockingTwins, abc.ABC):
             return await asyncio.to_thread(work, *args)
         return work(*args)
 
-    async def _encode(self, modules: Mapping[str, StateModule]) -> bytes:
-        """The document of ``modules``, encoded (a ``StateDumpError`` names any bad value)."""
+    async def _encode(self, modules: Mapping[str, StateModule], found: Others) -> bytes:
+        """The document of ``modules`` with the ``found`` stored modules kept, encoded
+        (a ``StateDumpError`` names any bad value)."""
         if self.codec.fast:  # straight from the live objects, before anything can change them
             with paused_gc(), secrets_with(self._secret_box):
-                return self.codec.dumps(plain_document(dump_many(modules, live=True)))
+                return self.codec.dumps(plain_document(found.merged(dump_many(modules, live=True))))
         with paused_gc(), secrets_with(self._secret_box):
-            document = plain_document(dump_many(modules))  # a snapshot: encoded in another thread
+            document = plain_document(found.merged(dump_many(modules)))  # a snapshot: encoded in another thread
         return await self._run_codec(without_gc(self.codec.dumps), document)
 
 def _with_meta(data: object, source: str) -> dict[str, Any]:

@@ -251,6 +251,11 @@ def _check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
     path = Path(save_dir)
     if "\x00" in str(path):
         raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
+    if path.exists() and not path.is_dir():
+        raise SessionError(
+            f"save_dir {str(path)!r} is a file, not a folder: sessions are files inside save_dir; "
+            "give the folder that holds them (or a new one, created on the first save)"
+        )
     return path
 
 
@@ -267,7 +272,8 @@ class FileSession(SessionBase):
             (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
 
     Raises:
-        SessionError: An unknown layout, or a ``save_dir`` holding a NUL character.
+        SessionError: An unknown layout, or a ``save_dir`` holding a NUL character or
+            naming an existing file that is not a folder.
     """
 
     offload_codec: ClassVar[bool] = True

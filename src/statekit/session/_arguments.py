@@ -1,0 +1,91 @@
+"""A session method's arguments checked before anything is read: modules by name, at least one, options spelled right."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from collections.abc import Callable, Mapping
+
+from statekit._dump import check_modules
+from statekit._json import describe
+from statekit._module import StateModule
+from statekit.errors import SessionError
+from statekit.session._delta_save import META_KEY
+
+
+def check_modules_by_name(
+    method: str, positional: Mapping[str, object], modules: Mapping[str, object], options: tuple[str, ...]
+) -> None:
+    """Refuse a module passed by position, a misspelled option and anything but modules.
+
+    Args:
+        method: The method called, for the message (``"save"``).
+        positional: Its positional parameters as given (``{"user_id": ...}``).
+        modules: The keyword arguments taken as modules.
+        options: The method's keyword options, for "did you mean".
+
+    Raises:
+        SessionError: A module given by position, or a keyword argument that is not
+            a module and resembles an option, or the reserved metadata key.
+        StatekitError: A keyword argument that is not a module (naming it).
+    """
+    for what, value in positional.items():
+        if isinstance(value, StateModule):
+            name = _snake(type(value).__name__)
+            raise SessionError(
+                f"{what} got a {type(value).__name__}: modules are passed by name, "
+                f"as in session.{method}('chat-1', {name}={name})"
+            )
+    for name, value in modules.items():
+        if isinstance(value, StateModule):
+            continue
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.7)
+        if close:
+            raise SessionError(
+                f"{method}() has no option {name}=; did you mean {close[0]}=? "
+                "(the other keyword arguments are modules, StateModule instances)"
+            )
+    check_modules(modules)
+    if META_KEY in modules:
+        raise SessionError(f"{META_KEY!r} is reserved for statekit's own metadata; give the module another name")
+
+
+def require_modules(method: str, modules: Mapping[str, object]) -> None:
+    """Refuse a save or update that names no module (it would store an empty session).
+
+    Raises:
+        SessionError: Saying to pass the modules by name.
+    """
+    if not modules:
+        raise SessionError(
+            f"{method}() names no module, so there is nothing to save: pass the modules by name, "
+            f"as in session.{method}('chat-1', agent=agent)"
+        )
+
+
+def check_mutate(mutate: object) -> Callable[[], object]:
+    """Refuse an ``update()`` ``mutate`` that is not a function callable without arguments.
+
+    Raises:
+        SessionError: Saying what ``mutate`` must be.
+    """
+    if not callable(mutate):
+        raise SessionError(f"mutate must be a function of no arguments that changes the modules, got {describe(mutate)}")
+    try:
+        signature = inspect.signature(mutate)
+    except (TypeError, ValueError):  # a builtin without a signature: called as it is
+        return mutate
+    try:
+        signature.bind()
+    except TypeError:
+        name = getattr(mutate, "__qualname__", type(mutate).__name__)
+        raise SessionError(
+            f"mutate must take no arguments (it changes the modules it closes over), "
+            f"but {name}{signature} needs some: use a closure or functools.partial"
+        ) from None
+    return mutate
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
