@@ -70,13 +70,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Fact
     """A factory of sessions (given a key or None) on one storage, and a reader of every stored byte."""
     if request.param in ("json", "yaml"):
         kind = JSONSession if request.param == "json" else YAMLSession
-        yield (lambda key: kind(tmp_path, secret_key=key)), lambda: [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
+        yield (
+            (lambda key, omit=False: kind(tmp_path, secret_key=key, omit_secrets=omit)),
+            lambda: [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()],
+        )
         return
     server: RedisServer = request.getfixturevalue("redis_server")
     prefix = f"secrets-{uuid.uuid4().hex}:"
     raw = redis.Redis(host=server.host, port=server.port)
     yield (
-        (lambda key: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key)),
+        (lambda key, omit=False: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key, omit_secrets=omit)),
         lambda: [_as_bytes(raw.get(k)) for k in raw.keys(f"{prefix}*")],
     )
     raw.close()
@@ -87,9 +90,9 @@ def _as_bytes(value: object) -> bytes:
     return value
 
 
-def test_without_a_key_the_secret_is_left_out_and_not_required(store: Any) -> None:
+def test_without_a_key_the_secret_is_left_out_when_asked_and_not_required(store: Any) -> None:
     make, stored = store
-    with make(None) as session:
+    with make(None, omit=True) as session:
         session.save("s1", agent=agent_with_token())
         fresh = Agent()
         fresh.client.api_key = "kept"
@@ -502,6 +505,6 @@ def test_the_json_schema_accepts_the_encrypted_form_and_never_requires_it(tmp_pa
 
     schema = session_schema(agent=Agent)
     for key in (None, generate_secret_key()):
-        with JSONSession(tmp_path, secret_key=key) as session:
+        with JSONSession(tmp_path, secret_key=key, omit_secrets=key is None) as session:
             session.save("s1", agent=agent_with_token())
             jsonschema.Draft202012Validator(schema).validate(orjson.loads(session.session_path("s1").read_bytes()))

@@ -46,6 +46,7 @@ from statekit.session._appends import DeltaBase
 from statekit.session._arguments import check_modules_by_name, require_modules
 from statekit.session._cancel import finished, finished_despite_cancel
 from statekit.session._delta_save import META_KEY, Others, is_joined, plain_document, save_with_appends, without_token
+from statekit.session._keyless import refuse_secret_fields
 from statekit.session._kept import BLIND_ATTEMPTS, check_removed, others, refuse_removal, save_basis
 from statekit.session._faults import BackendFaults, listed_ids, read_bytes
 from statekit.session._ids import SessionKey, check_id
@@ -94,9 +95,12 @@ class SessionBase(BlockingTwins, abc.ABC):
     offload_codec: ClassVar[bool] = False
     default_user_id: ClassVar[str] = ""
     _secret_box: SecretBox | None = None
+    omit_secrets: bool = False
+    """Without a ``secret_key``: save modules holding ``state_field(secret=True)``
+    without those fields (``False``: refuse such a save with ``SecretError``). See docs/secrets.md."""
 
     def use_secret_key(self, secret_key: str | bytes | None) -> None:
-        """Encrypt ``state_field(secret=True)`` values with this key (``None``: leave them out).
+        """Encrypt ``state_field(secret=True)`` values with this key (``None``: no key, see ``omit_secrets``).
 
         The built-in backends take it as ``secret_key=`` in their constructor;
         an own backend may call this. See docs/secrets.md.
@@ -517,6 +521,8 @@ class SessionBase(BlockingTwins, abc.ABC):
         """Save ``modules`` over what is ``expected`` (else remembered; else, blind, what is stored now),
         keeping the stored modules they do not name (see :mod:`._kept`)."""
         started = time.perf_counter()
+        if self._secret_box is None and not self.omit_secrets:
+            refuse_secret_fields(modules)
         names = frozenset(modules)
         fetch = lambda: self._fetch(key)  # noqa: E731
         for attempt in itertools.count(1):

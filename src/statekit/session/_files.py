@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 from urllib.parse import unquote
 
+from statekit._flags import check_flag
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._agentscope import (
     Layout,
@@ -269,7 +270,9 @@ class FileSession(SessionBase):
             keep writing its session folders (see
             :mod:`statekit.session._agentscope`).
         secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
+            (see :meth:`SessionBase.use_secret_key`).
+        omit_secrets: Without a key, leave secret fields out of what is saved;
+            ``False`` (the default): such a save is refused with ``SecretError``.
 
     Raises:
         SessionError: An unknown layout, or a ``save_dir`` holding a NUL character or
@@ -282,11 +285,17 @@ class FileSession(SessionBase):
     """Seconds a save waits for another writer of the same session before giving up."""
 
     def __init__(
-        self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: str | bytes | None = None
+        self,
+        save_dir: str | os.PathLike[str] = "./",
+        layout: Layout = "statekit",
+        *,
+        secret_key: str | bytes | None = None,
+        omit_secrets: bool = False,
     ) -> None:
         self.save_dir = _check_save_dir(save_dir)
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
+        self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
 
     def _saves_deltas(self) -> bool:
         # AgentScope 1.x reads only the document: in its layout every save writes the whole state

@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
+from statekit._flags import check_flag
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase
@@ -156,7 +157,9 @@ class RedisSession(SessionBase):
         timeout: Seconds one operation may take in all before it raises
             ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s).
         secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
+            (see :meth:`SessionBase.use_secret_key`).
+        omit_secrets: Without a key, leave secret fields out of what is saved;
+            ``False`` (the default): such a save is refused with ``SecretError``.
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
             ``retry`` two quick retries, so that a server that is down is
@@ -186,12 +189,14 @@ class RedisSession(SessionBase):
         client: Client | None = None,
         timeout: float = TIMEOUT,
         secret_key: str | bytes | None = None,
+        omit_secrets: bool = False,
         **kwargs: Any,
     ) -> None:
         if key_ttl is not None and not _is_positive_int(key_ttl):
             raise SessionError(f"key_ttl must be a positive whole number of seconds or None, got {key_ttl!r}")
         self.timeout = _check_timeout(timeout)
         self.use_secret_key(secret_key)
+        self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
         self.key_ttl = key_ttl
         self.key_prefix = key_prefix
         self._owns_client = client is None
@@ -222,13 +227,13 @@ class RedisSession(SessionBase):
         Args:
             url: Where Redis is; query options of redis-py are understood.
             cluster: Build a ``RedisCluster`` client even for a ``redis://`` URL.
-            **options: ``key_prefix``, ``key_ttl``, ``timeout`` and ``secret_key`` go to the
+            **options: ``key_prefix``, ``key_ttl``, ``timeout``, ``secret_key`` and ``omit_secrets`` go to the
                 session; the rest to the redis-py client (``socket_timeout``...).
 
         Raises:
             SessionError: The URL is not one of these (the password is never echoed).
         """
-        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout", "secret_key") if name in options}
+        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout", "secret_key", "omit_secrets") if name in options}
         scheme, sep, rest = url.partition("://")
         if scheme in CLUSTER_SCHEMES:
             url, cluster = f"{CLUSTER_SCHEMES[scheme]}{sep}{rest}", True
