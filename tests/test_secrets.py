@@ -24,6 +24,7 @@ from statekit import (
     StateLoadError,
     StateVersionError,
     StateModule,
+    StatekitError,
     YAMLSession,
     from_config,
     generate_secret_key,
@@ -508,3 +509,44 @@ def test_the_json_schema_accepts_the_encrypted_form_and_never_requires_it(tmp_pa
         with JSONSession(tmp_path, secret_key=key, omit_secrets=key is None) as session:
             session.save("s1", agent=agent_with_token())
             jsonschema.Draft202012Validator(schema).validate(orjson.loads(session.session_path("s1").read_bytes()))
+
+
+# -- issue 23: no secret lost without a word ---------------------------------------------
+
+
+@stateful
+class Notes(StateModule):
+    text: str = state_field(default="")
+
+
+def test_without_a_key_a_save_of_a_secret_is_refused_and_writes_nothing(store: Any) -> None:
+    make, stored = store
+    with make(None) as session:
+        session.save("s1", other=Notes(text="no secrets here"))  # a module without secret fields saves as before
+        before = stored()
+        with pytest.raises(SecretError, match=r"agent\.client\.api_key is a secret field") as caught:
+            session.save("s1", agent=agent_with_token())
+        with pytest.raises(SecretError, match="omit_secrets=True"):
+            session.update("s2", lambda: None, agent=agent_with_token())
+        assert stored() == before and not session.exists("s2")
+        assert "secret_key=" in str(caught.value) and TOKEN not in str(caught.value)
+
+
+def test_omit_secrets_must_be_a_bool(tmp_path: Path) -> None:
+    with pytest.raises(StatekitError, match="omit_secrets must be True or False"):
+        JSONSession(tmp_path, omit_secrets="yes")  # type: ignore[arg-type]
+
+
+def test_a_partial_save_keeps_another_modules_sealed_secret_even_without_the_key(store: Any) -> None:
+    make, stored = store
+    key = generate_secret_key()
+    with make(key) as keyed:
+        keyed.save("s1", agent=agent_with_token(), notes=Notes(text="first"))
+        sealed = [blob for blob in stored() if b"__secret__" in blob]
+        assert sealed
+    with make(None) as keyless:
+        keyless.save("s1", notes=Notes(text="second"))  # holds no secret of its own: saves, keeps agent as stored
+    with make(key) as keyed:
+        agent, notes = Agent(), Notes()
+        keyed.load("s1", agent=agent, notes=notes)
+    assert (agent.client.api_key, agent.client.turns, notes.text) == (TOKEN, 3, "second")

@@ -40,7 +40,7 @@ def check_modules_by_name(
     for name, value in modules.items():
         if isinstance(value, StateModule):
             continue
-        close = difflib.get_close_matches(name, options, n=1, cutoff=0.7)
+        close = difflib.get_close_matches(name, options, n=1)  # only values that are not modules: an error either way
         if close:
             raise SessionError(
                 f"{method}() has no option {name}=; did you mean {close[0]}=? "
@@ -79,10 +79,11 @@ def check_mutate(mutate: object) -> Callable[[], object]:
     try:
         signature.bind()
     except TypeError:
-        name = getattr(mutate, "__qualname__", type(mutate).__name__)
+        name = getattr(mutate, "__name__", type(mutate).__name__)
+        shown = signature.replace(return_annotation=inspect.Signature.empty)
         raise SessionError(
             f"mutate must take no arguments (it changes the modules it closes over), "
-            f"but {name}{signature} needs some: use a closure or functools.partial"
+            f"but {name}{shown} needs some: use a closure or functools.partial"
         ) from None
     return mutate
 
