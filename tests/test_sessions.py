@@ -808,3 +808,34 @@ def test_a_blind_save_over_a_damaged_document_is_refused_unless_it_overwrites(tm
     session.load("chat", counter=counter)
     assert counter.count == 1
     session.close()
+
+
+# -- issue 23, item 6: a load that finds nothing names what it may have meant ------------
+
+
+def test_a_missing_load_names_the_near_matches_at_warning(backend: SessionFactory, caplog: pytest.LogCaptureFixture) -> None:
+    with backend() as session:
+        session.save("chat-1", "alice", counter=Counter(count=1))
+        with caplog.at_level("INFO", logger="statekit"):
+            assert session.load("chat-1", "bob", counter=Counter()) == {}
+            assert session.load("caht-1", "alice", counter=Counter()) == {}
+            assert session.load("first-run", "carol", counter=Counter()) == {}
+    records = [(record.levelname, record.getMessage()) for record in caplog.records if "does not exist" in record.getMessage()]
+    assert len(records) == 3, records
+    (level_user, wrong_user), (level_id, wrong_id), (level_first, first_run) = records
+    assert level_user == "WARNING" and "the same id under user_id='alice'" in wrong_user, wrong_user
+    assert level_id == "WARNING" and "session 'chat-1' of this user" in wrong_id, wrong_id
+    assert level_first == "INFO" and "Did you mean" not in first_run, first_run
+
+
+def test_the_near_match_hint_looks_at_a_bounded_number_of_ids(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from statekit.session._near import NEAR_LIMIT
+
+    folder = tmp_path / "@alice"
+    folder.mkdir()
+    for index in range(NEAR_LIMIT + 5):
+        (folder / f"s{index:05}.json").write_bytes(b"{}")
+    with JSONSession(tmp_path) as session, caplog.at_level("INFO", logger="statekit"):
+        session.load("s00001x", "alice", counter=Counter())
+    messages = [record.getMessage() for record in caplog.records if "does not exist" in record.getMessage()]
+    assert len(messages) == 1 and f"looked at the first {NEAR_LIMIT} only" in messages[0], messages

@@ -51,7 +51,8 @@ from statekit.session._kept import BLIND_ATTEMPTS, check_removed, others, refuse
 from statekit.session._faults import BackendFaults, listed_ids, read_bytes
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import check_meta, decode_stored, load_modules
-from statekit.session._log import log_missing, log_timed
+from statekit.session._log import log_timed
+from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._sync import BlockingTwins
 from statekit.session._update import start_update, update_async
 
@@ -186,6 +187,27 @@ class SessionBase(BlockingTwins, abc.ABC):
         """How error messages name the stored deltas of a session."""
         return f"{self._source(key)} (appended items)"
 
+    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` of the user's session ids and whether there are more (for a missing load's hint).
+
+        Lists them all by default; a backend whose stores may be huge bounds the work.
+        """
+        ids = await self._list(user_id)
+        return ids[:limit], len(ids) > limit
+
+    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` users holding a session with this id, and whether there are more
+        (for a missing load's hint; none known by default)."""
+        return [], False
+
+    async def _listed_some(self, user_id: str) -> tuple[list[str], bool]:
+        with self._faults("_list", lambda: f"sessions of user {user_id!r}"):
+            return await self._list_some(user_id, NEAR_LIMIT)
+
+    async def _owned_some(self, session_id: str) -> tuple[list[str], bool]:
+        with self._faults("_list", lambda: f"owners of session {session_id!r}"):
+            return await self._owners(session_id, NEAR_LIMIT)
+
     async def _exists(self, key: SessionKey) -> bool:
         """Whether the session exists (override when a cheaper test exists)."""
         return await self._fetch(key) is not None
@@ -264,7 +286,13 @@ class SessionBase(BlockingTwins, abc.ABC):
         if results is None:
             if not allow_not_exist:
                 raise SessionNotFoundError(f"no {self._source(key)}")
-            log_missing(self._source(key))
+            await log_missing_load(
+                self._source(key),
+                key.session_id,
+                key.user_id,
+                lambda: self._listed_some(key.user_id),
+                lambda: self._owned_some(key.session_id),
+            )
         return results or {}
 
     save_session_state = asave

@@ -247,6 +247,35 @@ def _list_folder(folder: Path, suffix: str) -> list[str]:
     return [session_id for session_id in map(decode_id, names) if session_id is not None]
 
 
+def _some_ids(folder: Path, suffix: str, limit: int) -> tuple[list[str], bool]:
+    """Up to ``limit`` session ids of one folder, and whether there are more."""
+    ids: list[str] = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as entries:
+        for entry in entries:
+            if len(ids) >= limit:
+                return ids, True
+            if entry.name.endswith(suffix) and (session_id := decode_id(entry.name[: -len(suffix)])) is not None:
+                ids.append(session_id)
+    return ids, False
+
+
+def _some_owners(save_dir: Path, name: str, limit: int) -> tuple[list[str], bool]:
+    """Up to ``limit`` users whose folder under ``save_dir`` holds the file ``name``, and whether there were more folders."""
+    owners = [""] if (save_dir / name).is_file() else []
+    looked = 0
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(save_dir) as entries:
+        for entry in entries:
+            if not entry.name.startswith(USER_MARK) or not entry.is_dir(follow_symlinks=False):
+                continue
+            looked += 1
+            if looked > limit:
+                return owners, True
+            user = decode_id(entry.name[len(USER_MARK) :])
+            if user is not None and os.path.isfile(os.path.join(entry.path, name)):
+                owners.append(user)
+    return owners, False
+
+
 def _check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
     """``save_dir`` as a path; refused now when no file system could hold it (its first use would raise a bare ValueError)."""
     path = Path(save_dir)
@@ -395,6 +424,19 @@ class FileSession(SessionBase):
             return await asyncio.to_thread(work)
         except OSError as err:  # save_dir is a file, unreadable...
             raise SessionError(f"cannot list the sessions in {folder}: {err.strerror or err}") from err
+
+    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
+        if self.layout == "agentscope":
+            return await super()._list_some(user_id, limit)
+        folder = self._folder(user_id)
+        if not await asyncio.to_thread(check_path, self.save_dir, folder, folder=True):
+            return [], False
+        return await asyncio.to_thread(_some_ids, folder, self.codec.suffix, limit)
+
+    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
+        if self.layout == "agentscope":
+            return [], False
+        return await asyncio.to_thread(_some_owners, self.save_dir, encode_id(session_id) + self.codec.suffix, limit)
 
     async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
         """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent."""

@@ -117,6 +117,9 @@ _OTHER_LOOP = (
     "redis-py binds connections to the loop that opened them): make one session object per event loop"
 )
 
+SCAN_ROUNDS = 10
+"""A missing load's hint (near session ids) looks at most at the keys of this many ``SCAN`` calls of 1000."""
+
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _QUOTED = re.compile("%25|%3A")
 
@@ -397,6 +400,32 @@ class RedisSession(SessionBase):
         async with self._errors():
             keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
         return [_unquote(middle) for middle in _middles(keys, head, tail)]
+
+    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
+        head, tail = self.SESSION_KEY.split("{session_id}")
+        head = self.key_prefix + head.format(user_id=_quote(user_id))
+        return await self._scan_some(head, tail, limit)
+
+    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
+        head, tail = self.SESSION_KEY.split("{user_id}")
+        return await self._scan_some(self.key_prefix + head, tail.format(session_id=_quote(session_id)), limit)
+
+    async def _scan_some(self, head: str, tail: str, limit: int) -> tuple[list[str], bool]:
+        """The middles of keys ``head*tail``, from at most :data:`SCAN_ROUNDS` ``SCAN`` calls
+        (a Redis Cluster: none), and whether the scan stopped before the end."""
+        if isinstance(self._client, RedisCluster):
+            return [], False
+        pattern = _GLOB_SPECIAL.sub(r"\\\1", head) + "*" + _GLOB_SPECIAL.sub(r"\\\1", tail)
+        keys: list[Any] = []
+        cursor: Any = 0
+        async with self._errors():
+            for _ in range(SCAN_ROUNDS):
+                cursor, found = await self._client.scan(cursor, match=pattern, count=1000)
+                keys += found
+                if not cursor or len(keys) >= limit:
+                    break
+        names = [_unquote(middle) for middle in _middles(keys, head, tail)]
+        return names[:limit], bool(cursor) or len(names) > limit
 
     async def _close(self) -> None:
         if not self._owns_client:
