@@ -63,7 +63,7 @@ def agent_with_token() -> Agent:
     return agent
 
 
-Factory = Callable[[str | None], SessionBase]
+Factory = Callable[..., SessionBase]
 
 
 @pytest.fixture(params=["json", "yaml", pytest.param("redis", marks=pytest.mark.redis)])
@@ -71,18 +71,20 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Fact
     """A factory of sessions (given a key or None) on one storage, and a reader of every stored byte."""
     if request.param in ("json", "yaml"):
         kind = JSONSession if request.param == "json" else YAMLSession
-        yield (
-            (lambda key, omit=False: kind(tmp_path, secret_key=key, omit_secrets=omit)),
-            lambda: [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()],
-        )
+
+        def make_file(key: str | None, omit: bool = False) -> SessionBase:
+            return kind(tmp_path, secret_key=key, omit_secrets=omit)
+
+        yield make_file, lambda: [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
         return
     server: RedisServer = request.getfixturevalue("redis_server")
     prefix = f"secrets-{uuid.uuid4().hex}:"
     raw = redis.Redis(host=server.host, port=server.port)
-    yield (
-        (lambda key, omit=False: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key, omit_secrets=omit)),
-        lambda: [_as_bytes(raw.get(k)) for k in raw.keys(f"{prefix}*")],
-    )
+
+    def make_redis(key: str | None, omit: bool = False) -> SessionBase:
+        return RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key, omit_secrets=omit)
+
+    yield make_redis, lambda: [_as_bytes(raw.get(k)) for k in raw.keys(f"{prefix}*")]
     raw.close()
 
 

@@ -38,7 +38,8 @@ def _user() -> str:
 
 async def _count(session: SessionBase, user: str, name: str = "tally") -> int:
     tally = Tally()
-    await session.aload("s", user, allow_not_exist=False, **{name: tally})
+    modules: dict[str, Any] = {name: tally}
+    await session.aload("s", user, allow_not_exist=False, **modules)
     return tally.count
 
 
@@ -82,7 +83,8 @@ async def check_racing_module_writers(make_session: SessionFactory) -> None:
     """Writers updating different modules of one session at once lose none of each other's changes."""
     user = _user()
     async with make_session() as first:
-        await first.asave("s", user, **{f"t{index}": Tally() for index in range(RACING_WRITERS)})
+        modules: dict[str, Any] = {f"t{index}": Tally() for index in range(RACING_WRITERS)}
+        await first.asave("s", user, **modules)
 
     async def bump(index: int) -> None:
         tally = Tally()

@@ -32,7 +32,7 @@ def refuse_shared_defaults(cls: type) -> None:
     Raises:
         StateDefinitionError: Naming the field and ``factory=``.
     """
-    for field in attrs.fields(cls):  # type: ignore[arg-type]
+    for field in attrs.fields(cls):
         if not field.inherited and isinstance(field.default, _MUTABLE):
             kind = type(field.default).__name__
             raise StateDefinitionError(
@@ -50,7 +50,7 @@ def refuse_plain(cls: type, names: list[str], module_base: type) -> None:
     Raises:
         StateDefinitionError: Naming the attribute and both ways to declare it.
     """
-    for field in attrs.fields(cls):  # type: ignore[arg-type]
+    for field in attrs.fields(cls):
         if field.name not in names or isinstance(field.type, str) or _holds_module(field.type, module_base):
             continue
         raise StateDefinitionError(

@@ -9,7 +9,7 @@ the common first run, the INFO line stays the only word.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from statekit.errors import StatekitError
 from statekit.session._log import log_missing, logger
@@ -17,7 +17,7 @@ from statekit.session._log import log_missing, logger
 NEAR_LIMIT = 1000
 """At most this many stored ids (of the user) and owners (of the id) are looked at."""
 
-Some = tuple[list[str], bool]
+Some = tuple[Sequence[object], bool]
 """Up to :data:`NEAR_LIMIT` names, and whether there were more."""
 
 

@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -125,7 +125,9 @@ async def update_async(attempts: Attempts, mutate: Callable[[], object]) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def update_blocking(attempts: Attempts, mutate: Callable[[], object], block: Callable[[Callable[[], Awaitable[Any]]], Any]) -> Any:
+def update_blocking(
+    attempts: Attempts, mutate: Callable[[], object], block: Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any]
+) -> Any:
     """The loop of the blocking ``update()``: loads and saves through ``block``, ``mutate()`` on this thread.
 
     Args:
