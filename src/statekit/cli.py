@@ -35,6 +35,7 @@ from statekit._cli_support import (
 from statekit._cli_compact import compact_sessions
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import migrate_sessions
+from statekit._cli_rekey import rekey_box, rekey_sessions
 from statekit._checkers import refuse_non_json
 from statekit._config import Document
 from statekit._module import StateModule
@@ -61,6 +62,7 @@ examples:
   statekit list --dir sessions --user alice
   statekit delete --redis-url redis://localhost:6379/0 --user alice chat-1
   statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run
+  statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run
   statekit import-agentscope old_sessions sessions --user-id alice
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
@@ -122,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_delete(commands)
     _add_compact(commands)
     _add_migrate(commands)
+    _add_rekey(commands)
     _add_import_agentscope(commands)
     return parser
 
@@ -517,6 +520,41 @@ def _secret_box(variable: str | None) -> SecretBox | None:
         return SecretBox(key)
     except SecretError as exc:
         raise UsageError(f"--secret-key-env {variable}: {exc}") from None
+
+
+# -- rekey -------------------------------------------------------------------------------
+
+
+def _add_rekey(commands: Commands) -> None:
+    sub = _command(
+        commands,
+        "rekey",
+        "Re-encrypt the secret fields of stored sessions with a new secret_key (docs/key-rotation.md).",
+        _run_rekey,
+        "examples:\n  statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run\n"
+        "  statekit rekey --redis-url redis://localhost:6379/0 --user alice --new-key-env NEW_KEY --old-key-env OLD_KEY\n\n"
+        "Keys are read from environment variables, never from the command line. Each session is\n"
+        "rewritten only if nobody changed it meanwhile (else read again, up to 5 times); sessions\n"
+        "already on the new key, or without encrypted secrets, are left as they are.\n"
+        "Exit status 1 if any failed.",
+    )
+    sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
+    sub.add_argument("--new-key-env", required=True, metavar="VAR", help="the environment variable holding the new key")
+    sub.add_argument(
+        "--old-key-env", action="append", default=[], metavar="VAR", help="one holding a key to replace (repeatable)"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="say what would be re-encrypted; write nothing")
+    _add_store_options(sub)
+
+
+def _run_rekey(args: argparse.Namespace) -> int:
+    box = rekey_box(args.new_key_env, args.old_key_env)
+
+    async def work(store: SessionBase) -> int:
+        done = await rekey_sessions(store, args.session_ids, args.user, box, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr)
+        return OK if done else INVALID
+
+    return _with_store(args, work)
 
 
 # -- import-agentscope -------------------------------------------------------------------
