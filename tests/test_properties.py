@@ -23,6 +23,7 @@ from agent_models import Agent, ClassB, Memory, Message, Plan, Role, Scratchpad,
 from statekit import LoadResult, StateLoadError, StateModule, state_field, stateful
 from statekit.errors import StateDefinitionError, StateDumpError, format_path
 from strategies import (
+    examples,
     UNKNOWN_KEY,
     Corruption,
     agents,
@@ -39,7 +40,7 @@ from strategies import (
 )
 
 PROPERTY = settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -80,7 +81,7 @@ def test_round_trip_at_every_depth(module: StateModule) -> None:
             assert live_equal(fresh, node)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(big=big_ints, blob=json_data)
 def test_round_trip_keeps_integers_beyond_64_bits(big: int, blob: Any) -> None:
     agent = Agent(turns=big, extra={"big": big, "blob": blob, "list": [big]})
