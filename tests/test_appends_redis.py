@@ -184,6 +184,7 @@ def test_loads_always_equal_the_live_list(server: RedisServer, ops: list[str]) -
     asyncio.run(main())
 
 
+@pytest.mark.slow
 async def test_appends_on_a_cluster() -> None:
     with local_redis_cluster() as cluster:
         await _appends_and_updates(cluster)

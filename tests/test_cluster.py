@@ -19,7 +19,7 @@ from statekit import _servers
 from statekit.testing import Counter, RedisCluster, SessionContract, local_redis_cluster, local_redis_server
 from workers import run_workers
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.slow]  # a cluster takes seconds to form: not in the quick loop
 
 TIMEOUT = 60
 """Seconds one operation may take: on a loaded shared machine a cluster can stall past the default 5 s
