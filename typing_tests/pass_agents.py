@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from statekit import LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
+from statekit import JSONSession, LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
 
 
 class Role(enum.Enum):
@@ -98,3 +98,9 @@ def use_append_only() -> None:
     first: Line = memory.content[0]
     size: int = memory.ids[-1]
     print(first.text, size)
+
+
+def use_several_secret_keys(new: str, old: str, raw: bytes) -> None:
+    keys = [new, old]  # list[str]: the first encrypts, both decrypt
+    JSONSession("sessions", secret_key=keys).use_secret_key((new, old))
+    JSONSession("sessions", secret_key=raw).use_secret_key([raw, raw])

@@ -83,11 +83,6 @@ class SecretBox:
         hidden = "<key hidden>" if len(self._ciphers) == 1 else f"<{len(self._ciphers)} keys hidden>"
         return f"SecretBox({hidden})"
 
-    @property
-    def key_count(self) -> int:
-        """How many keys open secrets (the first one also seals)."""
-        return len(self._ciphers)
-
     def seal(self, value: Any) -> dict[str, str]:
         """The stored form of a JSON value, sealed with the first key: ``{"__secret__": "v1:..."}``."""
         plain = orjson.dumps(value)
