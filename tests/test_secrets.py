@@ -760,3 +760,18 @@ def test_rekey_never_overwrites_a_concurrent_writer(
         )
         JSONSession(tmp_path, secret_key=old).load("s1", "ada", agent=final)
     assert (final.client.turns, final.client.api_key) == (3 + writes, TOKEN)  # every update kept
+
+
+@pytest.mark.redis
+def test_rekey_keeps_the_expiry_of_a_redis_key(redis_server: RedisServer, keys: Keys, capsys: pytest.CaptureFixture[str]) -> None:
+    """An application's key_ttl is its business: rekey rewrites the value and leaves the expiry as it was."""
+    prefix = f"rekey-ttl-{uuid.uuid4().hex}:"
+    with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=300, secret_key=keys[0]) as session:
+        session.save("s1", "ada", agent=agent_with_token())
+        key = session.session_key("s1", "ada")
+    raw = redis.Redis(host=redis_server.host, port=redis_server.port)
+    before = raw.get(key)
+    options = ["--host", redis_server.host, "--port", str(redis_server.port), "--key-prefix", prefix]
+    assert rekey(capsys, *options)[:2] == (0, ["re-encrypted 1 of 1 secret with the new key", "rekeyed 1, already on the new key 0, without encrypted secrets 0, failed 0"])
+    assert raw.get(key) != before and 0 < raw.ttl(key) <= 300
+    raw.close()

@@ -141,8 +141,7 @@ def _keys_bytes(keys: object) -> list[bytes]:
         return [_key_bytes(keys)]
     if not keys:
         raise SecretError(
-            "secret_key is an empty list: give at least one key "
-            "(the first encrypts, every one decrypts); None leaves secrets out"
+            "secret_key is an empty list: give at least one key (the first encrypts, every one decrypts)"
         )
     return [_key_bytes(key, f"secret_key[{index}]") for index, key in enumerate(keys)]
 
