@@ -26,7 +26,7 @@ from statekit._convert import lenient
 from statekit._problems import problems_of
 from statekit._plan import FieldPlan
 
-from strategies import examples, data_for, json_data, json_union_records, record_type, record_types, value_types
+from strategies import data_for, examples, json_data, json_union_records, record_type, record_types, value_types
 
 Outcome = tuple[str, Any]
 

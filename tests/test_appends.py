@@ -17,8 +17,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import examples
 
+from strategies import examples
 from test_depth import nested
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful

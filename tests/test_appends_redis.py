@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import examples
 
+from strategies import examples
 from append_models import Agent, Msg, NumberedMemory, NumberedMsg, TextMemory
 from redis.asyncio import Redis
 

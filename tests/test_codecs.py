@@ -14,8 +14,8 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import examples
 
+from strategies import examples
 from statekit.codecs import JSON, JSON_COMPACT, YAML, Codec, with_document_positions
 from statekit.codecs import yaml as yaml_codec
 from statekit.errors import DocumentError, Problem, StateDumpError, StateLoadError

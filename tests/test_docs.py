@@ -235,7 +235,10 @@ def check_rekey(namespace: Namespace) -> None:
                 assert [path.read_bytes() for path in files] == before
     finally:
         for name, value in saved.items():
-            os.environ.pop(name) if value is None else os.environ.update({name: value})
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
     for session_id in ("chat-1", "chat-2"):
         client = namespace["Client"]()
         JSONSession("sessions", secret_key=namespace["new_key"]).load(session_id, client=client)

@@ -20,7 +20,7 @@ from statekit import StatekitError, StateModule, from_config, state_field, state
 from statekit._schema import DRAFT, json_schema, session_schema
 from statekit.errors import StateDefinitionError
 
-from strategies import examples, data_for, json_data, record_type, value_types
+from strategies import data_for, examples, json_data, record_type, value_types
 
 
 class Role(enum.Enum):

@@ -21,8 +21,8 @@ import attrs
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from strategies import examples
 
+from strategies import examples
 from statekit.errors import DocumentError, InvalidSessionIdError, SessionError, StateLoadError
 from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH

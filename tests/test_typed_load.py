@@ -30,7 +30,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
 from statekit.session._delta_save import META_KEY
 
-from strategies import examples, data_for, json_data, json_union_records, record_types, value_types
+from strategies import data_for, examples, json_data, json_union_records, record_types, value_types
 from test_agreement import shape
 from test_depth import Blob, nested
 

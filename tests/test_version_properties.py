@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from strategies import examples, agents_v1
+from strategies import agents_v1, examples
 from version_models import Agent, AgentV1, by_hand
 
 

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import examples
 import yaml
 
 from statekit.codecs import YAML
 from statekit.codecs._yaml_schema import CORE
 from statekit.session import YAMLSession
 from statekit.testing import TRICKY_TEXTS, Chat, Message
+from strategies import examples
 
 
 def test_a_session_file_reads_like_hand_written_yaml(tmp_path: Path) -> None:
