@@ -11,7 +11,9 @@ and left as that writer left it.
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -25,6 +27,28 @@ ATTEMPTS = 5
 """Reads and compare-and-set writes of one session before a concurrent writer wins and it is reported."""
 
 REKEYED, CURRENT, UNKEYED = "rekeyed", "current", "unkeyed"
+
+REKEY_SUMMARY = "Re-encrypt the secret fields of stored sessions with a new secret_key (docs/key-rotation.md)."
+
+REKEY_EPILOG = f"""\
+examples:
+  statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run
+  statekit rekey --redis-url redis://localhost:6379/0 --user alice --new-key-env NEW_KEY --old-key-env OLD_KEY
+
+Keys are read from environment variables, never from the command line. Each session is
+rewritten only if nobody changed it meanwhile (else read again, up to {ATTEMPTS} times); sessions
+already on the new key, or without encrypted secrets, are left as they are.
+Exit status 1 if any failed."""
+
+
+def add_rekey_arguments(sub: argparse.ArgumentParser) -> None:
+    """The options of ``statekit rekey`` but the store's (which the command line adds)."""
+    sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
+    sub.add_argument("--new-key-env", required=True, metavar="VAR", help="the environment variable holding the new key")
+    sub.add_argument(
+        "--old-key-env", action="append", default=[], metavar="VAR", help="one holding a key to replace (repeatable)"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="say what would be re-encrypted; write nothing")
 
 
 def rekey_box(new_key_env: str, old_key_envs: Sequence[str]) -> SecretBox:
@@ -59,8 +83,8 @@ async def rekey_sessions(
     box: SecretBox,
     *,
     dry_run: bool,
-    out: TextIO,
-    err: TextIO,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> bool:
     """Re-encrypt each session's secrets with the first key of ``box``, reporting each session.
 
@@ -74,14 +98,14 @@ async def rekey_sessions(
         user_id: Their owner (``None``: the store's default user).
         box: The new key first, then the old ones.
         dry_run: Say what would be done; write nothing.
-        out: Where the sessions done or left alone, and the counts, are printed.
-        err: Where the sessions that failed are printed, with why.
+        out: Where the sessions done or left alone, and the counts, are printed (standard output).
+        err: Where the sessions that failed are printed, with why (standard error).
 
     Returns:
         Whether none failed.
     """
     labels = {REKEYED: "would rekey" if dry_run else "rekeyed", CURRENT: "already on the new key"}
-    tally = Tally({**labels, UNKEYED: "without encrypted secrets", FAILED: FAILED}, out, err)
+    tally = Tally({**labels, UNKEYED: "without encrypted secrets", FAILED: FAILED}, out or sys.stdout, err or sys.stderr)
     for session_id in session_ids or await store.alist_sessions(user_id):
         try:
             status, line = await _rekey_one(store, session_id, user_id, box, dry_run)

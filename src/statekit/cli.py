@@ -35,7 +35,7 @@ from statekit._cli_support import (
 from statekit._cli_compact import compact_sessions
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import migrate_sessions
-from statekit._cli_rekey import rekey_box, rekey_sessions
+from statekit._cli_rekey import REKEY_EPILOG, REKEY_SUMMARY, add_rekey_arguments, rekey_box, rekey_sessions
 from statekit._checkers import refuse_non_json
 from statekit._config import Document
 from statekit._module import StateModule
@@ -526,24 +526,8 @@ def _secret_box(variable: str | None) -> SecretBox | None:
 
 
 def _add_rekey(commands: Commands) -> None:
-    sub = _command(
-        commands,
-        "rekey",
-        "Re-encrypt the secret fields of stored sessions with a new secret_key (docs/key-rotation.md).",
-        _run_rekey,
-        "examples:\n  statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run\n"
-        "  statekit rekey --redis-url redis://localhost:6379/0 --user alice --new-key-env NEW_KEY --old-key-env OLD_KEY\n\n"
-        "Keys are read from environment variables, never from the command line. Each session is\n"
-        "rewritten only if nobody changed it meanwhile (else read again, up to 5 times); sessions\n"
-        "already on the new key, or without encrypted secrets, are left as they are.\n"
-        "Exit status 1 if any failed.",
-    )
-    sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
-    sub.add_argument("--new-key-env", required=True, metavar="VAR", help="the environment variable holding the new key")
-    sub.add_argument(
-        "--old-key-env", action="append", default=[], metavar="VAR", help="one holding a key to replace (repeatable)"
-    )
-    sub.add_argument("--dry-run", action="store_true", help="say what would be re-encrypted; write nothing")
+    sub = _command(commands, "rekey", REKEY_SUMMARY, _run_rekey, REKEY_EPILOG)
+    add_rekey_arguments(sub)
     _add_store_options(sub)
 
 
@@ -551,8 +535,7 @@ def _run_rekey(args: argparse.Namespace) -> int:
     box = rekey_box(args.new_key_env, args.old_key_env)
 
     async def work(store: SessionBase) -> int:
-        done = await rekey_sessions(store, args.session_ids, args.user, box, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr)
-        return OK if done else INVALID
+        return OK if await rekey_sessions(store, args.session_ids, args.user, box, dry_run=args.dry_run) else INVALID
 
     return _with_store(args, work)
 
