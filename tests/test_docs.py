@@ -41,7 +41,7 @@ import orjson
 import pytest
 from agent_models import Plan
 
-from statekit import JSONSession, StateLoadError, json_schema
+from statekit import JSONSession, StateLoadError, generate_secret_key, json_schema
 from statekit.cli import build_parser, main
 from statekit.testing import check_backend
 
@@ -243,6 +243,11 @@ def check_rekey(namespace: Namespace) -> None:
         client = namespace["Client"]()
         JSONSession("sessions", secret_key=namespace["new_key"]).load(session_id, client=client)
         assert client.api_key == "sk-..."
+    shown = re.search(r"nothing changes:\n\n```\n(.*?)\n```", (ROOT / "docs" / "key-rotation.md").read_text(encoding="utf-8"), re.S)
+    assert shown is not None
+    with pytest.raises(StateLoadError) as caught:  # the problem the page shows, word for word
+        JSONSession("sessions", secret_key=[generate_secret_key(), generate_secret_key()]).load("chat-1", client=client)
+    assert [f"{problem.dotted}: {problem.message}" for problem in caught.value.problems] == [shown[1]]
 
 
 def check_contract(namespace: Namespace) -> None:
