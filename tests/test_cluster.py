@@ -1,4 +1,5 @@
-"""RedisSession on a real three-master Redis Cluster: the contract, races, a node going down."""
+"""RedisSession on a real three-master Redis Cluster: the contract, races, a node going down;
+and how the throw-away servers choose their ports."""
 
 from __future__ import annotations
 
