@@ -368,3 +368,15 @@ def test_readme_starts_with_the_two_commands_ci_runs() -> None:
     assert first.code.splitlines()[0].startswith("python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'")
     assert first.code.splitlines()[1].endswith(".venv/bin/python -m pytest")
     assert "HYPOTHESIS_PROFILE" not in first.code  # .ci/run exports it: README's commands stay what a newcomer types
+
+
+def test_each_error_the_production_page_names_is_one_statekit_raises() -> None:
+    """production.md's table of errors a worker should expect: each is a StatekitError of statekit.errors."""
+    import statekit.errors
+
+    page = (ROOT / "docs" / "production.md").read_text(encoding="utf-8")
+    named = re.findall(r"^\| `(?:statekit\.errors\.)?(\w+)` \|", page, re.MULTILINE)
+    assert len(named) == 7
+    for name in named:
+        error = getattr(statekit.errors, name)
+        assert issubclass(error, statekit.errors.StatekitError), name
