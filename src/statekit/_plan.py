@@ -18,7 +18,7 @@ from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._encode import make_encode_converter
 from statekit._convert import iter_types, lenient, make_converter, prepare, type_hints
-from statekit._fast import fast_structure, with_fallback
+from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
 from statekit._json import copy_any, copy_loose, type_name
@@ -115,8 +115,10 @@ def _field_plan(
 
 def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dump, strict: Load) -> tuple[Dump, Load]:
     """The no-copy hooks a session save and load use; the copying ones where a
-    user's converter or codec is involved (their hooks may keep what they get)."""
-    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None:
+    user's converter or codec is involved (their hooks may keep what they get),
+    or a pydantic model (its validators are the user's code: the typed session
+    load leaves such fields to the full path, so that they run once)."""
+    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or runs_from_json(tp):
         return dump, strict
     prepare(ENCODE_CONVERTER, tp)
     fresh = with_fallback(fast_structure(tp, conv, fresh=True), conv.get_structure_hook(tp), tp)

@@ -1,0 +1,98 @@
+"""pydantic (v2) models as state values: built-in hooks, without importing pydantic.
+
+A field typed with a ``BaseModel`` subclass (alone, in a list, a dict, an
+optional, a record) is saved with ``model_dump(mode="json")`` and loaded with
+``model_validate``, the way a field with ``to_json`` / ``from_json`` is: the
+hooks sit in statekit's converters, the fast paths leave such types to them
+(``runs_from_json`` in :mod:`statekit._fast`), and pydantic's validation
+errors become problems with their full paths (the field's, then pydantic's
+``loc``). pydantic is never imported here: a class can only be a model once
+its program imported pydantic, so ``sys.modules`` is asked.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import cattrs
+
+from statekit._json import JSONValueError, copy_any, describe, with_article
+from statekit.errors import PathSegment
+
+Hook = Callable[[Any], Any]
+SHook = Callable[[Any, Any], Any]
+
+
+def is_model(tp: Any) -> bool:
+    """Whether ``tp`` is a pydantic v2 ``BaseModel`` subclass (``False`` while pydantic is not imported)."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(tp, type):
+        return False
+    base = getattr(pydantic, "BaseModel", None)
+    return isinstance(base, type) and issubclass(tp, base) and tp is not base
+
+
+def register_models(conv: cattrs.Converter) -> None:
+    """Dump pydantic models with ``model_dump(mode="json")``, load them with ``model_validate``."""
+    conv.register_unstructure_hook_factory(is_model, model_dump_hook)
+    conv.register_structure_hook_factory(is_model, model_load_hook)
+
+
+def model_dump_hook(tp: Any) -> Hook:
+    """Dump exactly a ``tp`` (a subclass would load back as a ``tp``) to checked JSON data.
+
+    ``by_alias`` and ``round_trip`` make what ``model_validate`` reads back;
+    ``warnings="error"`` refuses a value that does not match its field's type
+    (pydantic would write it with a warning, and the next load would refuse it).
+    """
+    expected = with_article(tp.__qualname__)
+
+    def dump(value: Any) -> Any:
+        if type(value) is not tp:
+            raise JSONValueError([((), f"expected {expected}, got {describe(value)}")])
+        try:
+            data = value.model_dump(mode="json", by_alias=True, round_trip=True, warnings="error")
+        except Exception as exc:  # noqa: BLE001 - pydantic's serialization errors, a serializer's own
+            raise JSONValueError([((), f"model_dump raised {type(exc).__name__}: {_one_line(exc)}")]) from exc
+        return copy_any(data)  # refuses what has no JSON form (NaN), naming where
+
+    return dump
+
+
+def model_load_hook(tp: Any) -> SHook:
+    """Load a ``tp`` with ``model_validate`` (on a private copy of the data); its
+    validation errors become problems at ``loc``, below the caller's path."""
+    invalid = sys.modules["pydantic"].ValidationError
+
+    def load(data: Any, _: Any) -> Any:
+        try:
+            return tp.model_validate(copy_any(data))
+        except invalid as exc:
+            raise JSONValueError([(_path(e["loc"]), e["msg"]) for e in exc.errors(include_url=False)]) from None
+
+    return load
+
+
+def model_schema(tp: Any, name: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of ``tp``'s data (``model_json_schema``, validation mode: what a load
+    takes), to sit in ``defs`` as ``name``; the models it holds go there as ``name.Inner``."""
+    try:
+        schema: dict[str, Any] = tp.model_json_schema(ref_template=f"#/$defs/{name}.{{model}}")
+    except Exception as exc:  # noqa: BLE001 - a type pydantic has no schema for: any JSON then
+        return {"description": f"any JSON value: pydantic has no schema for {tp.__qualname__} ({_one_line(exc)})"}
+    for inner, body in schema.pop("$defs", {}).items():
+        defs[f"{name}.{inner}"] = body
+    return schema
+
+
+def _path(loc: Any) -> tuple[PathSegment, ...]:
+    return tuple(step if isinstance(step, (str, int)) else str(step) for step in loc)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+__all__ = ["is_model", "model_schema", "register_models"]
