@@ -13,10 +13,13 @@ its program imported pydantic, so ``sys.modules`` is asked.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import cattrs
+from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._json import JSONValueError, copy_any, describe, with_article
 from statekit.errors import PathSegment
@@ -38,6 +41,8 @@ def register_models(conv: cattrs.Converter) -> None:
     """Dump pydantic models with ``model_dump(mode="json")``, load them with ``model_validate``."""
     conv.register_unstructure_hook_factory(is_model, model_dump_hook)
     conv.register_structure_hook_factory(is_model, model_load_hook)
+    conv.register_unstructure_hook_factory(_is_model_union, _refuse_union)
+    conv.register_structure_hook_factory(_is_model_union, _refuse_union)
 
 
 def model_dump_hook(tp: Any) -> Hook:
@@ -47,6 +52,14 @@ def model_dump_hook(tp: Any) -> Hook:
     ``warnings="error"`` refuses a value that does not match its field's type
     (pydantic would write it with a warning, and the next load would refuse it).
     """
+    masked = _masked_fields(tp, {tp})
+    if masked:
+        raise StructureHandlerNotFoundError(
+            f"pydantic writes {', '.join(masked)} as '**********' in JSON, so the secret would be lost; "
+            "give the field a @field_serializer returning its get_secret_value(), or keep the secret "
+            "in a state_field(secret=True) of the module",
+            tp,
+        )
     expected = with_article(tp.__qualname__)
 
     def dump(value: Any) -> Any:
@@ -85,6 +98,51 @@ def model_schema(tp: Any, name: str, defs: dict[str, Any]) -> dict[str, Any]:
     for inner, body in schema.pop("$defs", {}).items():
         defs[f"{name}.{inner}"] = body
     return schema
+
+
+def _is_model_union(tp: Any) -> bool:
+    """A union holding a model, other than ``Model | None`` (which cattrs handles with the model's hooks)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return False
+    members = [m for m in typing.get_args(tp) if m is not type(None)]
+    return len(members) > 1 and any(is_model(m) for m in members)
+
+
+def _refuse_union(tp: Any) -> Any:
+    raise StructureHandlerNotFoundError(
+        "statekit cannot tell the members of a union holding a pydantic model apart in JSON; let pydantic "
+        "do it: hold the union in a model (a field of a BaseModel, or RootModel[A | B], with a "
+        "discriminator if you have one)",
+        tp,
+    )
+
+
+def _masked_fields(tp: Any, seen: set[Any]) -> list[str]:
+    """The fields (at any depth) that pydantic writes masked: secret types without a serializer."""
+    pydantic = sys.modules["pydantic"]
+    masks = tuple(c for n in ("SecretStr", "SecretBytes", "Secret") if isinstance(c := getattr(pydantic, n, None), type))
+    decorators = getattr(tp, "__pydantic_decorators__", None)
+    if decorators is None or decorators.model_serializers:
+        return []  # the model writes itself
+    served = {name for d in decorators.field_serializers.values() for name in d.info.fields}
+    out: list[str] = []
+    for name, info in tp.model_fields.items():
+        if name in served or "*" in served:
+            continue
+        for inner in _nested(info.annotation):
+            origin = typing.get_origin(inner) or inner
+            if isinstance(origin, type) and issubclass(origin, masks):
+                out.append(f"{tp.__qualname__}.{name}")
+            elif is_model(inner) and inner not in seen:
+                seen.add(inner)
+                out.extend(_masked_fields(inner, seen))
+    return out
+
+
+def _nested(tp: Any) -> Iterator[Any]:
+    yield tp
+    for arg in typing.get_args(tp):
+        yield from _nested(arg)
 
 
 def _path(loc: Any) -> tuple[PathSegment, ...]:
