@@ -21,6 +21,7 @@ from statekit._convert import iter_types, lenient, make_converter, prepare, type
 from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
+from statekit._pydantic import is_frozen_model
 from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
 
@@ -144,10 +145,11 @@ def check_append_only(cls: type, name: str, tp: Any, codec: FieldCodec) -> None:
     if codec.to_json is not None or codec.from_json is not None or codec.secret:
         raise StateDefinitionError(f"{where}: append_only=True cannot be combined with to_json=, from_json= or secret=")
     item = args[0]
-    if item in _IMMUTABLE_ITEMS or is_frozen_record(item):
+    if item in _IMMUTABLE_ITEMS or is_frozen_record(item) or is_frozen_model(item):
         return
     raise StateDefinitionError(
-        f"{where}: the items of an append_only list must be frozen records (@stateful(frozen=True)) or "
+        f"{where}: the items of an append_only list must be frozen records (@stateful(frozen=True)), "
+        "frozen pydantic models (model_config = ConfigDict(frozen=True)) or "
         f"str, int, float or bool, so that no saved item can change in place; {type_name(item)} is not"
     )
 

@@ -12,16 +12,21 @@ its program imported pydantic, so ``sys.modules`` is asked.
 
 from __future__ import annotations
 
+import gc
+import math
+import operator
 import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
+from itertools import compress, repeat
 from typing import Any
 
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._json import JSONValueError, copy_any, describe, with_article
+from statekit._limits import MAX_DEPTH
 from statekit.errors import PathSegment
 
 Hook = Callable[[Any], Any]
@@ -35,6 +40,11 @@ def is_model(tp: Any) -> bool:
         return False
     base = getattr(pydantic, "BaseModel", None)
     return isinstance(base, type) and issubclass(tp, base) and tp is not base
+
+
+def is_frozen_model(tp: Any) -> bool:
+    """Whether ``tp`` is a pydantic model whose instances refuse assignment (``frozen=True``)."""
+    return is_model(tp) and tp.model_config.get("frozen") is True
 
 
 def register_models(conv: cattrs.Converter) -> None:
@@ -61,15 +71,20 @@ def model_dump_hook(tp: Any) -> Hook:
             tp,
         )
     expected = with_article(tp.__qualname__)
+    nulls_nan = tp.model_config.get("ser_json_inf_nan", "null") == "null"
 
     def dump(value: Any) -> Any:
         if type(value) is not tp:
             raise JSONValueError([((), f"expected {expected}, got {describe(value)}")])
         try:
             data = value.model_dump(mode="json", by_alias=True, round_trip=True, warnings="error")
+            if nulls_nan:
+                _refuse_nulled_floats(value)
+        except JSONValueError:
+            raise
         except Exception as exc:  # noqa: BLE001 - pydantic's serialization errors, a serializer's own
             raise JSONValueError([((), f"model_dump raised {type(exc).__name__}: {_one_line(exc)}")]) from exc
-        return copy_any(data)  # refuses what has no JSON form (NaN), naming where
+        return copy_any(data)  # refuses what has no JSON form (NaN in a float field), naming where
 
     return dump
 
@@ -98,6 +113,41 @@ def model_schema(tp: Any, name: str, defs: dict[str, Any]) -> dict[str, Any]:
     for inner, body in schema.pop("$defs", {}).items():
         defs[f"{name}.{inner}"] = body
     return schema
+
+
+_CONTAINERS = frozenset((dict, list, tuple, set, frozenset))
+
+
+def _refuse_nulled_floats(value: Any) -> None:
+    """Refuse NaN and infinities under ``Any`` (and untyped containers), which
+    ``model_dump(mode="json")`` writes as ``null`` without a word (in a ``float``
+    field it keeps them, and the JSON check refuses them)."""
+    data = value.model_dump(mode="python", by_alias=True, round_trip=True)
+    level = [data]
+    for _ in range(MAX_DEPTH + 2):  # level by level, in C: the common case finds nothing
+        if not level:
+            return
+        kinds = list(map(type, level))
+        if not all(map(math.isfinite, compress(level, map(operator.is_, kinds, repeat(float))))):
+            break
+        level = gc.get_referents(*compress(level, map(_CONTAINERS.__contains__, kinds)))
+    found = _non_finite(data, ())
+    if found is not None:
+        path, number = found
+        raise JSONValueError([(path, f"{describe(number)}: JSON has no form for it (pydantic would write null)")])
+
+
+def _non_finite(data: Any, path: tuple[PathSegment, ...]) -> tuple[tuple[PathSegment, ...], float] | None:
+    if type(data) is float and not math.isfinite(data):
+        return path, data
+    if len(path) > MAX_DEPTH or type(data) not in _CONTAINERS:
+        return None
+    items = data.items() if type(data) is dict else enumerate(data)
+    for key, item in items:
+        found = _non_finite(item, (*path, key if isinstance(key, (str, int)) else str(key)))
+        if found is not None:
+            return found
+    return None
 
 
 def _is_model_union(tp: Any) -> bool:
@@ -132,7 +182,7 @@ def _masked_fields(tp: Any, seen: set[Any]) -> list[str]:
         for inner in _nested(info.annotation):
             origin = typing.get_origin(inner) or inner
             if isinstance(origin, type) and issubclass(origin, masks):
-                out.append(f"{tp.__qualname__}.{name}")
+                out.append(f"{tp.__name__}.{name}")
             elif is_model(inner) and inner not in seen:
                 seen.add(inner)
                 out.extend(_masked_fields(inner, seen))
@@ -153,4 +203,4 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-__all__ = ["is_model", "model_schema", "register_models"]
+__all__ = ["is_frozen_model", "is_model", "model_schema", "register_models"]
