@@ -122,7 +122,7 @@ def _refuse_nulled_floats(value: Any) -> None:
     """Refuse NaN and infinities under ``Any`` (and untyped containers), which
     ``model_dump(mode="json")`` writes as ``null`` without a word (in a ``float``
     field it keeps them, and the JSON check refuses them)."""
-    data = value.model_dump(mode="python", by_alias=True, round_trip=True)
+    data = value.model_dump(mode="python", by_alias=True, round_trip=True, warnings=False)
     level = [data]
     for _ in range(MAX_DEPTH + 2):  # level by level, in C: the common case finds nothing
         if not level:
