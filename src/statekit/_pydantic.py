@@ -25,6 +25,7 @@ from typing import Any
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
+from statekit._census import all_json
 from statekit._json import JSONValueError, copy_any, describe, with_article
 from statekit._limits import MAX_DEPTH
 from statekit.errors import PathSegment
@@ -84,7 +85,8 @@ def model_dump_hook(tp: Any) -> Hook:
             raise
         except Exception as exc:  # noqa: BLE001 - pydantic's serialization errors, a serializer's own
             raise JSONValueError([((), f"model_dump raised {type(exc).__name__}: {_one_line(exc)}")]) from exc
-        return copy_any(data)  # refuses what has no JSON form (NaN in a float field), naming where
+        # model_dump's result is new and no one else's: checked in C, copied only to name a problem
+        return data if all_json([data]) else copy_any(data)
 
     return dump
 
