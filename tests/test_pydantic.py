@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -195,6 +196,30 @@ def test_a_model_that_is_not_an_object_is_a_problem_at_the_field() -> None:
         Agent().load_state_dict({**Agent().state_dict(), "state": [1]})
     assert [p.path for p in caught.value.problems] == [("state",)]
     assert "valid dictionary or instance of AgentState" in caught.value.problems[0].message
+
+
+@dataclasses.dataclass
+class Pair:
+    left: Msg
+    right: Msg | None = None
+
+
+@stateful
+class Pairs(StateModule):
+    pairs: tuple[Pair, ...] = state_field(default=())
+
+
+def test_dataclasses_and_tuples_hold_models_too() -> None:
+    pairs = Pairs(pairs=(Pair(_msg("a", "x")), Pair(_msg("b", "y"), _msg("c", "z"))))
+    state = pairs.state_dict()
+    assert state["pairs"][1] == {"left": _msg("b", "y").model_dump(mode="json"), "right": _msg("c", "z").model_dump(mode="json")}
+    fresh = Pairs()
+    fresh.load_state_dict(state)
+    assert fresh == pairs
+    state["pairs"][0]["left"]["content"][0]["text"] = 5
+    with pytest.raises(StateLoadError) as caught:
+        fresh.load_state_dict(state)
+    assert [p.path for p in caught.value.problems] == [("pairs", 0, "left", "content", 0, "text")]
 
 
 @stateful
@@ -403,9 +428,16 @@ def test_append_only_lists_of_frozen_models_save_only_new_items(tmp_path: Path) 
     session.save("s", memory=memory)
     (log,) = tmp_path.glob("*.json.log")
     assert log.read_text(encoding="utf-8").splitlines()[1] == '[[["memory","content"],[{"role":"assistant","text":"ho"}]]]'
+    other = JSONSession(tmp_path)
     loaded = Memory()
-    JSONSession(tmp_path).load("s", memory=loaded)
+    other.load("s", memory=loaded)
     assert loaded == memory
+    loaded.content.append(Frozen(role="user", text="again"))
+    other.save("s", memory=loaded)  # after a load too: only the new item
+    assert log.read_text(encoding="utf-8").splitlines()[2] == '[[["memory","content"],[{"role":"user","text":"again"}]]]'
+    again = Memory()
+    JSONSession(tmp_path).load("s", memory=again)
+    assert again == loaded
 
 
 def test_append_only_lists_of_mutable_models_are_refused() -> None:
