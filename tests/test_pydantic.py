@@ -175,6 +175,26 @@ def test_validation_errors_are_problems_with_the_field_path_and_pydantic_loc() -
     assert agent.state_dict() == before  # all or nothing
 
 
+class Said(BaseModel):
+    content: str | list[dict[str, Any]]
+    ids: dict[int, str] = Field(default_factory=dict)
+
+
+@stateful
+class Speaker(StateModule):
+    said: Said = state_field(factory=lambda: Said(content=""))
+
+
+def test_loc_steps_that_are_not_in_the_data_go_into_the_message() -> None:
+    with pytest.raises(StateLoadError) as caught:
+        Speaker().load_state_dict({"said": {"content": 5, "ids": {"one": "a"}}})
+    assert [(p.path, p.message) for p in caught.value.problems] == [
+        (("said", "content"), "Input should be a valid string (in str)"),
+        (("said", "content"), "Input should be a valid list (in list[dict[str,any]])"),
+        (("said", "ids", "one"), "Input should be a valid integer, unable to parse string as an integer (in [key])"),
+    ]
+
+
 def test_a_session_load_reports_model_problems_with_positions(tmp_path: Path) -> None:
     session = JSONSession(tmp_path)
     session.save("s", agent=_busy())

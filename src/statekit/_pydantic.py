@@ -97,10 +97,11 @@ def model_load_hook(tp: Any) -> SHook:
     invalid = sys.modules["pydantic"].ValidationError
 
     def load(data: Any, _: Any) -> Any:
+        data = copy_any(data)
         try:
-            return tp.model_validate(copy_any(data))
+            return tp.model_validate(data)
         except invalid as exc:
-            raise JSONValueError([(_path(e["loc"]), e["msg"]) for e in exc.errors(include_url=False)]) from None
+            raise JSONValueError([_problem(data, e) for e in exc.errors(include_url=False)]) from None
 
     return load
 
@@ -197,8 +198,21 @@ def _nested(tp: Any) -> Iterator[Any]:
         yield from _nested(arg)
 
 
-def _path(loc: Any) -> tuple[PathSegment, ...]:
-    return tuple(step if isinstance(step, (str, int)) else str(step) for step in loc)
+def _problem(data: Any, error: Any) -> tuple[tuple[PathSegment, ...], str]:
+    """pydantic's error as a problem: the steps of its ``loc`` that are in the data make
+    the path (a missing key too); the rest (a union member's tag, ``[key]``) goes into the message."""
+    loc, node = tuple(error["loc"]), data
+    for index, step in enumerate(loc):
+        if type(node) is dict and type(step) is str and step in node:
+            node = node[step]
+        elif type(node) is list and type(step) is int and 0 <= step < len(node):
+            node = node[step]
+        elif type(node) is dict and type(step) is str and index == len(loc) - 1 and error["type"] == "missing":
+            break
+        else:
+            rest = ".".join(str(s) for s in loc[index:])
+            return loc[:index], f"{error['msg']} (in {rest})"
+    return loc, error["msg"]
 
 
 def _one_line(exc: BaseException) -> str:
