@@ -117,8 +117,9 @@ def _field_plan(
 def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dump, strict: Load) -> tuple[Dump, Load]:
     """The no-copy hooks a session save and load use; the copying ones where a
     user's converter or codec is involved (their hooks may keep what they get),
-    or a pydantic model (its validators are the user's code: the typed session
-    load leaves such fields to the full path, so that they run once)."""
+    or where loading runs the user's code deeper down (a pydantic model's
+    validators, a ``from_json`` of a record it holds): the typed session load
+    then leaves the field to the full path, so that this code runs once."""
     if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or runs_from_json(tp):
         return dump, strict
     prepare(ENCODE_CONVERTER, tp)
