@@ -30,7 +30,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
 from statekit.session._delta_save import META_KEY
 
-from strategies import data_for, json_data, json_union_records, record_types, value_types
+from strategies import data_for, examples, json_data, json_union_records, record_types, value_types
 from test_agreement import shape
 from test_depth import Blob, nested
 
@@ -78,7 +78,7 @@ def assert_agree(cls: type[StateModule], data: Any, strict: bool) -> bool:
 
 
 @pytest.mark.parametrize("bounded", [False, True], ids=["depth-pass", "bounded-decoder"])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_typed_and_full_paths_agree_on_random_types_and_data(bounded: bool, data: st.DataObject) -> None:
     tp = data.draw(st.one_of(value_types, record_types, json_union_records), label="type")

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 from pydantic import BaseModel, ConfigDict, Field
 
-from statekit import LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
+from statekit import JSONSession, LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
 
 
 class Role(enum.Enum):
@@ -134,3 +134,9 @@ def use_pydantic() -> None:
     last: ToolCall | None = agent.last
     agent.load_state_dict(agent.state_dict())
     print(step, last, agent.by_tool.get("search"))
+
+
+def use_several_secret_keys(new: str, old: str, raw: bytes) -> None:
+    keys = [new, old]  # list[str]: the first encrypts, both decrypt
+    JSONSession("sessions", secret_key=keys).use_secret_key((new, old))
+    JSONSession("sessions", secret_key=raw).use_secret_key([raw, raw])

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 from urllib.parse import unquote
 
+from statekit._secrets import SecretKeys
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._agentscope import (
     Layout,
@@ -263,8 +264,9 @@ class FileSession(SessionBase):
             AgentScope 1.x's ``{user_id}_{session_id}.json`` names, to open and
             keep writing its session folders (see
             :mod:`statekit.session._agentscope`).
-        secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
+        secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
+            with the first of a list of keys, each of which decrypts (see
+            :meth:`SessionBase.use_secret_key`); without one they are not saved.
 
     Raises:
         SessionError: An unknown layout, or a ``save_dir`` holding a NUL character.
@@ -276,7 +278,7 @@ class FileSession(SessionBase):
     """Seconds a save waits for another writer of the same session before giving up."""
 
     def __init__(
-        self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: str | bytes | None = None
+        self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: SecretKeys | None = None
     ) -> None:
         self.save_dir = _check_save_dir(save_dir)
         self.layout = check_layout(layout)

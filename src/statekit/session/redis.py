@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
+from statekit._secrets import SecretKeys
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase
@@ -155,8 +156,9 @@ class RedisSession(SessionBase):
             :meth:`aclose` (whoever opened it closes it).
         timeout: Seconds one operation may take in all before it raises
             ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s).
-        secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
+        secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
+            with the first of a list of keys, each of which decrypts (see
+            :meth:`SessionBase.use_secret_key`); without one they are not saved.
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
             ``retry`` two quick retries, so that a server that is down is
@@ -185,7 +187,7 @@ class RedisSession(SessionBase):
         key_prefix: str = "",
         client: Client | None = None,
         timeout: float = TIMEOUT,
-        secret_key: str | bytes | None = None,
+        secret_key: SecretKeys | None = None,
         **kwargs: Any,
     ) -> None:
         if key_ttl is not None and not _is_positive_int(key_ttl):
