@@ -22,6 +22,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from strategies import examples
 from statekit.errors import ConflictError, DocumentError, InvalidSessionIdError, SessionError, StateLoadError
 from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
@@ -135,7 +136,7 @@ def test_hostile_ids_stay_inside_save_dir(file_session: FileSession, tmp_path: P
 
 
 @given(st.text(min_size=1, max_size=MAX_ID_LENGTH).filter(lambda s: "\x00" not in s))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_encoded_ids_are_reversible_and_unique_ignoring_case(value: Any) -> None:
     assume(_utf8(value))
     name = encode_id(value)

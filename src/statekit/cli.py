@@ -35,6 +35,7 @@ from statekit._cli_support import (
 from statekit._cli_compact import compact_sessions
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import migrate_sessions
+from statekit._cli_rekey import REKEY_EPILOG, REKEY_SUMMARY, add_rekey_arguments, rekey_box, rekey_sessions
 from statekit._checkers import refuse_non_json
 from statekit._config import Document
 from statekit._module import StateModule
@@ -61,6 +62,7 @@ examples:
   statekit list --dir sessions --user alice
   statekit delete --redis-url redis://localhost:6379/0 --user alice chat-1
   statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run
+  statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run
   statekit import-agentscope old_sessions sessions --user-id alice
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
@@ -122,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_delete(commands)
     _add_compact(commands)
     _add_migrate(commands)
+    _add_rekey(commands)
     _add_import_agentscope(commands)
     return parser
 
@@ -517,6 +520,24 @@ def _secret_box(variable: str | None) -> SecretBox | None:
         return SecretBox(key)
     except SecretError as exc:
         raise UsageError(f"--secret-key-env {variable}: {exc}") from None
+
+
+# -- rekey -------------------------------------------------------------------------------
+
+
+def _add_rekey(commands: Commands) -> None:
+    sub = _command(commands, "rekey", REKEY_SUMMARY, _run_rekey, REKEY_EPILOG)
+    add_rekey_arguments(sub)
+    _add_store_options(sub)
+
+
+def _run_rekey(args: argparse.Namespace) -> int:
+    box = rekey_box(args.new_key_env, args.old_key_env)
+
+    async def work(store: SessionBase) -> int:
+        return OK if await rekey_sessions(store, args.session_ids, args.user, box, dry_run=args.dry_run) else INVALID
+
+    return _with_store(args, work)
 
 
 # -- import-agentscope -------------------------------------------------------------------

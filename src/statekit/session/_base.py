@@ -23,7 +23,7 @@ from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
-from statekit._secrets import SecretBox, secrets_with
+from statekit._secrets import SecretBox, SecretKeys, secrets_with
 from statekit._dump import dump_many
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec
@@ -100,17 +100,19 @@ class SessionBase(BlockingTwins, abc.ABC):
     """Without a ``secret_key``: save modules holding ``state_field(secret=True)``
     without those fields (``False``: refuse such a save with ``SecretError``). See docs/secrets.md."""
 
-    def use_secret_key(self, secret_key: str | bytes | None) -> None:
+    def use_secret_key(self, secret_key: SecretKeys | None) -> None:
         """Encrypt ``state_field(secret=True)`` values with this key (``None``: no key, see ``omit_secrets``).
 
         The built-in backends take it as ``secret_key=`` in their constructor;
         an own backend may call this. See docs/secrets.md.
 
         Args:
-            secret_key: 32 bytes or their URL-safe base64 (:func:`statekit.generate_secret_key`).
+            secret_key: 32 bytes or their URL-safe base64 (:func:`statekit.generate_secret_key`),
+                or a list or tuple of such keys to rotate them: the first encrypts,
+                every one decrypts (docs/key-rotation.md).
 
         Raises:
-            SecretError: The key is malformed (the message never shows it).
+            SecretError: A key is malformed, or the list is empty (the message never shows a key).
             MissingExtraError: ``cryptography`` is missing (``statekit[crypto]``).
         """
         self._secret_box = None if secret_key is None else SecretBox(secret_key)

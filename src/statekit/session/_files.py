@@ -41,6 +41,7 @@ from typing import ClassVar, TypeVar
 from urllib.parse import unquote
 
 from statekit._flags import check_flag
+from statekit._secrets import SecretKeys
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._agentscope import (
     Layout,
@@ -298,8 +299,9 @@ class FileSession(SessionBase):
             AgentScope 1.x's ``{user_id}_{session_id}.json`` names, to open and
             keep writing its session folders (see
             :mod:`statekit.session._agentscope`).
-        secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`).
+        secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
+            with the first of a list of keys, each of which decrypts (see
+            :meth:`SessionBase.use_secret_key`).
         omit_secrets: Without a key, leave secret fields out of what is saved;
             ``False`` (the default): such a save is refused with ``SecretError``.
 
@@ -318,7 +320,7 @@ class FileSession(SessionBase):
         save_dir: str | os.PathLike[str] = "./",
         layout: Layout = "statekit",
         *,
-        secret_key: str | bytes | None = None,
+        secret_key: SecretKeys | None = None,
         omit_secrets: bool = False,
     ) -> None:
         self.save_dir = _check_save_dir(save_dir)

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 from statekit._flags import check_flag
+from statekit._secrets import SecretKeys
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase
@@ -159,8 +160,9 @@ class RedisSession(SessionBase):
             :meth:`aclose` (whoever opened it closes it).
         timeout: Seconds one operation may take in all before it raises
             ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s).
-        secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`).
+        secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
+            with the first of a list of keys, each of which decrypts (see
+            :meth:`SessionBase.use_secret_key`).
         omit_secrets: Without a key, leave secret fields out of what is saved;
             ``False`` (the default): such a save is refused with ``SecretError``.
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
@@ -191,7 +193,7 @@ class RedisSession(SessionBase):
         key_prefix: str = "",
         client: Client | None = None,
         timeout: float = TIMEOUT,
-        secret_key: str | bytes | None = None,
+        secret_key: SecretKeys | None = None,
         omit_secrets: bool = False,
         **kwargs: Any,
     ) -> None:
