@@ -269,7 +269,7 @@ def test_a_save_or_update_naming_no_module_is_refused_and_changes_nothing(tmp_pa
             session.save("s1", **{})
         else:
             session.update("s1", lambda: None)
-    assert "agent=agent" in str(caught.value)
+    assert "session.save('s1', agent=agent)" in str(caught.value) or "session.update('s1', mutate, agent=agent)" in str(caught.value)
     with pytest.raises(SessionError, match="names no module"):
         session.save("new")
     assert session.session_path("s1").read_bytes() == before
@@ -279,7 +279,7 @@ def test_a_save_or_update_naming_no_module_is_refused_and_changes_nothing(tmp_pa
 
 def test_a_module_passed_by_position_is_told_to_go_by_name(tmp_path: Path) -> None:
     session = JSONSession(tmp_path)
-    with pytest.raises(SessionError, match=r"modules are passed by name, as in session\.save\('chat-1', counter=counter\)"):
+    with pytest.raises(SessionError, match=r"user_id got a Counter: modules are passed by name, as in session\.save\('s1', counter=counter\)"):
         session.save("s1", Counter(1))  # type: ignore[arg-type]
     with pytest.raises(SessionError, match=r"modules are passed by name.*session\.load"):
         session.load("s1", Counter(1))  # type: ignore[arg-type]

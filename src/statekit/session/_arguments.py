@@ -34,8 +34,8 @@ def check_modules_by_name(
         if isinstance(value, StateModule):
             name = _snake(type(value).__name__)
             raise SessionError(
-                f"{what} got a {type(value).__name__}: modules are passed by name, "
-                f"as in session.{method}('chat-1', {name}={name})"
+                f"{what} got {describe(value)}: modules are passed by name, "
+                f"as in session.{method}({_id(positional.get('session_id'))}{_mutate(method)}, {name}={name})"
             )
     for name, value in modules.items():
         if isinstance(value, StateModule):
@@ -51,7 +51,7 @@ def check_modules_by_name(
         raise SessionError(f"{META_KEY!r} is reserved for statekit's own metadata; give the module another name")
 
 
-def require_modules(method: str, modules: Mapping[str, object]) -> None:
+def require_modules(method: str, session_id: object, modules: Mapping[str, object]) -> None:
     """Refuse a save or update that names no module (it would store an empty session).
 
     Raises:
@@ -60,7 +60,7 @@ def require_modules(method: str, modules: Mapping[str, object]) -> None:
     if not modules:
         raise SessionError(
             f"{method}() names no module, so there is nothing to save: pass the modules by name, "
-            f"as in session.{method}('chat-1', agent=agent)"
+            f"as in session.{method}({_id(session_id)}{_mutate(method)}, agent=agent)"
         )
 
 
@@ -86,6 +86,14 @@ def check_mutate(mutate: object) -> Callable[[], object]:
             f"but {name}{shown} needs some: use a closure or functools.partial"
         ) from None
     return mutate
+
+
+def _id(session_id: object) -> str:
+    return repr(session_id) if isinstance(session_id, str) else "'chat-1'"
+
+
+def _mutate(method: str) -> str:
+    return ", mutate" if method == "update" else ""
 
 
 def _snake(name: str) -> str:

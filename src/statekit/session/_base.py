@@ -249,7 +249,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             SessionError: ``overwrite`` is not ``True`` or ``False``.
         """
         check_modules_by_name("save", {"session_id": session_id, "user_id": user_id}, modules, SAVE_OPTIONS)
-        require_modules("save", modules)
+        require_modules("save", session_id, modules)
         key = self.key(session_id, user_id)
         await self._save_modules(key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
 

@@ -54,7 +54,7 @@ def start_update(
             not a whole number >= 0, or a ``mutate`` that cannot be called without arguments.
     """
     check_modules_by_name("update", {"session_id": session_id, "mutate": mutate}, modules, UPDATE_OPTIONS)
-    require_modules("update", modules)
+    require_modules("update", session_id, modules)
     key = session.key(session_id, user_id)
     if type(retries) is not int or retries < 0:
         raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
