@@ -47,7 +47,7 @@ from statekit.session._arguments import check_modules_by_name, require_modules
 from statekit.session._cancel import finished, finished_despite_cancel
 from statekit.session._delta_save import META_KEY, Others, is_joined, plain_document, save_with_appends, without_token
 from statekit.session._keyless import refuse_secret_fields
-from statekit.session._kept import BLIND_ATTEMPTS, check_removed, others, refuse_removal, save_basis
+from statekit.session._kept import BLIND_ATTEMPTS, check_removed, json_names, others, refuse_removal, save_basis
 from statekit.session._faults import BackendFaults, listed_ids, read_bytes
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import check_meta, decode_stored, load_modules
@@ -558,7 +558,8 @@ class SessionBase(BlockingTwins, abc.ABC):
         for attempt in itertools.count(1):
             remembered = expected if expected is not None or overwrite else self._revisions.get(key)
             basis = await save_basis(remembered, overwrite, fetch)
-            kept = partial(others, names, basis, fetch, partial(decode_stored, self, key=key), lambda: self._source(key))
+            scan = json_names if self.codec.fast else None
+            kept = partial(others, names, basis, fetch, partial(decode_stored, self, key=key), lambda: self._source(key), scan=scan)
             try:
                 if self._saves_deltas():
                     size = await save_with_appends(self, key, modules, basis.expected, kept)
