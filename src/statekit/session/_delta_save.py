@@ -119,15 +119,20 @@ async def save_with_appends(
                 return len(line)
         dumped = skeleton, shape
     others = await kept()
+    raw = None
     if dumped is None or others.read:  # the live dump is taken after the last await: nothing changes it before encoding
         held = []
-        with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001
+        with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - one block: the collector stays off
             skeleton = dump_many(modules, live=True, held=held)
-        dumped = skeleton, skeleton_bytes(skeleton) if held else b""
-    skeleton, shape = dumped
-    if not held:  # nothing append-only: the plain save
-        with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001
-            raw = session.codec.dumps(plain_document(others.merged(skeleton)))
+            if not held:  # nothing append-only: the plain save
+                raw = session.codec.dumps(plain_document(others.merged(skeleton)))
+        shape = skeleton_bytes(skeleton) if held else b""
+    else:
+        skeleton, shape = dumped
+        if not held:
+            with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001
+                raw = session.codec.dumps(plain_document(others.merged(skeleton)))
+    if raw is not None:
         del skeleton, dumped  # its dicts are encoded: free them before the write (a large save's peak)
         await session._store(key, raw, others.expected, overwrite=False, names=others.names(modules))  # noqa: SLF001
         return len(raw)
