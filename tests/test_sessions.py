@@ -840,3 +840,30 @@ def test_the_near_match_hint_looks_at_a_bounded_number_of_ids(tmp_path: Path, ca
         session.load("s00001x", "alice", counter=Counter())
     messages = [record.getMessage() for record in caplog.records if "does not exist" in record.getMessage()]
     assert len(messages) == 1 and f"looked at the first {NEAR_LIMIT} only" in messages[0], messages
+
+
+def test_a_full_rewrite_after_a_delta_save_keeps_the_other_modules_and_checks_the_base(backend: SessionFactory) -> None:
+    """After a delta save only the delta base is remembered: a rewrite that must keep another
+    module reads the stored document and keeps it only if it is still that base."""
+    with backend() as writer, backend() as other:
+        agent = AppendAgent(memory=_memory("a"))
+        writer.save("chat", agent=agent, counter=Counter(count=1))
+        agent.memory.content.append(Msg("user", "b"))
+        writer.save("chat", agent=agent)  # a delta where the backend stores them
+        agent.memory.note = "changed"  # not an append: the next save rewrites the document
+        writer.save("chat", agent=agent)
+        loaded, counter = AppendAgent(), Counter()
+        other.load("chat", agent=loaded, counter=counter)
+        assert (loaded.memory.note, [m.text for m in loaded.memory.content], counter.count) == ("changed", ["a", "b"], 1)
+        agent.memory.content.append(Msg("user", "c"))
+        writer.save("chat", agent=agent)  # a delta again: only its base is remembered
+        other.load("chat", agent=loaded, counter=counter)
+        loaded.memory.content.append(Msg("user", "from other"))
+        other.save("chat", agent=loaded, counter=counter)  # another writer changes the session
+        agent.memory.note = "stale"
+        with pytest.raises(ConflictError):
+            writer.save("chat", agent=agent)  # a rewrite over a base that is gone
+        final, counter = AppendAgent(), Counter()
+        writer.load("chat", agent=final, counter=counter)
+        assert final.memory.note == "changed" and final.memory.content[-1] == Msg("user", "from other")
+        assert counter.count == 1
