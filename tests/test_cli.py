@@ -597,3 +597,21 @@ def test_validate_places_a_problem_in_an_appended_item_at_its_companion_line(
     assert status == 1
     column = log.read_bytes().split(b"\n")[2].index(b'"text"') + 1
     assert err.splitlines()[1] == f"  {log}:3:{column}: history.content[2].text: expected a string, got an integer"
+
+
+# --- issue 23: messages that send the user the right way --------------------------------
+
+
+def test_validate_names_the_file_and_module_of_a_version_error(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    newer = {"__version__": 9, "name": "Friday"}
+    (workdir / "agent.json").write_bytes(orjson.dumps(newer))
+    status, _, err = run(capsys, "validate", "agent.json", "--class", "version_models:Agent")
+    assert status == 1
+    assert err == "agent.json: <root>: the data is version 9 but Agent is version 3: it was saved by newer code; nothing was loaded\n"
+    note = {"__version__": 7, "body": "tea"}
+    memory = {"__version__": 2, "notes": [note], "summary": ""}
+    session = {"__statekit__": {"format": 1}, "agent": {"__version__": 3, "name": "F", "memory": memory}}
+    (workdir / "chat.json").write_bytes(orjson.dumps(session))
+    status, _, err = run(capsys, "validate", "chat.json", "--module", "agent=version_models:Agent")
+    assert status == 1
+    assert err.startswith("chat.json: agent.memory.notes[0]: the data is version 7 but Note is version 2")

@@ -32,6 +32,7 @@ from statekit.errors import (
     SessionNotFoundError,
     StatekitError,
     StateLoadError,
+    StateVersionError,
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
 from statekit.session._appends import merge
@@ -120,6 +121,8 @@ def check_config(document: Document, cls: type[Any], *, strict: bool) -> None:
     Raises:
         UsageError: The document is a session (use :func:`check_session`).
         StateLoadError: Every problem, positioned.
+        StateVersionError: The data is newer than the class, or a migration
+            failed (naming the file).
     """
     if isinstance(document.data, Mapping) and META_KEY in document.data:
         raise UsageError(
@@ -130,6 +133,8 @@ def check_config(document: Document, cls: type[Any], *, strict: bool) -> None:
         build(cls, document.data, strict=strict)
     except StateLoadError as exc:
         raise document.positioned(exc) from None
+    except StateVersionError as exc:  # named by its file, as a load from_config() names it
+        raise exc.located(document.source) from exc.__cause__
 
 
 MISSING = "required key is missing"
@@ -141,6 +146,8 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
     Raises:
         DocumentError: The document is not a mapping of module names to states.
         StateLoadError: Every problem, each path starting at its module name.
+        StateVersionError: A module's data is newer than its class, or a
+            migration failed (naming the file and the module).
     """
     data = as_session(document.data, document.source or "the session")
     if META_KEY in data:
@@ -155,6 +162,8 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
             build(cls, _without_sealed(data[name], secret), strict=strict, fill_defaults=False)
         except StateLoadError as exc:
             problems.extend(_under(name, p) for p in exc.problems if not (p.path in secret and p.message == MISSING))
+        except StateVersionError as exc:  # named by its file and module, as a session load names it
+            raise exc.under((name,)).located(document.source) from exc.__cause__
     if problems:
         raise document.positioned(StateLoadError(problems))
 
