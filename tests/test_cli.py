@@ -615,3 +615,18 @@ def test_validate_names_the_file_and_module_of_a_version_error(workdir: Path, ca
     status, _, err = run(capsys, "validate", "chat.json", "--module", "agent=version_models:Agent")
     assert status == 1
     assert err.startswith("chat.json: agent.memory.notes[0]: the data is version 7 but Note is version 2")
+
+
+def test_show_of_a_bare_id_or_a_companion_says_what_was_meant(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "show", "chat-1")
+    assert status == 2
+    assert err.startswith("statekit show: error: chat-1: cannot tell the format from no suffix")
+    assert err.endswith("to show a stored session by its id, say where the sessions are: --dir DIR (add --yaml for YAML files) or --redis-url URL\n")
+    status, _, err = run(capsys, "show", "sessions/chat-1.json.log")
+    assert status == 2
+    assert err.endswith(
+        "sessions/chat-1.json.log is the companion of sessions/chat-1.json (the items appended to its append-only lists): "
+        "show sessions/chat-1.json, which includes them\n"
+    )
+    status, _, err = run(capsys, "show", "notes.txt")
+    assert (status, err) == (2, "statekit show: error: notes.txt: cannot tell the format from '.txt': use one of .json, .yaml, .yml\n")

@@ -33,6 +33,7 @@ from statekit._cli_support import (
     read_session,
 )
 from statekit._cli_compact import compact_sessions
+from statekit._cli_hints import show_target_hint
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import migrate_sessions
 from statekit._checkers import refuse_non_json
@@ -202,7 +203,7 @@ def _add_show(commands: Commands) -> None:
 def _run_show(args: argparse.Namespace) -> int:
     options = _store_options(args)
     if options.folder is None and options.redis_url is None:
-        file_codec(args.target)
+        _show_codec(args.target)
         document = read_file(args.target)
     else:
         document = _with_document(args)
@@ -211,6 +212,15 @@ def _run_show(args: argparse.Namespace) -> int:
         data = _pick_module(data, args.module, document.source)
     _print_data(mask_secrets(data), as_json=args.json, out=sys.stdout)
     return OK
+
+
+def _show_codec(target: str) -> None:
+    """Refuse a file ``show`` cannot read, saying what the user most likely meant."""
+    try:
+        file_codec(target)
+    except UsageError as exc:
+        hint = show_target_hint(target)
+        raise UsageError(f"{exc}; {hint}" if hint else str(exc)) from None
 
 
 def _with_document(args: argparse.Namespace) -> Document:
