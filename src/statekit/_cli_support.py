@@ -159,7 +159,7 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
             continue
         secret = secret_paths(cls)  # encrypted (not checkable here) or saved without a key: left out either way
         try:  # as a session load builds it: a module's keys are required when strict
-            build(cls, _without_sealed(data[name], secret), strict=strict, fill_defaults=False)
+            build(cls, without_sealed(data[name], secret), strict=strict, fill_defaults=False)
         except StateLoadError as exc:
             problems.extend(_under(name, p) for p in exc.problems if not (p.path in secret and p.message == MISSING))
         except StateVersionError as exc:  # named by its file and module, as a session load names it
@@ -168,7 +168,7 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
         raise document.positioned(StateLoadError(problems))
 
 
-def _without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tuple[PathSegment, ...] = ()) -> Any:
+def without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tuple[PathSegment, ...] = ()) -> Any:
     """``state`` without the encrypted values of its secret fields (found elsewhere, they are problems)."""
     if type(state) is not dict:
         return state
@@ -177,7 +177,7 @@ def _without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tupl
         here = (*path, key)
         if here in secret and is_sealed(value):
             continue
-        kept[key] = _without_sealed(value, secret, here)
+        kept[key] = without_sealed(value, secret, here)
     return kept
 
 
