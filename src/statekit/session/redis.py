@@ -34,6 +34,7 @@ from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._appends import DeltaBase, header
 from statekit.session._companion import doc_token, joined
+from statekit.session._redis_auth import password_hint
 from statekit.session._revisions import Expected
 
 try:
@@ -418,7 +419,8 @@ class RedisSession(SessionBase):
             async with asyncio.timeout(self.timeout), self._slots or contextlib.nullcontext():
                 yield
         except (_redis_errors.AuthenticationError, _redis_errors.AuthorizationError) as err:
-            raise BackendAuthError(f"Redis at {self._where(key)} refused our credentials: {err}") from err
+            hint = password_hint(self._client) if isinstance(err, _redis_errors.AuthenticationError) else ""
+            raise BackendAuthError(f"Redis at {self._where(key)} refused our credentials: {err}{hint}") from err
         except TimeoutError as err:
             message = f"Redis at {self._where(key)} is unavailable: no answer within {self.timeout:g} s"
             raise BackendUnavailableError(message) from err
