@@ -85,6 +85,26 @@ def test_wrong_versions_fail_when_the_class_is_defined(options: dict[str, Any], 
     assert str(caught.value).split("<locals>.")[-1].startswith(message), caught.value
 
 
+def test_migrations_without_version_say_which_version_to_set() -> None:
+    with pytest.raises(StateDefinitionError) as caught:
+
+        @stateful(migrations={1: keep})
+        class Bad(StateModule):
+            name: str = state_field(default="")
+
+    assert str(caught.value).endswith(
+        "(the class is version 1); the last migration makes version 2: set @stateful(version=2, migrations=...) "
+        "(without version=, a class is version 1)"
+    )
+    with pytest.raises(StateDefinitionError) as caught:
+
+        @stateful(version=2, migrations={1: keep, 2: keep})
+        class Ahead(StateModule):
+            name: str = state_field(default="")
+
+    assert str(caught.value).endswith("; the last migration makes version 3: set @stateful(version=3, migrations=...)")
+
+
 def test_a_field_may_not_take_the_version_key() -> None:
     with pytest.raises(StateDefinitionError, match="'__version__' is reserved"):
 
