@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from statekit._config import Document, codec_for, read_document
+from statekit._hints import MISSING
 from statekit._load import build, overrides_load, secret_paths
 from statekit._secrets import is_sealed
 from statekit._schema import require_stateful_class
@@ -137,7 +138,6 @@ def check_config(document: Document, cls: type[Any], *, strict: bool) -> None:
         raise exc.located(document.source) from exc.__cause__
 
 
-MISSING = "required key is missing"
 
 
 def check_session(document: Document, classes: Mapping[str, type[Any]], *, strict: bool) -> None:

@@ -42,10 +42,10 @@ class Codec:
             encodes straight from the live objects on the calling thread (no
             snapshot), and keeps the decoded data instead of copying it (the
             decoder makes only JSON data: string keys, finite numbers, no tuples).
-        explain: Bytes and the paths of values that were a string where
-            something else was expected, to ``{path: hint}`` (YAML: ``yes`` is
-            text in YAML 1.2, write ``true``); ``None``: no hints. Only called
-            when a load has failed.
+        explain: Bytes and the (path, message) of each problem with a value
+            that was a string where something else was expected, to
+            ``{path: hint}`` (YAML: ``yes`` is text in YAML 1.2, write
+            ``true``); ``None``: no hints. Only called when a load has failed.
     """
 
     name: str
@@ -55,7 +55,7 @@ class Codec:
     locate: Callable[[bytes, Iterable[Path]], dict[Path, Position]]
     loads_unique: Callable[[bytes, str | None], Any] | None = None
     fast: bool = False
-    explain: Callable[[bytes, Iterable[Path]], dict[Path, str]] | None = None
+    explain: Callable[[bytes, Iterable[tuple[Path, str]]], dict[Path, str]] | None = None
 
     def loads_strict(self, raw: bytes, source: str | None = None) -> Any:
         """Decode ``raw``, refusing duplicate keys with their line and column (configs, ``validate``)."""
@@ -93,10 +93,11 @@ _GOT_TEXT = "got a string"
 
 
 def _explained(
-    error: StateLoadError, raw: bytes, explain: Callable[[bytes, Iterable[Path]], dict[Path, str]]
+    error: StateLoadError, raw: bytes, explain: Callable[[bytes, Iterable[tuple[Path, str]]], dict[Path, str]]
 ) -> StateLoadError:
     """``error`` with the codec's hint added to each problem about a string it can explain."""
-    hints = explain(raw, [problem.path for problem in error.problems if problem.message.endswith(_GOT_TEXT)])
+    about_text = [(problem.path, problem.message) for problem in error.problems if problem.message.endswith(_GOT_TEXT)]
+    hints = explain(raw, about_text)
     if not hints:
         return error
     problems = [
@@ -105,4 +106,4 @@ def _explained(
         else problem
         for problem in error.problems
     ]
-    return StateLoadError(problems, title=error.title)
+    return StateLoadError(problems, title=error.title, hint=error.hint)

@@ -20,12 +20,19 @@ _LONGEST = 40
 _YAML_1_1 = Resolver()
 
 
-def yaml11_hint(text: str) -> str | None:
-    """``"YAML 1.2 reads yes as text, not a boolean: write true"``, or ``None`` when YAML 1.1 reads it as text too."""
+def yaml11_hint(text: str, message: str) -> str | None:
+    """``"YAML 1.2 reads yes as text, not a boolean: write true"``, or ``None``.
+
+    Args:
+        text: A plain scalar that was read as text.
+        message: The problem with it (``expected a boolean, got a string``):
+            there is a hint only when YAML 1.1's reading is what was expected.
+    """
     if len(text) > _LONGEST:
         return None
     kind = _KINDS.get(_YAML_1_1.resolve(ScalarNode, text, (True, False)))
-    if kind is None:
+    expected = message.partition(", got")[0]
+    if kind is None or not (kind in expected or (kind == "an integer" and _KINDS[_TAG + "float"] in expected)):
         return None
     meant = yaml.safe_load(text)  # PyYAML's own reading is YAML 1.1's
     return f"YAML 1.2 reads {text} as text, not {kind}: write {orjson.dumps(meant).decode()}"

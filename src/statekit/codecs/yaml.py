@@ -287,12 +287,12 @@ def locate(raw: bytes, paths: Iterable[Path]) -> dict[Path, Position]:
     return nearest(found, targets)
 
 
-def explain(raw: bytes, paths: Iterable[Path]) -> dict[Path, str]:
-    """Hints for values read as text that YAML 1.1 reads otherwise (``yes``, ``1_000``), for error messages only.
+def explain(raw: bytes, problems: Iterable[tuple[Path, str]]) -> dict[Path, str]:
+    """Hints for values read as text that YAML 1.1 reads as what was expected (``yes``, ``1_000``), for error messages only.
 
     Args:
         raw: The document, as it was loaded.
-        paths: The paths of problems about a string.
+        problems: The path and message of each problem about a string.
 
     Returns:
         ``path -> hint`` for each path whose value is such a plain scalar.
@@ -303,13 +303,13 @@ def explain(raw: bytes, paths: Iterable[Path]) -> dict[Path, str]:
         return {}
     hints: dict[Path, str] = {}
     members: dict[int, dict[str, tuple[Node, Mark]]] = {}
-    for path in paths:
+    for path, message in problems:
         node: Node | None = root
         for segment in path:
             step = _child(node, segment, members) if node is not None else None
             node = step[0] if step is not None else None
         if isinstance(node, ScalarNode) and not node.style and node.tag == _STR_TAG:  # plain: not quoted
-            hint = yaml11_hint(node.value)
+            hint = yaml11_hint(node.value, message)
             if hint is not None:
                 hints[tuple(path)] = hint
     return hints
