@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from statekit._cli_batch import FAILED, Tally, reason, where
+from statekit._cli_batch import FAILED, Tally, Target, reason, where
 from statekit._cli_sealed import NEEDS_KEY, is_current, only_sealed
 from statekit._cli_support import _under
 from statekit._config import Document
@@ -45,8 +45,7 @@ class Outcome:
 
 async def migrate_sessions(
     store: SessionBase,
-    session_ids: Sequence[str],
-    user_id: str | None,
+    sessions: Sequence[Target],
     classes: Mapping[str, type[Any]],
     *,
     dry_run: bool,
@@ -65,7 +64,7 @@ async def migrate_sessions(
         Whether none failed.
     """
     tally = Tally({"migrated": "would migrate" if dry_run else "migrated", "unchanged": "unchanged", FAILED: FAILED}, out, err)
-    for session_id in session_ids:
+    for user_id, session_id in sessions:
         try:
             with secrets_with(secrets):
                 outcome = await _migrate_one(store, session_id, user_id, classes, dry_run, out, keyless=secrets is None)

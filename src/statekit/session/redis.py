@@ -394,6 +394,15 @@ class RedisSession(SessionBase):
             keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
         return [_unquote(middle) for middle in _middles(keys, head, tail)]
 
+    async def _list_users(self) -> list[str]:
+        head, rest = self.SESSION_KEY.split("{user_id}")
+        middle, tail = rest.split("{session_id}")
+        head = self.key_prefix + head
+        pattern = "*".join(_GLOB_SPECIAL.sub(r"\\\1", part) for part in (head, middle, tail))
+        async with self._errors():
+            keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
+        return sorted({_unquote(user) for user, _ in _pairs(keys, head, middle, tail)})
+
     async def _close(self) -> None:
         if not self._owns_client:
             return
@@ -457,16 +466,24 @@ def _is_unknown_command(err: Exception) -> bool:
     return str(err).lower().startswith("unknown command")
 
 
-def _middles(keys: list[Any], head: str, tail: str) -> Iterator[str]:
-    """The session id part of each key (keys with a ``:`` there are not ours)."""
+def _middles(keys: list[Any], head: str, tail: str, *, allow_colon: bool = False) -> Iterator[str]:
+    """The session id part of each key (keys with a ``:`` there are not ours, unless ``allow_colon``)."""
     for key in keys:
         try:
             text = key.decode("utf-8") if isinstance(key, bytes) else str(key)
         except UnicodeDecodeError:
             continue
         middle = text[len(head) : len(text) - len(tail)]
-        if middle and ":" not in middle:
+        if middle and (allow_colon or ":" not in middle):
             yield middle
+
+
+def _pairs(keys: list[Any], head: str, middle: str, tail: str) -> Iterator[tuple[str, str]]:
+    """The (user id, session id) parts of each key, still quoted (keys with a ``:`` in either are not ours)."""
+    for both in _middles(keys, head, tail, allow_colon=True):
+        user, sep, session = both.partition(middle)
+        if sep and session and ":" not in user + session:
+            yield user, session
 
 
 def _check_timeout(value: object) -> float:
