@@ -199,9 +199,9 @@ def value_hooks(
         loose = _load_hook(tp, codec, lenient(conv))
     except (StructureHandlerNotFoundError, TypeError, ValueError) as exc:
         where = f"{cls.__qualname__}.{name}"
-        unsupported = isinstance(exc, UnsupportedTypeError)  # its own advice is the one below: said once
+        unsupported = exc if isinstance(exc, UnsupportedTypeError) else None  # its advice is the one below: said once
         why = "" if unsupported else f" ({exc})"
-        first = _stateful_first(exc.type_) if unsupported else ""
+        first = _stateful_first(unsupported.type_) if unsupported else ""
         raise StateDefinitionError(
             f"{where}: statekit cannot save or load values of type {type_name(tp)}{why}; {first}"
             "give the field to_json= and from_json=, or register cattrs hooks on a "

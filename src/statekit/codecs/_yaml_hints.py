@@ -30,7 +30,7 @@ def yaml11_hint(text: str, message: str) -> str | None:
     """
     if len(text) > _LONGEST:
         return None
-    kind = _KINDS.get(_YAML_1_1.resolve(ScalarNode, text, (True, False)))
+    kind = _KINDS.get(_YAML_1_1.resolve(ScalarNode, text, (True, False)))  # type: ignore[no-untyped-call]  # PyYAML is untyped here
     expected = message.partition(", got")[0]
     if kind is None or not (kind in expected or (kind == "an integer" and _KINDS[_TAG + "float"] in expected)):
         return None
