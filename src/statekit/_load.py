@@ -376,7 +376,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool =
         StatekitError: ``strict`` is not ``True`` or ``False``.
     """
     refuse_too_deep(data)
-    loader = Loader(check_flag(strict, "strict"), saved=False)  # configs are written by hand
+    loader = Loader(check_flag(strict, "strict"), saved=False)  # configs (written by hand) and the CLI's checks: no hint
     if issubclass(cls, StateModule):
         obj: T = _build_module(cls, data, loader, (), fill_defaults=fill_defaults)
     else:
