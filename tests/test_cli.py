@@ -664,6 +664,8 @@ def test_a_batch_command_that_finds_nothing_says_what_it_found_instead(
         "and 2 JSON sessions of user 'alice' (leave out --yaml)\n"
     )
     assert run(capsys, command, "--dir", str(folder), "--yaml", *more)[0] == 0
+    shown = run(capsys, command, "--dir", "sessions", *more)[2]
+    assert shown in (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")  # the page shows it
     (workdir / "empty").mkdir()
     assert run(capsys, command, "--dir", str(workdir / "empty"), *more)[2] == ""  # nothing anywhere: a first run
 

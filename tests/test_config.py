@@ -364,6 +364,7 @@ def test_yaml_1_1_booleans_and_numbers_are_explained(tmp_path: Path) -> None:
     assert [str(p) for p in failed.value.problems] == [
         f"{path}:4:1: open_on_sunday: expected a boolean, got a string (YAML 1.2 reads yes as text, not a boolean: write true)"
     ]  # `country: no` is the text the field wants
+    shown = failed.value.problems[0].message
     with pytest.raises(StateLoadError) as failed:
         from_config(Limits, limits)
     assert [p.message for p in failed.value.problems] == [
@@ -373,3 +374,5 @@ def test_yaml_1_1_booleans_and_numbers_are_explained(tmp_path: Path) -> None:
     with pytest.raises(StateLoadError) as failed:
         from_config(Office, path)
     assert [p.message for p in failed.value.problems] == ["expected a boolean, got a string"]  # quoted: meant as text
+    page = " ".join((Path(__file__).parent.parent / "docs" / "config-and-schema.md").read_text(encoding="utf-8").split())
+    assert f"`open: {shown}`" in page
