@@ -21,9 +21,8 @@ NEEDS_KEY = (
 def only_sealed(error: StateLoadError, document: Mapping[str, Any], classes: Mapping[str, type[Any]]) -> bool:
     """Whether every problem of ``error`` is an encrypted secret field (which no key was given to open)."""
     for problem in error.problems:
-        name, *rest = problem.path
-        cls = classes.get(str(name))
-        if cls is None or tuple(rest) not in secret_paths(cls) or not is_sealed(_at(document, problem.path)):
+        cls = classes.get(str(problem.path[0])) if problem.path else None
+        if cls is None or problem.path[1:] not in secret_paths(cls) or not is_sealed(_at(document, problem.path)):
             return False
     return True
 
