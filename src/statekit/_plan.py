@@ -7,6 +7,7 @@ statekit cannot handle fails there, naming the field) and reused by every
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._encode import make_encode_converter
-from statekit._convert import iter_types, lenient, make_converter, prepare, type_hints
+from statekit._convert import UnsupportedTypeError, iter_types, lenient, make_converter, prepare, type_hints
 from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
@@ -203,12 +204,22 @@ def value_hooks(
         loose = _load_hook(tp, codec, lenient(conv))
     except (StructureHandlerNotFoundError, TypeError, ValueError) as exc:
         where = f"{cls.__qualname__}.{name}"
+        unsupported = exc if isinstance(exc, UnsupportedTypeError) else None  # its advice is the one below: said once
+        why = "" if unsupported else f" ({exc})"
+        first = _stateful_first(unsupported.type_) if unsupported else ""
         raise StateDefinitionError(
-            f"{where}: statekit cannot save or load values of type {type_name(tp)} ({exc}); "
+            f"{where}: statekit cannot save or load values of type {type_name(tp)}{why}; {first}"
             "give the field to_json= and from_json=, or register cattrs hooks on a "
             "converter passed as @stateful(converter=...)"
         ) from exc
     return dump, strict, loose
+
+
+def _stateful_first(tp: Any) -> str:
+    """Advice for a plain class of the user's own (a record that forgot ``@stateful``), else nothing."""
+    if not isinstance(tp, type) or tp.__module__ == "builtins" or tp.__module__.split(".")[0] in sys.stdlib_module_names:
+        return ""
+    return f"if {tp.__qualname__} holds data, decorate it with @stateful (a value record: every field is data); else "
 
 
 def _dump_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Dump:

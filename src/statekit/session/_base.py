@@ -139,6 +139,10 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _list(self, user_id: str) -> list[str]:
         """The session ids stored for ``user_id``, in any order."""
 
+    async def _list_users(self) -> list[str]:
+        """The user ids that have sessions, in any order (a backend that can tell overrides this)."""
+        raise SessionError(f"{type(self).__name__} cannot list its users")
+
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         """Replace the stored bytes only if their revision is still ``expected``.
 
@@ -392,6 +396,17 @@ class SessionBase(BlockingTwins, abc.ABC):
         with self._faults("_list", where):
             ids = await self._list(user)
         return listed_ids(ids, self, where)
+
+    async def alist_users(self) -> list[str]:
+        """The ids of the users that have sessions, sorted (``""``: sessions saved with no user on files).
+
+        Raises:
+            SessionError: The backend cannot list its users.
+        """
+        where = lambda: "the users"  # noqa: E731
+        with self._faults("_list_users", where):
+            users = await self._list_users()
+        return listed_ids(users, self, where)
 
     async def aexists(self, session_id: str, user_id: str | None = None) -> bool:
         """Whether the session exists."""

@@ -383,6 +383,27 @@ class FileSession(SessionBase):
         except OSError as err:  # save_dir is a file, unreadable...
             raise SessionError(f"cannot list the sessions in {folder}: {err.strerror or err}") from err
 
+    async def _list_users(self) -> list[str]:
+        if self.layout == "agentscope":  # {user_id}_{session_id}.json: a name does not say where the user ends
+            raise SessionError(f"{self!r}: a folder in AgentScope's layout cannot tell its users apart")
+
+        def work() -> list[str]:
+            try:
+                entries = list(os.scandir(self.save_dir))
+            except FileNotFoundError:
+                return []
+            users = [""] if _list_folder(self.save_dir, self.codec.suffix) else []
+            for entry in entries:
+                user = decode_id(entry.name[len(USER_MARK) :]) if entry.name.startswith(USER_MARK) else None
+                if user is not None and entry.is_dir(follow_symlinks=False) and _list_folder(Path(entry.path), self.codec.suffix):
+                    users.append(user)
+            return users
+
+        try:
+            return await asyncio.to_thread(work)
+        except OSError as err:
+            raise SessionError(f"cannot list the users in {self.save_dir}: {err.strerror or err}") from err
+
     async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
         """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent."""
         path = self._path(key)
