@@ -23,6 +23,7 @@ from statekit.errors import (
     StateDefinitionError,
     StatekitError,
     StateLoadError,
+    StateModuleNameError,
     StateVersionError,
 )
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
@@ -56,6 +57,7 @@ __all__ = [
     "StateDefinitionError",
     "StateLoadError",
     "StateModule",
+    "StateModuleNameError",
     "StateVersionError",
     "StoredDocument",
     "StatekitError",

@@ -22,7 +22,7 @@ from statekit._dump import check_modules, converter_of
 from statekit._flags import check_flag
 from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
+from statekit._module import LoadResult, StateModule, is_module, late_plan, plan_of, state_extras, walks_load
 from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
 from statekit._problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
@@ -63,8 +63,8 @@ class Loader:
         self.problems.append(Problem(path, message))
 
     def plan_child(self, module: StateModule, state: Any, path: Path) -> None:
-        """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden."""
-        if type(module).load_state_dict is StateModule.load_state_dict:
+        """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden (or foreign)."""
+        if walks_load(module):
             self.plan(module, state, path)
             return
         item = defer(module, state, path, self.strict, self.problems)
@@ -121,7 +121,7 @@ class Loader:
         current = getattr(module, name, None)
         if data is None and isinstance(spec, FieldPlan) and spec.nullable:
             self.assignments.append((module, name, None))
-        elif isinstance(current, StateModule):
+        elif is_module(current):
             self.plan_child(current, data, path)
         elif isinstance(spec, FieldPlan):
             self._plan_field(module, spec, data, path)
@@ -307,10 +307,13 @@ _FAILED = object()
 
 
 def state_keys(module: StateModule) -> dict[str, Any]:
-    """Every state key of ``module`` with what loads it, in dump order."""
+    """Every state key of ``module`` with what loads it, in dump order; of a foreign
+    module, the attributes holding modules (all statekit sees of it)."""
+    if not isinstance(module, StateModule):
+        return {name: None for name, value in getattr(module, "__dict__", {}).items() if is_module(value)}
     keys: dict[str, Any] = {}
     for plan in plan_of(module).fields:
-        if plan.is_state or plan.module_type is not None or isinstance(getattr(module, plan.name, None), StateModule):
+        if plan.is_state or plan.module_type is not None or is_module(getattr(module, plan.name, None)):
             keys[plan.name] = plan
     keys.update(state_extras(module))
     return keys
@@ -325,7 +328,7 @@ def modules_below(roots: Iterable[StateModule]) -> list[StateModule]:
         if id(module) not in found:
             found[id(module)] = module
             values = (getattr(module, name, None) for name in state_keys(module))
-            stack.extend(value for value in values if isinstance(value, StateModule))
+            stack.extend(value for value in values if is_module(value))
     return list(found.values())
 
 

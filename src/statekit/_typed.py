@@ -34,7 +34,7 @@ from statekit._dump import check_modules, converter_of
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
 from statekit._load import Loader, commit_all, state_keys
 from statekit._mirrors import compile_build, value_mirror
-from statekit._module import LoadResult, StateModule, plan_of, state_extras
+from statekit._module import LoadResult, StateModule, is_module, plan_of, state_extras
 from statekit._plan import DEFAULT_CONVERTER, FieldPlan
 from statekit._versions import VERSION_KEY, tag
 
@@ -131,13 +131,15 @@ def _shape(module: StateModule, level: int) -> Shape:
     """What decides a module's mirror: its class, and which of its keys hold modules now."""
     if level >= MAX_DEPTH:
         raise _Surprise  # a cycle of modules: the full path names it
+    if not isinstance(module, StateModule):
+        raise _Surprise  # a foreign module (AgentScope's): its own load_state_dict() runs, on the full path
     extras = state_extras(module)
     if extras and any(hooks is not None for hooks in extras.values()):
         raise _Surprise  # registered attributes: their hooks are the user's
     held = []
     for plan in plan_of(module).fields:
         value = getattr(module, plan.name, None)  # None: a slot no one set yet (init=False)
-        held.append(_shape(value, level + 1) if isinstance(value, StateModule) else None)
+        held.append(_shape(value, level + 1) if is_module(value) else None)
     for name in extras:
         held.append((name, _shape(getattr(module, name), level + 1)))
     return (type(module), tuple(held))
