@@ -16,7 +16,7 @@ import cattrs
 
 from statekit._census import checks_deferred
 from statekit._cycles import TooDeep, module_problem, value_problem
-from statekit._foreign import protocol_class
+from statekit._foreign import SupportsState, protocol_class
 from statekit._json import JSONValueError, copy_loose, describe, with_article
 from statekit._limits import MAX_DEPTH
 from statekit._module import StateModule, is_module, plan_of, state_extras, walks_dump
@@ -111,14 +111,14 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, h
     return out
 
 
-def _dump_top(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
+def _dump_top(module: SupportsState, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
     """A module given to a session: its own ``state_dict()`` when its class overrides it (or is foreign)."""
     if walks_dump(module):
         return dump_root(module, path, live, held=held)
     return dump_override(module, path)
 
 
-def _dump_child(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
+def _dump_child(module: SupportsState, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
     """A module's state, through its own ``state_dict()`` when its class overrides it (or is foreign)."""
     if walks_dump(module):
         return _dump(module, path, live, held=held)
@@ -180,7 +180,7 @@ def converter_of(cls: type) -> cattrs.Converter:
 
 
 def dump_many(
-    modules: Mapping[str, StateModule], *, live: bool = False, held: Held | None = None
+    modules: Mapping[str, SupportsState], *, live: bool = False, held: Held | None = None
 ) -> dict[str, Any]:
     """``{name: module.state_dict()}``, with error paths that start at the name.
 

@@ -12,10 +12,21 @@ at the commit, restored if the load fails).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 
-def speaks_protocol(value: object) -> bool:
+class SupportsState(Protocol):
+    """What statekit takes as a module: a :class:`~statekit.StateModule`, or any
+    object with AgentScope's two methods (``agentscope.module.StateModule``'s)."""
+
+    def state_dict(self) -> Any:
+        """The module's state, JSON data (AgentScope's json rule: see docs/agentscope.md)."""
+
+    def load_state_dict(self, state_dict: dict[str, Any], /, strict: bool = True) -> object:
+        """Load what :meth:`state_dict` returned."""
+
+
+def speaks_protocol(value: object) -> TypeGuard[SupportsState]:
     """Whether ``value`` is an instance whose class has ``state_dict`` and ``load_state_dict`` methods.
 
     A class itself does not count (``agent=ReActAgent`` is a mistake, not a module).
@@ -28,4 +39,4 @@ def protocol_class(cls: type) -> bool:
     return callable(getattr(cls, "state_dict", None)) and callable(getattr(cls, "load_state_dict", None))
 
 
-__all__ = ["protocol_class", "speaks_protocol"]
+__all__ = ["SupportsState", "protocol_class", "speaks_protocol"]

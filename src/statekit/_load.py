@@ -20,6 +20,7 @@ import attrs
 from statekit._convert import lenient
 from statekit._dump import check_modules, converter_of
 from statekit._flags import check_flag
+from statekit._foreign import SupportsState
 from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit._module import LoadResult, StateModule, is_module, late_plan, plan_of, state_extras, walks_load
@@ -62,7 +63,7 @@ class Loader:
     def problem(self, path: Path, message: str) -> None:
         self.problems.append(Problem(path, message))
 
-    def plan_child(self, module: StateModule, state: Any, path: Path) -> None:
+    def plan_child(self, module: SupportsState, state: Any, path: Path) -> None:
         """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden (or foreign)."""
         if walks_load(module):
             self.plan(module, state, path)
@@ -306,7 +307,7 @@ def _run_deferred(loaders: list[Loader]) -> None:
 _FAILED = object()
 
 
-def state_keys(module: StateModule) -> dict[str, Any]:
+def state_keys(module: SupportsState) -> dict[str, Any]:
     """Every state key of ``module`` with what loads it, in dump order; of a foreign
     module, the attributes holding modules (all statekit sees of it)."""
     if not isinstance(module, StateModule):
@@ -319,9 +320,9 @@ def state_keys(module: StateModule) -> dict[str, Any]:
     return keys
 
 
-def modules_below(roots: Iterable[StateModule]) -> list[StateModule]:
+def modules_below(roots: Iterable[SupportsState]) -> list[SupportsState]:
     """``roots`` and every module reachable from them through state, each once."""
-    found: dict[int, StateModule] = {}
+    found: dict[int, SupportsState] = {}
     stack = list(roots)
     while stack:
         module = stack.pop()
@@ -333,7 +334,7 @@ def modules_below(roots: Iterable[StateModule]) -> list[StateModule]:
 
 
 def load_many(
-    modules: Mapping[str, StateModule], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
+    modules: Mapping[str, SupportsState], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
 ) -> dict[str, LoadResult]:
     """Load several modules from one document, all or nothing.
 

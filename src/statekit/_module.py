@@ -12,14 +12,14 @@ import dis
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, overload
+from typing import Any, ClassVar, Self, TypeGuard, TypeVar, dataclass_transform, overload
 
 import attr
 import attrs
 import cattrs
 
 from statekit._flags import check_flag
-from statekit._foreign import speaks_protocol
+from statekit._foreign import SupportsState, speaks_protocol
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
 from statekit._gc import paused_gc
 from statekit._json import JSONValueError, copy_loose
@@ -226,17 +226,17 @@ def late_plan(cls: type) -> ClassPlan:
     return plan
 
 
-def is_module(value: object) -> bool:
+def is_module(value: object) -> TypeGuard[SupportsState]:
     """Whether ``value`` is nested state: a statekit module, or a foreign one (:mod:`statekit._foreign`)."""
     return isinstance(value, StateModule) or speaks_protocol(value)
 
 
-def walks_dump(module: object) -> bool:
+def walks_dump(module: object) -> TypeGuard[StateModule]:
     """Whether statekit walks the module's state itself (else its own ``state_dict()`` gives it)."""
     return isinstance(module, StateModule) and type(module).state_dict is StateModule.state_dict
 
 
-def walks_load(module: object) -> bool:
+def walks_load(module: object) -> TypeGuard[StateModule]:
     """Whether statekit plans the module's load itself (else its own ``load_state_dict()`` runs at the commit)."""
     return isinstance(module, StateModule) and type(module).load_state_dict is StateModule.load_state_dict
 
