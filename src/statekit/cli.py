@@ -540,6 +540,11 @@ def _add_import_agentscope(commands: Commands) -> None:
     sub.add_argument("new_dir", metavar="NEW_DIR", help="the folder of statekit's JSONSession")
     sub.add_argument("--user-id", action="append", default=[], metavar="USER", help="a user whose files to split off (repeatable)")
     sub.add_argument("--overwrite", action="store_true", help="replace sessions already in NEW_DIR")
+    sub.add_argument(
+        "--replace-invalid",
+        action="store_true",
+        help="copy files holding NaN, Infinity or lone surrogates (JSON holds none) with null and U+FFFD instead, reporting each",
+    )
 
 
 def _run_import_agentscope(args: argparse.Namespace) -> int:
@@ -549,7 +554,9 @@ def _run_import_agentscope(args: argparse.Namespace) -> int:
     if new_dir.exists() and not new_dir.is_dir():  # else every copy fails with "File exists"
         raise UsageError(f"{new_dir} is not a folder")
     done = asyncio.run(
-        import_folder(old_dir, new_dir, args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr)
+        import_folder(
+            old_dir, new_dir, args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr, replace_invalid=args.replace_invalid
+        )
     )
     return OK if done else INVALID
 

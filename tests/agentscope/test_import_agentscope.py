@@ -147,3 +147,26 @@ def test_a_new_folder_that_is_a_file_is_a_usage_error(tmp_path: Path, capsys: py
     assert (status, out) == (2, "")
     assert err.splitlines()[-1] == f"statekit import-agentscope: error: {new} is not a folder"
     assert new.read_text(encoding="utf-8") == "not a folder"
+
+
+def test_replace_invalid_copies_what_python_wrote_and_json_cannot_hold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    message = Msg("u", "cut \ud83d", "user").to_dict()
+    message["metadata"] = {"score": float("nan"), "top": float("inf"), "pair": "\ud83d\ude00"}
+    with open(old / "odd.json", "w", encoding="utf-8", errors="surrogatepass") as file:  # as AgentScope's JSONSession
+        file.write(json.dumps({"memory": {"_compressed_summary": "", "content": [[message, []]]}}, ensure_ascii=False))
+    status, _, err = run(capsys, "import-agentscope", str(old), str(new))
+    assert status == 1 and f"failed {old / 'odd.json'}: " in err and "--replace-invalid" in err
+    status, out, err = run(capsys, "import-agentscope", str(old), str(new), "--replace-invalid")
+    assert (status, err) == (0, "")
+    assert f"replaced a lone surrogate at memory.content[0][0].content in {old / 'odd.json'} with U+FFFD" in out
+    assert f"replaced NaN at memory.content[0][0].metadata.score in {old / 'odd.json'} with null" in out
+    assert f"replaced Infinity at memory.content[0][0].metadata.top in {old / 'odd.json'} with null" in out
+    assert f"joined a surrogate pair in halves at memory.content[0][0].metadata.pair in {old / 'odd.json'}" in out
+    memory = InMemoryMemory()
+    JSONSession(new).load("odd", "", allow_not_exist=False, memory=memory)
+    loaded = memory.content[0][0]
+    assert loaded.content == "cut \ufffd"
+    assert loaded.metadata == {"score": None, "top": None, "pair": "😀"}  # a whole pair is joined, not replaced
+    assert run(capsys, "import-agentscope", str(old), str(new), "--replace-invalid")[1].count("already there") == 1

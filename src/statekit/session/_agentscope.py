@@ -80,6 +80,24 @@ def check_legacy_key(key: SessionKey, suffix: str) -> None:
         )
 
 
+def refuse_empty_session_id(session_id: object, user_id: object, suffix: str) -> None:
+    """Refuse an empty session id of a user, saying how to open AgentScope's file of it.
+
+    AgentScope 1.x writes ``("alice", "")`` to ``alice_.json``, the name of
+    ``("", "alice_")``; statekit holds no empty session id, but opens that file
+    under the second pair.
+
+    Raises:
+        InvalidSessionIdError: ``session_id`` is ``""`` and ``user_id`` a non-empty string.
+    """
+    if session_id == "" and isinstance(user_id, str) and user_id:
+        name = legacy_name(SessionKey(user_id, ""), suffix)
+        raise InvalidSessionIdError(
+            f"session_id must not be empty; AgentScope's file {name} of user {user_id!r} opens as "
+            f"session {user_id + '_'!r} of no user (user_id ''): the same file name in this layout"
+        )
+
+
 def _unsafe(value: str) -> str | None:
     if "/" in value or "\\" in value or (os.altsep is not None and os.altsep in value):
         return "holds a path separator"
