@@ -146,6 +146,34 @@ async def test_a_react_agent_round_trips_through_every_backend(backend: SessionF
     assert fresh.plan_notebook.current_plan.subtasks[0].name == "look"
 
 
+async def test_update_takes_an_agent(backend: SessionFactory) -> None:
+    agent = make_agent()
+
+    async def reply() -> None:
+        await agent(Msg("user", "hi", "user"))
+
+    async with backend() as session:
+        await session.aupdate("u", reply, agent=agent)  # a missing session: starts from the agent as passed
+        await session.aupdate("u", reply, agent=agent)
+        fresh = make_agent()
+        await session.aload("u", allow_not_exist=False, agent=fresh)
+    assert len(await fresh.memory.get_memory()) == 4
+    assert fresh.state_dict() == agent.state_dict()
+
+
+def test_the_blocking_twins_take_an_agent(tmp_path: Path) -> None:
+    def activate(agent: Any) -> None:
+        agent.toolkit.groups["web"].active = True
+
+    with JSONSession(tmp_path) as session:
+        session.save("b", agent=make_agent())
+        loaded = make_agent()
+        session.update("b", lambda: activate(loaded), agent=loaded)
+    again = make_agent()
+    JSONSession(tmp_path).load("b", allow_not_exist=False, agent=again)
+    assert again.state_dict()["toolkit"] == {"active_groups": ["web"]}
+
+
 async def test_memory_notebook_and_toolkit_are_modules_on_their_own(tmp_path: Path) -> None:
     agent = await busy_agent()
     assert agent.plan_notebook is not None
