@@ -31,7 +31,12 @@ def speaks_protocol(value: object) -> TypeGuard[SupportsState]:
 
     A class itself does not count (``agent=ReActAgent`` is a mistake, not a module).
     """
-    return not isinstance(value, type) and protocol_class(type(value))
+    cls = type(value)
+    return cls not in _PLAIN and cls is not type and protocol_class(cls) and not isinstance(value, type)
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None), list, dict, tuple))
+"""What most attributes hold: never a module (tested first, for speed)."""
 
 
 def protocol_class(cls: type) -> bool:

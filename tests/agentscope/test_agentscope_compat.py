@@ -564,3 +564,30 @@ def test_registering_a_foreign_modules_name_is_a_value_error() -> None:
     with pytest.raises(StateModuleNameError, match="Keeps.foreign holds a module, which is nested state already"):
         keeps.register_state("foreign", custom_to_json=lambda m: {}, custom_from_json=lambda d: Foreign())
     assert list(keeps.state_dict()) == ["foreign", "count"]
+
+
+def test_typed_state_fields_keep_exact_types_where_registered_attributes_take_json_dumps_values() -> None:
+    @stateful
+    class Typed(StateModule):
+        options: dict[str, int] = state_field(factory=dict)
+        word: str = state_field(default="")
+        mood: Mood = state_field(default=Mood.HAPPY)
+
+    for typed, path in [(Typed(options=collections.OrderedDict(a=1)), "options"), (Typed(word=Mood.HAPPY), "word")]:
+        with pytest.raises(StateDumpError) as caught:
+            typed.state_dict()
+        assert [p.dotted for p in caught.value.problems] == [path]
+    typed = Typed(options={"a": 1}, word="w")
+    fresh = Typed()
+    fresh.load_state_dict(typed.state_dict())
+    assert fresh.mood is Mood.HAPPY  # a declared enum loads back as the enum
+
+    class Loose(StateModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.options = collections.OrderedDict(a=1)
+            self.word = Mood.HAPPY
+            self.register_state("options")
+            self.register_state("word")
+
+    assert Loose().state_dict() == {"options": {"a": 1}, "word": "happy"}
