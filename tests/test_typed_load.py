@@ -521,3 +521,33 @@ def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path:
     fresh.load("s", agent=Agent())
     fresh.load("s", agent=Agent())
     assert calls == [1, 1]
+
+
+PARSED: list[str] = []
+
+
+def _parse(text: str) -> str:
+    PARSED.append(text)
+    return text
+
+
+@stateful
+class Coded:
+    text: str = state_field(from_json=_parse, to_json=str)
+
+
+@stateful
+class CodedHolder(StateModule):
+    coded: Coded = state_field(factory=lambda: Coded("a"))
+    count: int = state_field(default=0, validator=attrs.validators.ge(0))
+
+
+def test_a_from_json_deep_in_a_field_runs_once_when_a_later_validator_refuses(tmp_path: Path) -> None:
+    """A record holding a from_json is left to the full path whole: the typed
+    path would run the codec, decline at the validator, and the full path would run it again."""
+    (tmp_path / "s.json").write_bytes(msgspec.json.encode({**META, "h": {"coded": {"text": "b"}, "count": -1}}))
+    PARSED.clear()
+    with pytest.raises(StateLoadError) as caught:
+        JSONSession(tmp_path).load("s", h=CodedHolder())
+    assert [p.path for p in caught.value.problems] == [("h", "count")]
+    assert PARSED == ["b"]

@@ -18,9 +18,10 @@ from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._encode import make_encode_converter
 from statekit._convert import iter_types, lenient, make_converter, prepare, type_hints
-from statekit._fast import fast_structure, with_fallback
+from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
+from statekit._pydantic import is_frozen_model
 from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
 
@@ -115,8 +116,11 @@ def _field_plan(
 
 def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dump, strict: Load) -> tuple[Dump, Load]:
     """The no-copy hooks a session save and load use; the copying ones where a
-    user's converter or codec is involved (their hooks may keep what they get)."""
-    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None:
+    user's converter or codec is involved (their hooks may keep what they get),
+    or where loading runs the user's code deeper down (a pydantic model's
+    validators, a ``from_json`` of a record it holds): the typed session load
+    then leaves the field to the full path, so that this code runs once."""
+    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or runs_from_json(tp):
         return dump, strict
     prepare(ENCODE_CONVERTER, tp)
     fresh = with_fallback(fast_structure(tp, conv, fresh=True), conv.get_structure_hook(tp), tp)
@@ -142,10 +146,11 @@ def check_append_only(cls: type, name: str, tp: Any, codec: FieldCodec) -> None:
     if codec.to_json is not None or codec.from_json is not None or codec.secret:
         raise StateDefinitionError(f"{where}: append_only=True cannot be combined with to_json=, from_json= or secret=")
     item = args[0]
-    if item in _IMMUTABLE_ITEMS or is_frozen_record(item):
+    if item in _IMMUTABLE_ITEMS or is_frozen_record(item) or is_frozen_model(item):
         return
     raise StateDefinitionError(
-        f"{where}: the items of an append_only list must be frozen records (@stateful(frozen=True)) or "
+        f"{where}: the items of an append_only list must be frozen records (@stateful(frozen=True)), "
+        "frozen pydantic models (model_config = ConfigDict(frozen=True)) or "
         f"str, int, float or bool, so that no saved item can change in place; {type_name(item)} is not"
     )
 
