@@ -591,3 +591,21 @@ def test_typed_state_fields_keep_exact_types_where_registered_attributes_take_js
             self.register_state("word")
 
     assert Loose().state_dict() == {"options": {"a": 1}, "word": "happy"}
+
+
+def test_a_state_field_typed_with_a_foreign_class_is_a_nested_module(tmp_path: Path) -> None:
+    @stateful
+    class Declared(StateModule):
+        foreign: Foreign = state_field(factory=Foreign)
+        spare: Foreign | None = state_field(default=None)
+
+    declared = Declared()
+    declared.foreign.notes = ["a"]
+    assert declared.state_dict() == {"foreign": {"notes": ["a"], "mood": "calm"}, "spare": None}
+    session = JSONSession(tmp_path)
+    session.save("s", declared=declared)
+    fresh = Declared()
+    session.load("s", allow_not_exist=False, declared=fresh)
+    assert fresh.foreign.notes == ["a"] and fresh.spare is None
+    fresh.load_state_dict({"foreign": {"notes": [], "mood": "calm"}, "spare": {"notes": ["built"], "mood": "ok"}})
+    assert fresh.state_dict()["spare"] == {"notes": ["built"], "mood": "ok"}  # built with Foreign(), loaded through its method
