@@ -21,8 +21,9 @@ from statekit.errors import format_path
 _BOM = b"\xef\xbb\xbf"
 
 HINT = (
-    "replace it in the file, or copy the folder with `statekit import-agentscope --replace-invalid`, "
-    "which writes null for NaN and Infinity and U+FFFD for a lone surrogate (docs/agentscope.md)"
+    "replace it where the document is stored, or copy a folder of such files with "
+    "`statekit import-agentscope --replace-invalid`, which writes null for NaN and Infinity "
+    "and U+FFFD for a lone surrogate (docs/agentscope.md)"
 )
 
 
