@@ -45,37 +45,12 @@ from statekit.testing import SessionFactory
 
 REPLY = "Hello! How can I assist you today?"
 
-STUB = f'''
-from typing import Any
+AGENT_IMPORT = f"""
+import sys
 
-from agentscope.agent import ReActAgent
-from agentscope.formatter import OpenAIChatFormatter
-from agentscope.memory import InMemoryMemory
-from agentscope.message import TextBlock
-from agentscope.model import ChatModelBase, ChatResponse
-from agentscope.tool import Toolkit
-
-
-class StubModel(ChatModelBase):
-    """A chat model that always answers the same text."""
-
-    def __init__(self) -> None:
-        super().__init__("stub", stream=False)
-
-    async def __call__(self, *args: Any, **kwargs: Any) -> ChatResponse:
-        return ChatResponse(content=[TextBlock(type="text", text={REPLY!r})])
-
-
-def make_agent() -> ReActAgent:
-    return ReActAgent(
-        name="Friday",
-        sys_prompt="You're a assistant named Friday.",
-        model=StubModel(),
-        formatter=OpenAIChatFormatter(),
-        memory=InMemoryMemory(),
-        toolkit=Toolkit(),
-    )
-'''
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_real_agentscope import make_agent  # the stub model and agent below, in a fresh process
+"""
 
 
 class StubModel(ChatModelBase):  # type: ignore[misc, valid-type]
@@ -300,7 +275,7 @@ def test_registering_a_module_name_fails_as_in_agentscope(base: type) -> None:
 # -- across processes ------------------------------------------------------------------
 
 
-TUTORIAL = STUB + '''
+TUTORIAL = AGENT_IMPORT + '''
 import asyncio
 import json
 import sys
@@ -344,7 +319,7 @@ def _run_with(script: Path, cwd: Path, *args: str) -> str:
     return done.stdout.splitlines()[-1]
 
 
-APP = STUB + '''
+APP = AGENT_IMPORT + '''
 import asyncio
 import json
 
