@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc
 from statekit._dump import Held, dump_many
 from statekit._module import StateModule
@@ -57,7 +58,7 @@ def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
 async def save_with_appends(
     session: SessionBase,
     key: SessionKey,
-    modules: Mapping[str, StateModule],
+    modules: Mapping[str, SupportsState],
     expected: Expected | None,
     *,
     overwrite: bool,
@@ -132,7 +133,7 @@ def token_of(document: Mapping[str, Any]) -> str | None:
     return token if isinstance(token, str) else None
 
 
-def base_after_load(modules: Mapping[str, StateModule], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
+def base_after_load(modules: Mapping[str, SupportsState], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
     """What a load just read, as a delta base; ``None`` when a save must rewrite in full.
 
     The live modules' skeleton must be the stored one (no module, key or value

@@ -46,6 +46,7 @@ from statekit.session._agentscope import (
     Layout,
     check_layout,
     check_legacy_key,
+    refuse_empty_session_id,
     legacy_name,
     list_legacy,
     refuse_agentscope_file,
@@ -67,7 +68,7 @@ from statekit.session._companion import (
     tidy,
 )
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd, write_new
+from statekit.session._safe_files import check_path, digest_regular, holds_exactly, keep_mode, refuse_odd, write_new
 
 R = TypeVar("R")
 
@@ -124,7 +125,7 @@ def temp_path(path: Path) -> Path:
 
 
 def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
-    """Replace ``path`` with ``data``, atomically and durably.
+    """Replace ``path`` with ``data``, atomically and durably; an existing file keeps its permission bits.
 
     Args:
         path: The file; its folder is created when missing.
@@ -145,6 +146,7 @@ def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
     try:
         with open(fd, "wb") as file:
+            keep_mode(file.fileno(), path)
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
@@ -309,6 +311,12 @@ class FileSession(SessionBase):
         if self.layout == "agentscope":
             return self.save_dir / legacy_name(key, self.codec.suffix)
         return self._folder(key.user_id) / (encode_id(key.session_id) + self.codec.suffix)
+
+    def key(self, session_id: str, user_id: str | None = None) -> SessionKey:
+        """As :meth:`SessionBase.key`; in AgentScope's layout, an empty session id of a user says how to open its file."""
+        if self.layout == "agentscope":
+            refuse_empty_session_id(session_id, self._user(user_id), self.codec.suffix)
+        return super().key(session_id, user_id)
 
     def _check_key(self, key: SessionKey) -> None:
         if self.layout == "agentscope":
