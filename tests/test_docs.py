@@ -31,6 +31,7 @@ import re
 import runpy
 import shlex
 import subprocess
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -250,6 +251,12 @@ def check_rekey(namespace: Namespace) -> None:
     assert [f"{problem.dotted}: {problem.message}" for problem in caught.value.problems] == [shown[1]]
 
 
+def check_blocking_update(namespace: Namespace) -> None:
+    """The blocking update takes the same turn on the same session (alice's) as the async one before it."""
+    stored = namespace["session"].read_document("chat-1", "alice")
+    assert stored is not None and stored.data["agent"]["turns"] == namespace["agent"].turns >= 2
+
+
 def check_contract(namespace: Namespace) -> None:
     """The page's DictSession passes the contract it is told to run."""
     asyncio.run(check_backend(namespace["TestDictSession"]().make_session))
@@ -260,6 +267,7 @@ CHECKS: dict[tuple[str, str], Callable[[Namespace], None]] = {
     ("README.md", "agent.memory.content.append"): check_readme_load_error,
     ("sessions.md", "aread_document"): check_stored_document,
     ("sessions.md", "class TestDictSession"): check_contract,
+    ("sessions.md", "session.update(\"chat-1\""): check_blocking_update,
     ("config-and-schema.md", "seed(agent"): check_seed,
     ("config-and-schema.md", "class Palette"): check_schema_override,
     ("secrets.md", "class Client"): check_secret_hidden,
@@ -304,6 +312,18 @@ def test_doc_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.Monkey
             pytest.fail(f"{failed.name}, run before this block, fails", pytrace=False)
         run(block, namespace, runner)
     check_all(block, namespace)
+
+
+@pytest.mark.slow
+def test_the_versions_walkthrough_runs_as_written_from_an_empty_folder(tmp_path: Path) -> None:
+    """versions.md's shell block, with the clone where the page says and `python` this interpreter."""
+    script = blocks(ROOT / "docs" / "versions.md", "sh")[0].code
+    script = re.sub(r"^STATEKIT=\S+", f"STATEKIT={shlex.quote(str(ROOT))}", script, flags=re.M)
+    script = re.sub(r"^python ", f"{shlex.quote(sys.executable)} ", script, flags=re.M)
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("version 1 refuses: sessions/chat.json: agent: the data is version 3")
+    assert sorted(path.name for path in (tmp_path / "try-versions" / "sessions").iterdir()) == ["archived.json", "chat.json"]
 
 
 @pytest.mark.parametrize(("doc", "text"), list(CHECKS))

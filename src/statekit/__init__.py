@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from statekit._config import from_config, seed
 from statekit._convert import make_converter
+from statekit._foreign import SupportsState
 from statekit._fields import state_field
 from statekit._module import LoadResult, StateModule, stateful
 from statekit._secrets import generate_secret_key
@@ -29,6 +30,7 @@ from statekit.errors import (
     StateDumpError,
     StatekitError,
     StateLoadError,
+    StateModuleNameError,
     StateVersionError,
 )
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
@@ -68,8 +70,10 @@ __all__ = [
     "StateDumpError",
     "StateLoadError",
     "StateModule",
+    "StateModuleNameError",
     "StateVersionError",
     "StoredDocument",
+    "SupportsState",
     "StatekitError",
     "YAMLSession",
     "from_config",

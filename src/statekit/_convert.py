@@ -65,8 +65,12 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     return conv
 
 
+class UnsupportedTypeError(StructureHandlerNotFoundError):
+    """No hook of statekit's (nor of the user's converter) handles ``type``."""
+
+
 def _unsupported(tp: Any) -> Any:
-    raise StructureHandlerNotFoundError(
+    raise UnsupportedTypeError(
         f"statekit cannot save or load {type_name(tp)}: give the field to_json/from_json, "
         "or register a hook on a converter",
         tp,

@@ -7,6 +7,7 @@ statekit cannot handle fails there, naming the field) and reused by every
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -17,10 +18,11 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._encode import make_encode_converter
-from statekit._convert import iter_types, lenient, make_converter, prepare, type_hints
+from statekit._convert import UnsupportedTypeError, iter_types, lenient, make_converter, prepare, type_hints
 from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
+from statekit._foreign import protocol_class
 from statekit._pydantic import is_frozen_model
 from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
@@ -180,12 +182,14 @@ def check_record(cls: type, converter: cattrs.Converter | None) -> None:
 
 
 def module_class(tp: Any, module_base: type) -> type | None:
-    """The ``StateModule`` subclass named by ``tp`` (``Memory`` or ``Memory | None``)."""
+    """The ``StateModule`` subclass named by ``tp`` (``Memory`` or ``Memory | None``), or
+    a foreign module class (AgentScope's ``ReActAgent``: see :mod:`statekit._foreign`)."""
     candidates = [tp]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         candidates = [a for a in typing.get_args(tp) if a is not type(None)]
-    if len(candidates) == 1 and isinstance(candidates[0], type) and issubclass(candidates[0], module_base):
-        return candidates[0]
+    if len(candidates) == 1 and isinstance(candidates[0], type):
+        if issubclass(candidates[0], module_base) or protocol_class(candidates[0]):
+            return candidates[0]
     return None
 
 
@@ -203,12 +207,22 @@ def value_hooks(
         loose = _load_hook(tp, codec, lenient(conv))
     except (StructureHandlerNotFoundError, TypeError, ValueError) as exc:
         where = f"{cls.__qualname__}.{name}"
+        unsupported = exc if isinstance(exc, UnsupportedTypeError) else None  # its advice is the one below: said once
+        why = "" if unsupported else f" ({exc})"
+        first = _stateful_first(unsupported.type_) if unsupported else ""
         raise StateDefinitionError(
-            f"{where}: statekit cannot save or load values of type {type_name(tp)} ({exc}); "
+            f"{where}: statekit cannot save or load values of type {type_name(tp)}{why}; {first}"
             "give the field to_json= and from_json=, or register cattrs hooks on a "
             "converter passed as @stateful(converter=...)"
         ) from exc
     return dump, strict, loose
+
+
+def _stateful_first(tp: Any) -> str:
+    """Advice for a plain class of the user's own (a record that forgot ``@stateful``), else nothing."""
+    if not isinstance(tp, type) or tp.__module__ == "builtins" or tp.__module__.split(".")[0] in sys.stdlib_module_names:
+        return ""
+    return f"if {tp.__qualname__} holds data, decorate it with @stateful (a value record: every field is data); else "
 
 
 def _dump_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Dump:

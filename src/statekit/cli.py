@@ -32,7 +32,9 @@ from statekit._cli_support import (
     open_store,
     read_session,
 )
+from statekit._cli_batch import Target, targets
 from statekit._cli_compact import compact_sessions
+from statekit._cli_hints import show_target_hint
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import migrate_sessions
 from statekit._cli_rekey import REKEY_EPILOG, REKEY_SUMMARY, add_rekey_arguments, rekey_box, rekey_sessions
@@ -140,7 +142,7 @@ def _command(commands: Commands, name: str, summary: str, run: Callable[[argpars
     return sub
 
 
-def _add_store_options(sub: argparse.ArgumentParser) -> None:
+def _add_store_options(sub: argparse.ArgumentParser, *, all_users: bool = False) -> None:
     where = sub.add_argument_group("where the sessions are (a folder, or Redis)")
     where.add_argument("--dir", metavar="DIR", help="a folder of session files (JSONSession/YAMLSession)")
     where.add_argument("--yaml", action="store_true", help="the folder holds YAML sessions (default: JSON)")
@@ -154,6 +156,16 @@ def _add_store_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--user", metavar="USER_ID", help="the sessions' user_id (default: none for files, default_user for Redis)"
     )
+    if all_users:
+        sub.add_argument("--all-users", action="store_true", help="every session of every user (not with --user or SESSION_IDs)")
+
+
+async def _targets(store: SessionBase, args: argparse.Namespace) -> list[Target]:
+    """The sessions a command over many goes over (see :func:`~statekit._cli_batch.targets`)."""
+    session_ids: list[str] = getattr(args, "session_ids", [])
+    if args.all_users and (args.user is not None or session_ids):
+        raise UsageError("--all-users goes over every session of every user: give no --user and no SESSION_ID")
+    return await targets(store, session_ids, args.user, all_users=args.all_users)
 
 
 def _store_options(args: argparse.Namespace) -> StoreOptions:
@@ -205,7 +217,7 @@ def _add_show(commands: Commands) -> None:
 def _run_show(args: argparse.Namespace) -> int:
     options = _store_options(args)
     if options.folder is None and options.redis_url is None:
-        file_codec(args.target)
+        _show_codec(args.target)
         document = read_file(args.target)
     else:
         document = _with_document(args)
@@ -214,6 +226,15 @@ def _run_show(args: argparse.Namespace) -> int:
         data = _pick_module(data, args.module, document.source)
     _print_data(mask_secrets(data), as_json=args.json, out=sys.stdout)
     return OK
+
+
+def _show_codec(target: str) -> None:
+    """Refuse a file ``show`` cannot read, saying what the user most likely meant."""
+    try:
+        file_codec(target)
+    except UsageError as exc:
+        hint = show_target_hint(target)
+        raise UsageError(f"{exc}; {hint}" if hint else str(exc)) from None
 
 
 def _with_document(args: argparse.Namespace) -> Document:
@@ -397,15 +418,16 @@ def _add_list(commands: Commands) -> None:
         "list",
         "List the session ids of a user, one per line.",
         _run_list,
-        "examples:\n  statekit list --dir sessions\n  statekit list --redis-url redis://localhost:6379/0 --user alice",
+        "examples:\n  statekit list --dir sessions\n  statekit list --redis-url redis://localhost:6379/0 --user alice\n"
+        "  statekit list --dir sessions --all-users   (USER_ID<tab>SESSION_ID per line)",
     )
-    _add_store_options(sub)
+    _add_store_options(sub, all_users=True)
 
 
 def _run_list(args: argparse.Namespace) -> int:
     async def work(store: SessionBase) -> int:
-        for session_id in await store.alist_sessions(args.user):
-            print(session_id)
+        for user, session_id in await _targets(store, args):
+            print(f"{user}\t{session_id}" if args.all_users else session_id)
         return OK
 
     return _with_store(args, work)
@@ -454,12 +476,13 @@ def _add_compact(commands: Commands) -> None:
         "examples:\n  statekit compact --dir sessions chat-1\n  statekit compact --dir sessions   (every session)",
     )
     sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
-    _add_store_options(sub)
+    _add_store_options(sub, all_users=True)
 
 
 def _run_compact(args: argparse.Namespace) -> int:
     async def work(store: SessionBase) -> int:
-        done = await compact_sessions(store, args.session_ids, args.user, out=sys.stdout, err=sys.stderr)
+        todo = await _targets(store, args)
+        done = await compact_sessions(store, todo, out=sys.stdout, err=sys.stderr, all_users=args.all_users)
         return OK if done else INVALID
 
     return _with_store(args, work)
@@ -489,7 +512,7 @@ def _add_migrate(commands: Commands) -> None:
         metavar="VAR",
         help="the environment variable holding the sessions' secret_key (needed for encrypted secret fields)",
     )
-    _add_store_options(sub)
+    _add_store_options(sub, all_users=True)
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
@@ -501,9 +524,9 @@ def _run_migrate(args: argparse.Namespace) -> int:
     secrets = _secret_box(args.secret_key_env)
 
     async def work(store: SessionBase) -> int:
-        ids = args.session_ids or await store.alist_sessions(args.user)
+        todo = await _targets(store, args)
         done = await migrate_sessions(
-            store, ids, args.user, classes, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr, secrets=secrets
+            store, todo, classes, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr, secrets=secrets
         )
         return OK if done else INVALID
 
@@ -550,26 +573,34 @@ def _add_import_agentscope(commands: Commands) -> None:
         "Copy an AgentScope 1.x JSONSession folder into statekit's layout (docs/agentscope.md).",
         _run_import_agentscope,
         "examples:\n  statekit import-agentscope old_sessions sessions\n"
-        "  statekit import-agentscope old_sessions sessions --user-id alice --user-id bob\n\n"
+        "  statekit import-agentscope old_sessions sessions --user-id alice --user-id bob --user-id ''\n\n"
         "AgentScope names files {user_id}_{session_id}.json: a name with '_' is copied only when\n"
-        "exactly one --user-id fits it (--user-id '' reads the whole name as a session of no user).\n"
-        "Every file copied and every name that cannot be split is reported; old files are only read.\n"
-        "Exit status 1 if any file was not copied.",
+        "exactly one --user-id fits it (--user-id '': a name no other --user-id fits has no user).\n"
+        "Every file copied and every name that cannot be split is reported; old files are only read;\n"
+        "a session already there with the same data is left as it is (a rerun succeeds).\n"
+        "Exit status 1 if any file was neither copied nor already there.",
     )
     sub.add_argument("old_dir", metavar="OLD_DIR", help="the folder AgentScope's JSONSession saved into")
     sub.add_argument("new_dir", metavar="NEW_DIR", help="the folder of statekit's JSONSession")
     sub.add_argument("--user-id", action="append", default=[], metavar="USER", help="a user whose files to split off (repeatable)")
     sub.add_argument("--overwrite", action="store_true", help="replace sessions already in NEW_DIR")
+    sub.add_argument(
+        "--replace-invalid",
+        action="store_true",
+        help="copy files holding NaN, Infinity or lone surrogates (JSON holds none) with null and U+FFFD instead, reporting each",
+    )
 
 
 def _run_import_agentscope(args: argparse.Namespace) -> int:
     old_dir, new_dir = Path(args.old_dir), Path(args.new_dir)
-    if not old_dir.is_dir():
-        raise UsageError(f"{old_dir} is not a folder")
+    if not old_dir.is_dir():  # as --dir of the other commands: a failed operation, not a usage error
+        raise StatekitError(f"{old_dir}: there is no such folder")
     if new_dir.exists() and not new_dir.is_dir():  # else every copy fails with "File exists"
         raise UsageError(f"{new_dir} is not a folder")
     done = asyncio.run(
-        import_folder(old_dir, new_dir, args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr)
+        import_folder(
+            old_dir, new_dir, args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr, replace_invalid=args.replace_invalid
+        )
     )
     return OK if done else INVALID
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 from statekit._dump import check_modules
 from statekit._json import describe
-from statekit._module import StateModule
+from statekit._module import is_module
 from statekit.errors import SessionError
 from statekit.session._delta_save import META_KEY
 
@@ -31,14 +31,14 @@ def check_modules_by_name(
         StatekitError: A keyword argument that is not a module (naming it).
     """
     for what, value in positional.items():
-        if isinstance(value, StateModule):
+        if is_module(value):
             name = _snake(type(value).__name__)
             raise SessionError(
                 f"{what} got {describe(value)}: modules are passed by name, "
                 f"as in session.{method}({_id(positional.get('session_id'))}{_mutate(method)}, {name}={name})"
             )
     for name, value in modules.items():
-        if isinstance(value, StateModule):
+        if is_module(value):
             continue
         close = difflib.get_close_matches(name, options, n=1)  # only values that are not modules: an error either way
         if close:

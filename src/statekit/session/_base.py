@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self, TypeVar, overload
 
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, SecretKeys, secrets_with
@@ -146,6 +147,10 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _list(self, user_id: str) -> list[str]:
         """The session ids stored for ``user_id``, in any order."""
 
+    async def _list_users(self) -> list[str]:
+        """The user ids that have sessions, in any order (a backend that can tell overrides this)."""
+        raise SessionError(f"{type(self).__name__} cannot list its users")
+
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         """Replace the stored bytes only if their revision is still ``expected``.
 
@@ -227,7 +232,7 @@ class SessionBase(BlockingTwins, abc.ABC):
     # -- async API -------------------------------------------------------------------
 
     async def asave(
-        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule
+        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule | SupportsState
     ) -> None:
         """Save modules as one session document, replacing what was stored.
 
@@ -259,7 +264,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         user_id: str | None = None,
         allow_not_exist: bool = True,
         strict: bool = True,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> dict[str, LoadResult]:
         """Load modules from a saved session, all or nothing.
 
@@ -311,7 +316,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> T: ...
     @overload
     async def aupdate(
@@ -321,7 +326,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> T: ...
     async def aupdate(
         self,
@@ -330,7 +335,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> Any:
         """Load, change and save modules, retrying when another writer got there first.
 
@@ -485,6 +490,17 @@ class SessionBase(BlockingTwins, abc.ABC):
             ids = await self._list(user)
         return listed_ids(ids, self, where)
 
+    async def alist_users(self) -> list[str]:
+        """The ids of the users that have sessions, sorted (``""``: sessions saved with no user on files).
+
+        Raises:
+            SessionError: The backend cannot list its users.
+        """
+        where = lambda: "the users"  # noqa: E731
+        with self._faults("_list_users", where):
+            users = await self._list_users()
+        return listed_ids(users, self, where)
+
     async def aexists(self, session_id: str, user_id: str | None = None) -> bool:
         """Whether the session exists."""
         key = self.key(session_id, user_id)
@@ -535,7 +551,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         return memory
 
     async def _load(
-        self, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+        self, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
     ) -> tuple[dict[str, LoadResult] | None, Expected]:
         """Load the modules and remember what was read (see :func:`._loading.load_modules`)."""
         return await load_modules(self, key, modules, strict)
@@ -543,7 +559,7 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _save_modules(
         self,
         key: SessionKey,
-        modules: Mapping[str, StateModule],
+        modules: Mapping[str, SupportsState],
         *,
         overwrite: bool = False,
         expected: Expected | None = None,
@@ -631,7 +647,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             return await asyncio.to_thread(work, *args)
         return work(*args)
 
-    async def _encode(self, modules: Mapping[str, StateModule], found: Others) -> bytes:
+    async def _encode(self, modules: Mapping[str, SupportsState], found: Others) -> bytes:
         """The document of ``modules`` with the ``found`` stored modules kept, encoded
         (a ``StateDumpError`` names any bad value)."""
         if self.codec.fast:  # straight from the live objects, before anything can change them

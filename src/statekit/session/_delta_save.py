@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc
 from statekit._dump import Held, dump_many
-from statekit._module import StateModule
 from statekit._secrets import secrets_with
 from statekit.codecs import Codec, with_document_positions
 from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
@@ -87,7 +87,7 @@ def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
 async def save_with_appends(
     session: SessionBase,
     key: SessionKey,
-    modules: Mapping[str, StateModule],
+    modules: Mapping[str, SupportsState],
     expected: Expected,
     kept: Callable[[], Awaitable[Others]],
 ) -> int:
@@ -168,7 +168,7 @@ async def _save_full(
     shape: bytes,
     held: Held,
     others: Others,
-    modules: Mapping[str, StateModule],
+    modules: Mapping[str, SupportsState],
 ) -> int:
     token = new_token()
     with paused_gc():
@@ -186,7 +186,7 @@ def token_of(document: Mapping[str, Any]) -> str | None:
     return token if isinstance(token, str) else None
 
 
-def base_after_load(modules: Mapping[str, StateModule], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
+def base_after_load(modules: Mapping[str, SupportsState], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
     """What a load just read, as a delta base; ``None`` when a save must rewrite in full.
 
     The live modules' skeleton must be the stored one (no module, key or value
@@ -246,7 +246,7 @@ def positioned(err: StateLoadError, raw: bytes, codec: Codec, source: str, log_s
     if not placed:
         return in_doc
     problems = [_in_log(p, *placed[p.path], codec, log_source) if p.path in placed else p for p in in_doc.problems]
-    return StateLoadError(problems, title=err.title)
+    return StateLoadError(problems, title=err.title, hint=err.hint)
 
 
 def _in_log(

@@ -47,6 +47,7 @@ from statekit.session._agentscope import (
     Layout,
     check_layout,
     check_legacy_key,
+    refuse_empty_session_id,
     legacy_name,
     list_legacy,
     refuse_agentscope_file,
@@ -68,7 +69,7 @@ from statekit.session._companion import (
     tidy,
 )
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd, write_new
+from statekit.session._safe_files import check_path, digest_regular, holds_exactly, keep_mode, refuse_odd, write_new
 
 R = TypeVar("R")
 
@@ -125,7 +126,7 @@ def temp_path(path: Path) -> Path:
 
 
 def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
-    """Replace ``path`` with ``data``, atomically and durably.
+    """Replace ``path`` with ``data``, atomically and durably; an existing file keeps its permission bits.
 
     Args:
         path: The file; its folder is created when missing.
@@ -146,6 +147,7 @@ def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
     try:
         with open(fd, "wb") as file:
+            keep_mode(file.fileno(), path)
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
@@ -354,6 +356,12 @@ class FileSession(SessionBase):
             return self.save_dir / legacy_name(key, self.codec.suffix)
         return self._folder(key.user_id) / (encode_id(key.session_id) + self.codec.suffix)
 
+    def key(self, session_id: str, user_id: str | None = None) -> SessionKey:
+        """As :meth:`SessionBase.key`; in AgentScope's layout, an empty session id of a user says how to open its file."""
+        if self.layout == "agentscope":
+            refuse_empty_session_id(session_id, self._user(user_id), self.codec.suffix)
+        return super().key(session_id, user_id)
+
     def _check_key(self, key: SessionKey) -> None:
         if self.layout == "agentscope":
             check_legacy_key(key, self.codec.suffix)
@@ -439,6 +447,27 @@ class FileSession(SessionBase):
         if self.layout == "agentscope":
             return [], False
         return await asyncio.to_thread(_some_owners, self.save_dir, encode_id(session_id) + self.codec.suffix, limit)
+
+    async def _list_users(self) -> list[str]:
+        if self.layout == "agentscope":  # {user_id}_{session_id}.json: a name does not say where the user ends
+            raise SessionError(f"{self!r}: a folder in AgentScope's layout cannot tell its users apart")
+
+        def work() -> list[str]:
+            try:
+                entries = list(os.scandir(self.save_dir))
+            except FileNotFoundError:
+                return []
+            users = [""] if _list_folder(self.save_dir, self.codec.suffix) else []
+            for entry in entries:
+                user = decode_id(entry.name[len(USER_MARK) :]) if entry.name.startswith(USER_MARK) else None
+                if user is not None and entry.is_dir(follow_symlinks=False) and _list_folder(Path(entry.path), self.codec.suffix):
+                    users.append(user)
+            return users
+
+        try:
+            return await asyncio.to_thread(work)
+        except OSError as err:
+            raise SessionError(f"cannot list the users in {self.save_dir}: {err.strerror or err}") from err
 
     async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
         """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from statekit._foreign import SupportsState
 from statekit._load import state_keys
 from statekit._module import StateModule, plan_of
 from statekit.errors import SecretError
 
 
-def refuse_secret_fields(modules: Mapping[str, StateModule]) -> None:
+def refuse_secret_fields(modules: Mapping[str, SupportsState]) -> None:
     """Refuse to save modules holding ``state_field(secret=True)`` where there is no key to seal them with.
 
     Leaving them out without a word would lose them at the next load (issue 23):
@@ -19,7 +20,7 @@ def refuse_secret_fields(modules: Mapping[str, StateModule]) -> None:
         SecretError: Naming the first secret field found and both ways out; nothing was written.
     """
     seen: set[int] = set()
-    stack = [(module, name) for name, module in modules.items()]
+    stack = [(module, name) for name, module in modules.items() if isinstance(module, StateModule)]  # a foreign one's state is its own
     while stack:
         module, path = stack.pop()
         if id(module) in seen:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._load import load_many
@@ -42,7 +43,7 @@ BOM = b"\xef\xbb\xbf"
 
 
 async def load_modules(
-    session: SessionBase, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    session: SessionBase, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> tuple[dict[str, LoadResult] | None, Expected]:
     """Load the modules and remember what was read.
 
@@ -71,7 +72,7 @@ async def load_modules(
 
 
 async def _load_typed(
-    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> dict[str, LoadResult] | None:
     """The fast load (see :mod:`statekit._typed`); ``None``, nothing changed, when it does not apply."""
     seen = session._revisions.get(key)
@@ -92,7 +93,7 @@ async def _load_typed(
 
 
 async def _load_plain(
-    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str]]:
     """The full load: decode to plain data, plan and report every problem, commit.
 
@@ -154,7 +155,7 @@ ELSEWHERE = (
 )
 
 
-def _may_hold_only(seen: Expected | None, modules: Mapping[str, StateModule]) -> bool:
+def _may_hold_only(seen: Expected | None, modules: Mapping[str, SupportsState]) -> bool:
     """False when the document last seen held other modules: the typed decode would fail on them."""
     return seen is None or seen.names is None or seen.names == frozenset(modules)
 

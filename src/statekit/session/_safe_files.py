@@ -105,6 +105,20 @@ def write_new(path: Path) -> int:
     return os.open(path, _NEW_FLAGS, 0o600)
 
 
+def keep_mode(fd: int, target: Path) -> None:
+    """Give a new file the permission bits of the regular file it will replace.
+
+    A rewrite keeps a file AgentScope (or a user) made 0644 readable by the
+    others who read it; a new session file stays as created (0600).
+    """
+    try:
+        mode = os.lstat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISREG(mode) and hasattr(os, "fchmod"):  # no fchmod on Windows before 3.13: no POSIX modes either
+        os.fchmod(fd, stat.S_IMODE(mode) & 0o777)
+
+
 def read_regular(path: Path) -> bytes | None:
     """Read a whole regular file without following a link or waiting on a FIFO.
 

@@ -21,6 +21,7 @@ from statekit.errors import SessionError
 from statekit.session._update import start_update, update_blocking
 
 if TYPE_CHECKING:
+    from statekit._foreign import SupportsState
     from statekit._module import LoadResult, StateModule
     from statekit.session._base import SessionBase
     from statekit.session._revisions import StoredDocument
@@ -129,7 +130,7 @@ class BlockingTwins:
         return cast("SessionBase", self)
 
     def save(
-        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule
+        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule | SupportsState
     ) -> None:
         """Blocking :meth:`asave`, for code that runs no event loop."""
         self._block("save", lambda: self._async.asave(session_id, user_id, overwrite=overwrite, **modules))
@@ -140,7 +141,7 @@ class BlockingTwins:
         user_id: str | None = None,
         allow_not_exist: bool = True,
         strict: bool = True,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> dict[str, LoadResult]:
         """Blocking :meth:`aload`, for code that runs no event loop."""
         return self._block("load", lambda: self._async.aload(session_id, user_id, allow_not_exist, strict, **modules))
@@ -153,7 +154,7 @@ class BlockingTwins:
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> T: ...
     @overload
     def update(
@@ -163,7 +164,7 @@ class BlockingTwins:
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> T: ...
     def update(
         self,
@@ -172,7 +173,7 @@ class BlockingTwins:
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> Any:
         """Blocking :meth:`aupdate`: ``mutate`` runs on this thread (it may call the blocking methods)."""
         refuse_inside_loop("update")
@@ -211,6 +212,10 @@ class BlockingTwins:
     def list_sessions(self, user_id: str | None = None) -> list[str]:
         """Blocking :meth:`alist_sessions`."""
         return self._block("list_sessions", lambda: self._async.alist_sessions(user_id))
+
+    def list_users(self) -> list[str]:
+        """Blocking :meth:`alist_users`."""
+        return self._block("list_users", lambda: self._async.alist_users())
 
     def exists(self, session_id: str, user_id: str | None = None) -> bool:
         """Blocking :meth:`aexists`."""
