@@ -32,7 +32,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends
+from statekit.session import _appends, _proofs
 
 
 def _msgs(count: int, start: int = 0) -> list[Msg]:
@@ -106,10 +106,13 @@ def test_appends_write_only_the_new_items(tmp_path: Path) -> None:
     agent.memory.content.append(Msg("assistant", "reply"))
     agent.events.append(1)
     session.save("chat", agent=agent)
-    assert (tmp_path / "chat.json").read_bytes() == document
+    # the document is not rewritten: one byte of its metadata now says that its companion holds deltas
+    assert (tmp_path / "chat.json").read_bytes() == document.replace(b'"deltas": 0', b'"deltas": 1', 1)
     lines = (tmp_path / "chat.json.log").read_bytes().splitlines()
     assert len(lines) == 2
-    assert json.loads(lines[1]) == [
+    (sequence, checksum), *deltas = json.loads(lines[1])
+    assert (sequence, len(checksum)) == (1, 8)
+    assert deltas == [
         [["agent", "memory", "content"], [{"role": "assistant", "text": "reply"}]],
         [["agent", "events"], [1]],
     ]
@@ -254,7 +257,7 @@ def test_a_secret_left_out_for_want_of_a_key_does_not_stop_delta_saves(tmp_path:
     before = (tmp_path / "chat.json").read_bytes()
     keyed.content.append(Msg("user", "more"))
     session.save("chat", keyed=keyed)
-    assert (tmp_path / "chat.json").read_bytes() == before
+    assert (tmp_path / "chat.json").read_bytes() == before.replace(b'"deltas": 0', b'"deltas": 1', 1)
     assert len((tmp_path / "chat.json.log").read_bytes().splitlines()) == 2
 
 
@@ -330,7 +333,9 @@ def test_a_delta_too_deep_in_the_document_is_refused_on_load(tmp_path: Path) -> 
     session.save("chat", deep=deep)
     log = tmp_path / "chat.json.log"
     item = {"data": nested(MAX_DEPTH - 4)}  # within the line's own limit, past it in the document
-    log.write_bytes(log.read_bytes() + orjson.dumps([[["deep", "inner", "items"], [item]]]) + b"\n")
+    lines = log.read_bytes().split(b"\n")[1:-1]
+    line, _ = _proofs.seal(orjson.dumps([[["deep", "inner", "items"], [item]]]), 2, _proofs.last(lines)[1])
+    log.write_bytes(log.read_bytes() + line)
     with pytest.raises(DocumentError, match=r"chat\.json\.log:3: a delta appends items nested deeper than"):
         JSONSession(tmp_path).load("chat", deep=_Deep())
 
@@ -377,7 +382,7 @@ def test_a_problem_in_an_appended_item_names_its_companion_line(tmp_path: Path) 
     places = [(Path(p.source or "").name, p.line, p.column, p.path) for p in caught.value.problems]
     log = (tmp_path / "chat.json.log").read_bytes().split(b"\n")
     assert places == [
-        ("chat.json", 10, 9, ("memory", "content", 0, "text")),
+        ("chat.json", 11, 9, ("memory", "content", 0, "text")),
         ("chat.json.log", 2, log[1].index(b'"text":1') + 1, ("memory", "content", 1, "text")),
         ("chat.json.log", 3, log[2].index(b'"text":2') + 1, ("memory", "content", 2, "text")),
         ("chat.json.log", 3, log[2].index(b'"text":3') + 1, ("memory", "content", 3, "text")),

@@ -259,7 +259,7 @@ def read_file(name: str) -> Document:
     _, log, token = split(raw)
     log_source = str(companion(path))
     check_token(data, token, name, log_source)
-    merge(data, log, log_source)
+    merge(data, log, token or "", log_source)
     place = functools.partial(positioned, raw=raw, codec=JSON, source=name, log_source=log_source)
     return Document(data, name, raw, JSON, place)  # problems placed as a session load places them
 

@@ -25,8 +25,9 @@ import re
 from pathlib import Path
 
 from statekit.errors import DocumentError, SessionError
-from statekit.session._appends import DeltaBase, header, header_token
-from statekit.session._safe_files import read_regular, read_regular_stat
+from statekit.session._appends import DeltaBase, header_token
+from statekit.session._proofs import header
+from statekit.session._safe_files import read_regular, read_regular_stat, refuse_linked
 
 HEAD_BYTES = 512
 """The document's metadata (and so its token) must come within its first bytes."""
@@ -35,7 +36,9 @@ READ_ATTEMPTS = 20
 """How often a read starts again when a writer replaced the document while it was read."""
 
 _HEAD = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"log"\s*:\s*"([0-9a-f]{1,64})"')
-_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_FLAG = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"deltas"\s*:\s*([01])\b')
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | _NO_FOLLOW
 
 
 class Stored(bytes):
@@ -96,11 +99,15 @@ def read_session(path: Path) -> bytes | None:
 
     Returns:
         ``None`` when there is no document; the document alone when it has no
-        deltas; else a :class:`Stored`.
+        deltas; else a :class:`Stored` (with no deltas and the companion's token
+        when a companion lies beside a document without a token in its head:
+        the load then says what is wrong).
 
     Raises:
-        DocumentError: A companion that belongs to another document.
-        SessionError: Writers kept replacing the document while it was read.
+        DocumentError: A companion that belongs to another document, is
+            damaged at its header, or is missing though the document says it holds deltas.
+        SessionError: Writers kept replacing the document while it was read;
+            the companion cannot be read (naming it).
     """
     for _ in range(READ_ATTEMPTS):
         got = read_regular_stat(path)
@@ -108,24 +115,40 @@ def read_session(path: Path) -> bytes | None:
             return None
         doc, status = got
         token = doc_token(doc)
-        if token is None:
-            return doc  # no deltas belong to it (a companion beside it is left from before it)
         log = _read_log(path, token)
         if _unchanged(path, status):
             return _joined(path, doc, log, token)
     raise SessionError(f"{path} kept being replaced while it was read; try again")
 
 
-def _joined(path: Path, doc: bytes, log: bytes | None, token: str) -> bytes:
+def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> bytes:
+    if token is None:  # a companion beside it is an error (the token was removed) unless it names none
+        named = header_token(log.split(b"\n", 1)[0]) if log else None
+        return doc if named is None else joined(doc, b"", named)
     if log is None:
+        if has_deltas(doc):
+            raise DocumentError(
+                f"the companion {companion(path)} is missing: this document's metadata says items were appended "
+                "beside it (was the document copied or restored without its .log?); put the companion back beside "
+                f'it, or set "deltas" to 0 in its metadata to load the last full write without those items',
+                source=str(path),
+            )
+        return doc
+    if not log.startswith(b"{") or header_token(log.split(b"\n", 1)[0]) is None:
+        what = "is empty" if not log else "does not start with its header line"
+        raise DocumentError(
+            f"the companion of {path} {what}: it is damaged, so the items appended to the document are unknown; "
+            "restore it from a backup, or move it away to load the document alone",
+            source=str(companion(path)),
+            line=1,
+        )
+    if not _names(log, token):
         raise DocumentError(
             f"the companion {companion(path)} does not belong to this document (it names another one); "
             "move it away to load the document alone",
             source=str(path),
         )
-    if not log:
-        return doc
-    return joined(doc, log, token)
+    return joined(doc, _complete(log), token) if b"\n" in log else doc
 
 
 def joined(doc: bytes, log: bytes, token: str) -> Stored:
@@ -135,15 +158,27 @@ def joined(doc: bytes, log: bytes, token: str) -> Stored:
     return out
 
 
-def _read_log(path: Path, token: str) -> bytes | None:
-    """The companion's complete lines (``b""``: none); ``None`` when it names another document."""
-    data = read_regular(companion(path))
-    if data is not None:
-        return _complete(data) if _names(data, token) else None
-    old = read_regular(aside(path))
-    return _complete(old) if old is not None and _names(old, token) else b""
+def has_deltas(doc: bytes) -> bool:
+    """Whether a document's metadata says a companion holds deltas of it (see ``DELTAS_KEY``)."""
+    found = _FLAG.match(doc[:HEAD_BYTES])
+    return found is not None and found.group(1) == b"1"
 
 
+def _read_log(path: Path, token: str | None) -> bytes | None:
+    """The companion, whole (a torn last line included); ``None``: there is none.
+
+    Without a companion, one put aside that names ``token`` (a full write
+    stopped after moving it there): its deltas are still the document's.
+    """
+    log = companion(path)
+    try:
+        data = read_regular(log)
+        if data is not None or token is None:
+            return data
+        old = read_regular(aside(path))
+    except OSError as err:
+        raise SessionError(f"cannot read {log}, the companion of {path}: {err.strerror or err}") from err
+    return old if old is not None and _names(old, token) else None
 def _names(data: bytes, token: str) -> bool:
     return header_token(data.split(b"\n", 1)[0]) == token
 
@@ -232,9 +267,11 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
     if base.log_len == 0:
         data = header(base.token) + line
         write_whole(log, data)  # type: ignore[operator]
+        _mark_deltas(path)
         return len(data)
     fd = os.open(log, _APPEND_FLAGS)
     try:
+        refuse_linked(log, os.fstat(fd).st_nlink)
         _write_all(fd, line)
         os.fsync(fd)
     except BaseException:
@@ -244,6 +281,24 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
     finally:
         os.close(fd)
     return len(line)
+
+
+def _mark_deltas(path: Path) -> None:
+    """Set the document's ``"deltas"`` to 1 in place, durably: its companion now holds some.
+
+    One byte within the first disk block; a crash before it leaves 0 and a
+    companion, which loads as well (0 only means that none may be there).
+    """
+    fd = os.open(path, os.O_RDWR | _NO_FOLLOW)
+    try:
+        refuse_linked(path, os.fstat(fd).st_nlink)
+        found = _FLAG.match(os.read(fd, HEAD_BYTES))
+        if found is not None and found.group(1) == b"0":
+            os.lseek(fd, found.start(1), os.SEEK_SET)
+            os.write(fd, b"1")
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -32,8 +32,9 @@ from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
-from statekit.session._appends import DeltaBase, header
+from statekit.session._appends import DeltaBase
 from statekit.session._companion import doc_token, joined
+from statekit.session._proofs import header
 from statekit.session._revisions import Expected
 
 try:

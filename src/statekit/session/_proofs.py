@@ -1,0 +1,121 @@
+"""Delta lines that prove themselves: each carries its sequence number and a chained checksum.
+
+A companion (or the deltas after a Redis document) starts with a header line
+naming the document's token and the line format::
+
+    {"statekit_log":2,"document":"9f2c4e1a0b7d3c55"}
+    [[1,"6d1f0c2a"],[["agent","memory","content"],[{"role":"user","text":"hi"}]]]
+    [[2,"03be77a9"],[["agent","events"],[7]]]
+
+Each delta line is ``[[sequence, checksum], delta, ...]`` (each delta a
+``[path, items]`` pair, as deep in the line as without the proof): the sequence
+counts from 1, and the checksum is the CRC-32 of ``"<sequence>,"`` and the bytes
+of the deltas, chained from the previous line's checksum (the first line's from
+the token's).
+So a line repeated, swapped, left out, taken from another document (or from
+another copy of this one that went on differently) or changed in any byte is
+found, and named by its line. Companions of format 1 (lines of deltas alone)
+still load as they did; the next save rewrites them whole in this format.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import Any, Final
+
+import orjson
+
+from statekit.errors import DocumentError
+
+LOG_FORMAT: Final = 2
+"""The format of the delta lines this statekit writes (1: deltas alone, no sequence or checksum)."""
+
+_HEADER_KEY = "statekit_log"
+_SEALED = re.compile(rb'\[\[([1-9][0-9]{0,17}),"([0-9a-f]{8})"\],')
+
+
+def header(token: str) -> bytes:
+    """The first line of a companion: which document its deltas belong to, and their format."""
+    return orjson.dumps({_HEADER_KEY: LOG_FORMAT, "document": token}) + b"\n"
+
+
+def header_of(line: bytes) -> tuple[int, str] | None:
+    """The format and document token a companion's first line names (``None``: not a header)."""
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    version, token = data.get(_HEADER_KEY), data.get("document")
+    if version not in (1, LOG_FORMAT) or type(version) is not int or not isinstance(token, str):
+        return None
+    return version, token
+
+
+def start(token: str) -> int:
+    """The checksum the first delta line chains from."""
+    return zlib.crc32(token.encode())
+
+
+def seal(deltas: bytes, sequence: int, previous: int) -> tuple[bytes, int]:
+    """The delta line of ``deltas`` (a non-empty JSON array, maybe newline-terminated), and its checksum."""
+    body = deltas.removesuffix(b"\n")[1:-1]
+    checksum = zlib.crc32(b"%d," % sequence + body, previous)
+    return b'[[%d,"%08x"],%s]\n' % (sequence, checksum, body), checksum
+
+
+def last(lines: list[bytes]) -> tuple[int, int]:
+    """The sequence and checksum of the last of ``lines`` (checked complete lines), ``(0, 0)``: none."""
+    if not lines:
+        return 0, 0
+    found = _SEALED.match(lines[-1])
+    assert found is not None  # checked by the load that read them
+    return int(found.group(1)), int(found.group(2), 16)
+
+
+def check(lines: list[bytes], decoded: list[Any], token: str, source: str) -> list[Any]:
+    """The deltas of each sealed line, once every line proved to be the next one of this document.
+
+    Args:
+        lines: The companion's delta lines (line 2 on), without their newlines.
+        decoded: Each line decoded.
+        token: The document's token.
+        source: The companion's name, for errors.
+
+    Raises:
+        DocumentError: A line that is not the next delta of this document, at its line.
+    """
+    out: list[Any] = []
+    previous, seen = start(token), {}
+    for index, (line, value) in enumerate(zip(lines, decoded, strict=True)):
+        number = index + 2
+        found = _SEALED.match(line)
+        if found is None or not line.endswith(b"]") or not isinstance(value, list) or len(value) < 2:
+            raise DocumentError(
+                "not a delta line of this companion's format ([[sequence, checksum], delta, ...])",
+                source=source,
+                line=number,
+            )
+        sequence = int(found.group(1))
+        if sequence != index + 1:
+            raise DocumentError(_out_of_place(sequence, index + 1, seen), source=source, line=number)
+        previous = zlib.crc32(line[found.end() : -1], zlib.crc32(b"%d," % sequence, previous))
+        if previous != int(found.group(2), 16):
+            raise DocumentError(
+                f"delta {sequence} fails its checksum: the line was changed, or comes from another document "
+                "(or from another copy of this one); restore the companion from where it came, or move it away "
+                "to load the document alone",
+                source=source,
+                line=number,
+            )
+        seen[sequence] = number
+        out.append(value[1:])
+    return out
+
+
+def _out_of_place(sequence: int, expected: int, seen: dict[int, int]) -> str:
+    if sequence in seen:  # every sequence below the expected one was seen
+        return f"delta {sequence} again (line {seen[sequence]} was delta {sequence}): a line was repeated or moved"
+    return f"delta {sequence} where delta {expected} belongs: a line is missing or was moved"
