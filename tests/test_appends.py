@@ -740,3 +740,125 @@ def test_a_syntax_error_in_a_document_with_deltas_is_placed_and_worded(tmp_path:
     line = text[: text.index(b'"note"')].count(b"\n") + 1
     with pytest.raises(DocumentError, match=rf"chat\.json:{line}:\d+: invalid JSON: unexpected character"):
         _load(tmp_path)
+
+
+# -- damage: every damaged session loads the state last saved, or is refused with its position ------
+
+DELTAS = 4
+
+
+def history(save: Any, texts: list[str]) -> None:
+    """Two saves' worth of appends through ``save(text)``, one delta each."""
+    for text in texts:
+        save(text)
+
+
+def damaged_logs(lines: list[bytes], foreign: list[bytes], fork: list[bytes]) -> dict[str, bytes]:
+    """A companion's lines (the header first, each with its newline) damaged in every way of issue 26.
+
+    Args:
+        lines: The session's: the header and :data:`DELTAS` delta lines.
+        foreign: Another document's, as many.
+        fork: A copy of this document that went on with other deltas after the second.
+    """
+    h, d1, d2, d3, d4 = lines
+    whole = b"".join(lines)
+    cases = {
+        **{f"duplicated-{i}": b"".join([*lines[: i + 1], lines[i], *lines[i + 1 :]]) for i in range(DELTAS + 1)},
+        "duplicated-first-at-end": whole + d1,
+        **{f"swapped-{i}-{j}": b"".join(_swap(lines, i, j)) for i, j in [(0, 1), (1, 2), (2, 3), (3, 4), (1, 4), (2, 4)]},
+        **{f"removed-{i}": b"".join(lines[:i] + lines[i + 1 :]) for i in range(DELTAS + 1)},
+        **{f"foreign-{i}": b"".join([*lines[:i], foreign[i], *lines[i + 1 :]]) for i in range(1, DELTAS + 1)},
+        "foreign-appended": whole + foreign[1],
+        "fork-3": b"".join([h, d1, d2, fork[3], d4]),
+        "fork-4": b"".join([h, d1, d2, d3, fork[4]]),
+        "foreign-whole": b"".join(foreign),
+    }
+    start = 0
+    for index, line in enumerate(lines):
+        spots = [10, 20] if index == 0 else [2, 5, len(line) // 2, len(line) - 2]
+        for spot in spots:
+            flipped = bytearray(whole)
+            flipped[start + spot] ^= 1
+            cases[f"flipped-{index}-{spot}"] = bytes(flipped)
+        start += len(line)
+    ends = [len(b"".join(lines[: i + 1])) for i in range(DELTAS + 1)]
+    for name, cut in [("in-header", 10), ("after-header", ends[0]), ("in-1", ends[0] + 9), ("after-2", ends[2]),
+                      ("in-3", ends[2] + len(d3) // 2), ("in-4", ends[3] + len(d4) // 2), ("newline", ends[4] - 1)]:
+        cases[f"truncated-{name}"] = whole[:cut]
+    cases["empty"] = b""
+    return cases
+
+
+def _swap(lines: list[bytes], i: int, j: int) -> list[bytes]:
+    out = list(lines)
+    out[i], out[j] = out[j], out[i]
+    return out
+
+
+def _deltas_with_fork(tmp_path: Path) -> tuple[Agent, list[bytes], list[bytes], list[bytes]]:
+    """A session whose 4 deltas were saved, another session's companion, and a fork's."""
+    main, fork, other = tmp_path / "main", tmp_path / "fork", tmp_path / "other"
+    session, agent = _saved_with_deltas(main, deltas=0)
+    save = lambda text: (agent.memory.content.append(Msg("user", text)), session.save("chat", agent=agent))  # noqa: E731
+    history(save, ["d1", "d2"])
+    fork.mkdir()
+    for name in ("chat.json", "chat.json.log"):
+        (fork / name).write_bytes((main / name).read_bytes())
+    history(save, ["d3", "d4"])
+    forked_session, forked = JSONSession(fork), Agent()
+    forked_session.load("chat", agent=forked)
+    save_fork = lambda text: (forked.memory.content.append(Msg("user", text)), forked_session.save("chat", agent=forked))  # noqa: E731
+    history(save_fork, ["fork 3", "fork 4"])
+    other_session, stranger = _saved_with_deltas(other, deltas=DELTAS)
+    read = lambda folder: (folder / "chat.json.log").read_bytes().splitlines(keepends=True)  # noqa: E731
+    return agent, read(main), read(other), read(fork)
+
+
+def assert_exact_or_refused(load: Any, expected: Agent) -> DocumentError | None:
+    """Load, and require the state last saved (``None``), or a ``DocumentError`` that says where."""
+    loaded = Agent()
+    try:
+        load(loaded)
+    except DocumentError as err:
+        assert err.source, err
+        return err
+    assert loaded.memory.content == expected.memory.content and loaded.events == expected.events
+    return None
+
+
+def _file_cases(folder: Path) -> dict[str, Any]:
+    doc, log = folder / "chat.json", folder / "chat.json.log"
+    text = doc.read_bytes()
+    meta = json.loads(text)["__statekit__"]
+    return {
+        "missing-companion": lambda: log.unlink(),
+        "token-removed": lambda: doc.write_bytes(text.replace(f'"log": "{meta["log"]}",'.encode(), b"", 1)),
+        "token-changed": lambda: doc.write_bytes(text.replace(meta["log"].encode(), b"0" * 16, 1)),
+        "token-past-512": lambda: doc.write_bytes(text.replace(b'"format"', b'"pad": "' + b"x" * 600 + b'", "format"', 1)),
+        "metadata-reordered": lambda: doc.write_text(json.dumps({"agent": json.loads(text)["agent"], "__statekit__": meta})),
+    }
+
+
+def test_every_damaged_session_loads_the_state_last_saved_or_is_refused_with_its_position(tmp_path: Path) -> None:
+    agent, lines, foreign, fork = _deltas_with_fork(tmp_path)
+    assert len(lines) == DELTAS + 1
+    main = tmp_path / "main"
+    document, log = (main / "chat.json").read_bytes(), main / "chat.json.log"
+    in_log = damaged_logs(lines, foreign, fork)
+    cases: dict[str, Any] = {name: (lambda data=data: log.write_bytes(data)) for name, data in in_log.items()}
+    cases.update(_file_cases(main))
+    assert len(cases) >= 51
+    outcomes = {}
+    for name, damage in cases.items():
+        damage()
+        try:
+            outcomes[name] = assert_exact_or_refused(lambda into: JSONSession(main).load("chat", agent=into), agent)
+        except AssertionError as err:
+            raise AssertionError(f"{name}: loaded another state") from err
+        (main / "chat.json").write_bytes(document)
+        log.write_bytes(b"".join(lines))
+    assert [name for name, err in outcomes.items() if err is None] == []  # a reformatted document would load
+    for name in in_log:  # each refused at the companion's line at fault (a line cut off: where it is missing)
+        assert (Path(outcomes[name].source or "").name, outcomes[name].line is not None) == ("chat.json.log", True), (
+            name, str(outcomes[name]))

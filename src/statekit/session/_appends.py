@@ -170,10 +170,10 @@ def merge(document: dict[str, Any], log: bytes, token: str, source: str) -> None
         DocumentError: A line is not the next delta of this document (see
             :mod:`._proofs`), or names a place that is not a list.
     """
-    version, lines = _lines(log, token, source)
+    (version, _, count), lines = _lines(log, token, source)
     decoded = _decode_lines(lines, source)
     if version == LOG_FORMAT:
-        decoded = check(lines, decoded, token, source)
+        decoded = check(lines, decoded, token, count, source)
     for number, entries in enumerate(decoded, start=2):
         _apply(document, entries, source, number)
 
@@ -185,8 +185,8 @@ def log_tail(log: bytes) -> tuple[int, int] | None:
     return None if found is None or found[0] != LOG_FORMAT else last(lines[1:-1])
 
 
-def _lines(log: bytes, token: str, source: str) -> tuple[int, list[bytes]]:
-    """The format and the delta lines of a companion whose header names ``token``."""
+def _lines(log: bytes, token: str, source: str) -> tuple[tuple[int, str, int | None], list[bytes]]:
+    """The header and the delta lines of a companion whose header names ``token``."""
     lines = log.removeprefix(b"\n").split(b"\n")
     found = header_of(lines[0])
     if found is None or found[1] != token:
@@ -202,7 +202,7 @@ def _lines(log: bytes, token: str, source: str) -> tuple[int, list[bytes]]:
             source=source,
             line=len(lines),
         )
-    return found[0], lines[1:-1]
+    return found, lines[1:-1]
 
 
 def appended_at(doc: bytes, log: bytes, paths: list[Path]) -> dict[Path, tuple[int, bytes, Path]]:

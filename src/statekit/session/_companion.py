@@ -26,7 +26,7 @@ from pathlib import Path
 
 from statekit.errors import DocumentError, SessionError
 from statekit.session._appends import DeltaBase, header_token
-from statekit.session._proofs import header
+from statekit.session._proofs import count_at, count_field, header
 from statekit.session._safe_files import read_regular, read_regular_stat, refuse_linked
 
 HEAD_BYTES = 512
@@ -38,7 +38,7 @@ READ_ATTEMPTS = 20
 _HEAD = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"log"\s*:\s*"([0-9a-f]{1,64})"')
 _FLAG = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"deltas"\s*:\s*([01])\b')
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | _NO_FOLLOW
+_UPDATE_FLAGS = os.O_RDWR | _NO_FOLLOW
 
 
 class Stored(bytes):
@@ -144,9 +144,10 @@ def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> byt
         )
     if not _names(log, token):
         raise DocumentError(
-            f"the companion {companion(path)} does not belong to this document (it names another one); "
+            f"the companion {companion(path)} does not belong to {path} (it names another document); "
             "move it away to load the document alone",
-            source=str(path),
+            source=str(companion(path)),
+            line=1,
         )
     return joined(doc, _complete(log), token) if b"\n" in log else doc
 
@@ -265,22 +266,36 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
     """
     log = companion(path)
     if base.log_len == 0:
-        data = header(base.token) + line
+        data = header(base.token, 1) + line
         write_whole(log, data)  # type: ignore[operator]
         _mark_deltas(path)
         return len(data)
-    fd = os.open(log, _APPEND_FLAGS)
+    fd = os.open(log, _UPDATE_FLAGS)
     try:
         refuse_linked(log, os.fstat(fd).st_nlink)
-        _write_all(fd, line)
-        os.fsync(fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, base.log_len)
-        raise
+        try:
+            os.lseek(fd, base.log_len, os.SEEK_SET)
+            _write_all(fd, line)
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, base.log_len)
+            raise
+        # then the count: a crash before it is stored leaves one line more than it says, which loads
+        at = count_at(_read_head(fd))
+        if at is not None:
+            os.lseek(fd, at, os.SEEK_SET)
+            _write_all(fd, count_field(base.count + 1))
+            os.fsync(fd)
     finally:
         os.close(fd)
     return len(line)
+
+
+def _read_head(fd: int) -> bytes:
+    """The first bytes of an open file."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, HEAD_BYTES)
 
 
 def _mark_deltas(path: Path) -> None:
@@ -289,7 +304,7 @@ def _mark_deltas(path: Path) -> None:
     One byte within the first disk block; a crash before it leaves 0 and a
     companion, which loads as well (0 only means that none may be there).
     """
-    fd = os.open(path, os.O_RDWR | _NO_FOLLOW)
+    fd = os.open(path, _UPDATE_FLAGS)
     try:
         refuse_linked(path, os.fstat(fd).st_nlink)
         found = _FLAG.match(os.read(fd, HEAD_BYTES))

@@ -32,26 +32,45 @@ LOG_FORMAT: Final = 2
 """The format of the delta lines this statekit writes (1: deltas alone, no sequence or checksum)."""
 
 _HEADER_KEY = "statekit_log"
+_COUNT_KEY = "deltas"
+_COUNT_WIDTH = 12
+_COUNT = re.compile(rb'"deltas":([0-9]+ *)\}$')
 _SEALED = re.compile(rb'\[\[([1-9][0-9]{0,17}),"([0-9a-f]{8})"\],')
 
 
-def header(token: str) -> bytes:
-    """The first line of a companion: which document its deltas belong to, and their format."""
-    return orjson.dumps({_HEADER_KEY: LOG_FORMAT, "document": token}) + b"\n"
+def header(token: str, count: int | None = None) -> bytes:
+    """The first line of a companion: which document its deltas belong to, their format and
+    (``count``, in a file) how many were saved, a fixed-width number rewritten in place by each save."""
+    line = orjson.dumps({_HEADER_KEY: LOG_FORMAT, "document": token})
+    if count is not None:
+        line = line[:-1] + b',"%s":%s}' % (_COUNT_KEY.encode(), count_field(count))
+    return line + b"\n"
 
 
-def header_of(line: bytes) -> tuple[int, str] | None:
-    """The format and document token a companion's first line names (``None``: not a header)."""
+def header_of(line: bytes) -> tuple[int, str, int | None] | None:
+    """The format, document token and count of saved deltas (``None``: not kept) a companion's
+    first line names; ``None``: not a header."""
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
     if not isinstance(data, dict):
         return None
-    version, token = data.get(_HEADER_KEY), data.get("document")
+    version, token, count = data.get(_HEADER_KEY), data.get("document"), data.get(_COUNT_KEY)
     if version not in (1, LOG_FORMAT) or type(version) is not int or not isinstance(token, str):
         return None
-    return version, token
+    return version, token, count if type(count) is int else None
+
+
+def count_at(head: bytes) -> int | None:
+    """Where the count of saved deltas is in a companion's first bytes (``None``: it keeps none)."""
+    found = _COUNT.search(head[: head.find(b"\n")])
+    return None if found is None else found.start(1)
+
+
+def count_field(count: int) -> bytes:
+    """The bytes of the count of saved deltas, always as wide."""
+    return b"%-*d" % (_COUNT_WIDTH, count)
 
 
 def start(token: str) -> int:
@@ -75,13 +94,16 @@ def last(lines: list[bytes]) -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2), 16)
 
 
-def check(lines: list[bytes], decoded: list[Any], token: str, source: str) -> list[Any]:
+def check(lines: list[bytes], decoded: list[Any], token: str, count: int | None, source: str) -> list[Any]:
     """The deltas of each sealed line, once every line proved to be the next one of this document.
 
     Args:
         lines: The companion's delta lines (line 2 on), without their newlines.
         decoded: Each line decoded.
         token: The document's token.
+        count: How many deltas the header says were saved (``None``: it keeps
+            no count). One line more is a save killed after its line was
+            stored and before the count was.
         source: The companion's name, for errors.
 
     Raises:
@@ -112,6 +134,14 @@ def check(lines: list[bytes], decoded: list[Any], token: str, source: str) -> li
             )
         seen[sequence] = number
         out.append(value[1:])
+    if count is not None and not count <= len(lines) <= count + 1:
+        raise DocumentError(
+            f"the header says {count} deltas were saved, but {len(lines)} are here: "
+            + ("the last ones were cut off" if len(lines) < count else "lines were added after the last save")
+            + "; restore the companion from where it came, or move it away to load the document alone",
+            source=source,
+            line=len(lines) + 2 if len(lines) < count else count + 3,
+        )
     return out
 
 
