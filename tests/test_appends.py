@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from test_depth import nested
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
+from statekit._cli_compact import ATTEMPTS, compact_sessions
 from statekit.cli import main
 from statekit.errors import (
     ConflictError,
@@ -692,6 +694,42 @@ def test_compact_folds_the_deltas_in(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert _files(tmp_path) == ["chat.json", "plain.json"]
     assert _load(tmp_path).memory.content == agent.memory.content
     assert json.loads((tmp_path / "chat.json").read_bytes())["__statekit__"] == {"format": 1}
+
+
+class _WrittenWhileRead(JSONSession):
+    """A folder whose session another writer appends to right after each of the first ``times`` reads."""
+
+    def __init__(self, folder: Path, times: int) -> None:
+        super().__init__(folder)
+        self.times, self.writer, self.agent = times, JSONSession(folder), Agent()
+        self.writer.load("chat", agent=self.agent)
+
+    async def aread_document(self, session_id: str, user_id: str | None = None) -> Any:
+        stored = await super().aread_document(session_id, user_id)
+        if self.times:
+            self.times -= 1
+            self.agent.memory.content.append(Msg("user", f"meanwhile {self.times}"))
+            await self.writer.asave("chat", agent=self.agent)
+        return stored
+
+
+@pytest.mark.parametrize("times", [1, 3])
+def test_compact_of_a_session_being_written_tries_again(tmp_path: Path, times: int) -> None:
+    _saved_with_deltas(tmp_path)
+    store, out, err = _WrittenWhileRead(tmp_path, times), io.StringIO(), io.StringIO()
+    assert asyncio.run(compact_sessions(store, ["chat"], None, out=out, err=err))
+    assert (out.getvalue(), err.getvalue()) == (f"chat: compacted into {tmp_path / 'chat.json'}\ncompacted 1, unchanged 0, failed 0\n", "")
+    assert _files(tmp_path) == ["chat.json"]
+    assert _load(tmp_path).memory.content == store.agent.memory.content  # what the writer added is kept
+
+
+def test_compact_of_a_session_written_all_the_time_says_so_in_the_commands_words(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    store, out, err = _WrittenWhileRead(tmp_path, 1000), io.StringIO(), io.StringIO()
+    assert not asyncio.run(compact_sessions(store, ["chat"], None, out=out, err=err))
+    assert err.getvalue().startswith(f"chat: not compacted: it was written {ATTEMPTS} times while being compacted")
+    assert "statekit compact" in err.getvalue() and "update()" not in err.getvalue() and "overwrite" not in err.getvalue()
+    assert _load(tmp_path).memory.content == store.agent.memory.content
 
 
 def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

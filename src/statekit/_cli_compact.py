@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TextIO
 
 from statekit._cli_batch import FAILED, Tally, reason
-from statekit.errors import SessionNotFoundError, StatekitError
+from statekit.errors import ConflictError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
-from statekit.session._revisions import revision_of
+from statekit.session._revisions import backoff, revision_of
 
 LABELS = {"compacted": "compacted", "unchanged": "unchanged", FAILED: FAILED}
+
+ATTEMPTS = 8
+"""How often a session written meanwhile is read and compacted again before it is reported."""
 
 
 async def compact_sessions(store: SessionBase, session_ids: list[str], user_id: str | None, *, out: TextIO, err: TextIO) -> bool:
@@ -41,11 +45,21 @@ async def compact_sessions(store: SessionBase, session_ids: list[str], user_id: 
 
 async def _compact_one(store: SessionBase, session_id: str, user_id: str | None) -> tuple[str, str]:
     """Compact one session: its status and the line that reports it."""
-    stored = await store.aread_document(session_id, user_id)
-    if stored is None:
-        user = store.key(session_id, user_id).user_id
-        raise SessionNotFoundError(f"no session {session_id!r} of user {user!r}")
-    if revision_of(stored.raw) == stored.revision:  # the raw bytes are what is stored: no deltas
-        return "unchanged", f"{session_id}: nothing appended to fold in"
-    await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
-    return "compacted", f"{session_id}: compacted into {stored.source}"
+    for attempt in range(ATTEMPTS):
+        stored = await store.aread_document(session_id, user_id)
+        if stored is None:
+            user = store.key(session_id, user_id).user_id
+            raise SessionNotFoundError(f"no session {session_id!r} of user {user!r}")
+        if revision_of(stored.raw) == stored.revision:  # the raw bytes are what is stored: no deltas
+            return "unchanged", f"{session_id}: nothing appended to fold in"
+        try:
+            await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
+        except ConflictError:
+            await asyncio.sleep(backoff(attempt))  # written meanwhile: read what is there now
+            continue
+        return "compacted", f"{session_id}: compacted into {stored.source}"
+    return FAILED, (
+        f"{session_id}: not compacted: it was written {ATTEMPTS} times while being compacted, and each "
+        "compaction keeps what was stored when it read it; run `statekit compact` again when its writers pause "
+        f"(the session is as they left it, in {stored.source})"
+    )
