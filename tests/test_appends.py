@@ -472,6 +472,117 @@ def test_a_torn_last_line_is_ignored_then_cut(tmp_path: Path) -> None:
     assert (tmp_path / "chat.json.log").read_bytes().endswith(b"after the crash\"}]]]\n")
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_companion_is_named(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    (tmp_path / "chat.json.log").chmod(0)
+    with pytest.raises(SessionError, match=rf"cannot read {re.escape(str(tmp_path / 'chat.json.log'))}, beside .*chat\.json: Permission denied"):
+        _load(tmp_path)
+
+
+def test_a_lock_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    """As another user's lock file left by a writer of theirs would be (a folder stands in for it: root opens any file)."""
+    session, agent = _saved_with_deltas(tmp_path)
+    (tmp_path / ".chat.json.lock").mkdir()
+    agent.memory.content.append(Msg("user", "more"))
+    lock = re.escape(str(tmp_path / ".chat.json.lock"))
+    with pytest.raises(SessionError, match=rf"^cannot open {lock}, the lock file of .*chat\.json: Is a directory"):
+        session.save("chat", agent=agent)
+
+
+def test_an_empty_companion_is_called_empty(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    (tmp_path / "chat.json.log").write_bytes(b"")
+    with pytest.raises(DocumentError, match=r"chat\.json\.log:1: the companion of .*chat\.json is empty") as caught:
+        _load(tmp_path)
+    assert "names another" not in str(caught.value)
+
+
+def test_a_token_past_the_first_bytes_is_not_called_reordered(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    path = tmp_path / "chat.json"
+    path.write_bytes(path.read_bytes().replace(b'"format"', b'"note": "' + b"x" * 600 + b'", "format"', 1))
+    with pytest.raises(DocumentError, match="token .* is not within its first 512 bytes") as caught:
+        _load(tmp_path)
+    assert "not its first key" not in str(caught.value)
+
+
+def test_a_document_copied_without_its_companion_is_refused(tmp_path: Path) -> None:
+    """A backup of *.json alone: the document says its companion holds deltas."""
+    _, agent = _saved_with_deltas(tmp_path / "sessions")
+    (tmp_path / "backup").mkdir()
+    for path in (tmp_path / "sessions").glob("*.json"):
+        (tmp_path / "backup" / path.name).write_bytes(path.read_bytes())
+    with pytest.raises(DocumentError, match=r"companion .*backup/chat\.json\.log is missing") as caught:
+        _load(tmp_path / "backup")
+    assert caught.value.source == str(tmp_path / "backup" / "chat.json")
+    (tmp_path / "backup" / "chat.json.log").write_bytes((tmp_path / "sessions" / "chat.json.log").read_bytes())
+    assert _load(tmp_path / "backup").memory.content == agent.memory.content
+
+
+def test_a_document_whose_token_was_removed_is_refused(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    path = tmp_path / "chat.json"
+    document = json.loads(path.read_bytes())
+    del document["__statekit__"]["log"]
+    path.write_text(json.dumps(document, indent=2))
+    with pytest.raises(DocumentError, match=r"chat\.json\.log holds items appended to document [0-9a-f]+, but this document has no token"):
+        _load(tmp_path)
+
+
+def test_old_companions_without_sequence_load_and_the_next_save_rewrites_them(tmp_path: Path) -> None:
+    """A companion of format 1 (as statekit wrote before issue 26): its lines are deltas alone."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(2))
+    session.save("chat", agent=agent)
+    path, log = tmp_path / "chat.json", tmp_path / "chat.json.log"
+    token = json.loads(path.read_bytes())["__statekit__"]["log"]
+    path.write_bytes(path.read_bytes().replace(b',\n    "deltas": 0', b""))  # as older statekits wrote it
+    lines = [orjson.dumps([[["agent", "memory", "content"], [{"role": "user", "text": f"old {index}"}]]]) for index in range(2)]
+    log.write_bytes(orjson.dumps({"statekit_log": 1, "document": token}) + b"\n" + b"\n".join(lines) + b"\n")
+    loading, reader = Agent(), JSONSession(tmp_path)
+    reader.load("chat", agent=loading)
+    assert [m.text for m in loading.memory.content] == ["message 0", "message 1", "old 0", "old 1"]
+    loading.memory.content.append(Msg("user", "new"))
+    reader.save("chat", agent=loading)  # rewritten whole: no line of the new format joins an old companion
+    assert _files(tmp_path) == ["chat.json"]
+    assert _load(tmp_path).memory.content == loading.memory.content
+
+
+def test_the_deltas_flag_cleared_by_hand_loads_the_document_alone(tmp_path: Path) -> None:
+    """What the refusal of a missing companion says to do, to load the last full write on purpose."""
+    _saved_with_deltas(tmp_path)
+    (tmp_path / "chat.json.log").unlink()
+    path = tmp_path / "chat.json"
+    path.write_bytes(path.read_bytes().replace(b'"deltas": 1', b'"deltas": 0'))
+    assert _load(tmp_path).memory.content == _msgs(2)
+
+
+def test_a_hard_linked_companion_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    session, agent = _saved_with_deltas(tmp_path / "sessions")
+    outside = tmp_path / "outside.log"
+    os.link(tmp_path / "sessions" / "chat.json.log", outside)
+    before = outside.read_bytes()
+    agent.memory.content.append(Msg("user", "more"))
+    with pytest.raises(SessionError, match=r"chat\.json\.log has 2 hard links; statekit never reads or writes"):
+        session.save("chat", agent=agent)
+    assert outside.read_bytes() == before
+    with pytest.raises(SessionError, match=r"chat\.json\.log has 2 hard links"):
+        _load(tmp_path / "sessions")
+
+
+def test_a_hard_linked_session_file_is_not_read_through(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text('{"agent": {"memory": {"content": [], "note": "private"}, "events": []}}')
+    os.link(secret, tmp_path / "sessions" / "chat.json")
+    with pytest.raises(SessionError, match=r"chat\.json has 2 hard links"):
+        _load(tmp_path / "sessions")
+    with pytest.raises(SessionError, match=r"chat\.json has 2 hard links"):
+        JSONSession(tmp_path / "sessions").save("chat", agent=Agent())
+    assert "private" in secret.read_text()
+
+
 def test_a_companion_of_another_document_is_an_error(tmp_path: Path) -> None:
     _saved_with_deltas(tmp_path / "a")
     _saved_with_deltas(tmp_path / "b")

@@ -27,7 +27,7 @@ from pathlib import Path
 from statekit.errors import DocumentError, SessionError
 from statekit.session._appends import DeltaBase, header_token
 from statekit.session._proofs import count_at, count_field, header
-from statekit.session._safe_files import read_regular, read_regular_stat, refuse_linked
+from statekit.session._safe_files import read_regular_stat, refuse_linked
 
 HEAD_BYTES = 512
 """The document's metadata (and so its token) must come within its first bytes."""
@@ -171,15 +171,20 @@ def _read_log(path: Path, token: str | None) -> bytes | None:
     Without a companion, one put aside that names ``token`` (a full write
     stopped after moving it there): its deltas are still the document's.
     """
-    log = companion(path)
-    try:
-        data = read_regular(log)
-        if data is not None or token is None:
-            return data
-        old = read_regular(aside(path))
-    except OSError as err:
-        raise SessionError(f"cannot read {log}, the companion of {path}: {err.strerror or err}") from err
+    data = _read_beside(companion(path), path)
+    if data is not None or token is None:
+        return data
+    old = _read_beside(aside(path), path)
     return old if old is not None and _names(old, token) else None
+
+
+def _read_beside(file: Path, path: Path, limit: int = -1) -> bytes | None:
+    """A file beside the document ``path`` (``None``: none); an error names that file, not the document."""
+    try:
+        got = read_regular_stat(file, limit)
+    except OSError as err:
+        raise SessionError(f"cannot read {file}, beside {path}: {err.strerror or err}") from err
+    return None if got is None else got[0]
 def _names(data: bytes, token: str) -> bool:
     return header_token(data.split(b"\n", 1)[0]) == token
 
@@ -216,14 +221,14 @@ def base_holds(path: Path, base: DeltaBase) -> bool:
         return False
     log = companion(path)
     size = _size(log)
-    if size is None and _size(aside(path)) is not None and _names(_first(aside(path)), base.token):
+    if size is None and _size(aside(path)) is not None and _names(_first(aside(path), path), base.token):
         if not base.log_len:
             return False  # a crash left this document's deltas aside: they are stored, and base lacks them
         os.replace(aside(path), log)
         size = _size(log)
     if base.log_len == 0 or size is None:
         return base.log_len == 0 and size is None
-    if size < base.log_len or not _names(_first(log), base.token):
+    if size < base.log_len or not _names(_first(log, path), base.token):
         return False
     return size == base.log_len or _cut_torn_tail(log, base.log_len)
 
@@ -235,9 +240,9 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def _first(path: Path) -> bytes:
-    got = read_regular_stat(path, 4096)
-    return b"" if got is None else got[0]
+def _first(file: Path, path: Path) -> bytes:
+    """The first bytes of ``file``, beside the document ``path`` (``b""``: no file)."""
+    return _read_beside(file, path, 4096) or b""
 
 
 def _cut_torn_tail(log: Path, length: int) -> bool:
@@ -334,7 +339,7 @@ def tidy(path: Path, token: str, temps: tuple[Path, ...]) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
     old = aside(path)
-    if _size(old) is not None and not _names(_first(old), token):
+    if _size(old) is not None and not _names(_first(old, path), token):
         drop_retired(path)
 
 
