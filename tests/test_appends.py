@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -583,6 +584,31 @@ def test_a_hard_linked_session_file_is_not_read_through(tmp_path: Path) -> None:
     assert "private" in secret.read_text()
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_what_killed_writers_left_is_cleaned_up_by_the_next_write_in_the_folder(tmp_path: Path) -> None:
+    import fcntl
+
+    _, b = _saved_with_deltas(tmp_path / "b")
+    _, d = _saved_with_deltas(tmp_path / "d")
+    _saved_with_deltas(tmp_path / "c")
+    for name in ("b", "d"):
+        for path in (tmp_path / name).iterdir():
+            path.replace(tmp_path / path.name.replace("chat", name))
+        (tmp_path / name).rmdir()
+    (tmp_path / "c" / "chat.json.log").replace(tmp_path / "c.json.log")  # a delete killed after removing c.json
+    shutil.rmtree(tmp_path / "c")
+    for name in (".b.json.lock", ".b.json.tmp", ".b.json.log.tmp", ".e.json.tmp", ".e.json.lock"):
+        (tmp_path / name).write_bytes(b'{"half": ')
+    (tmp_path / ".b.json.log.old").write_bytes(b'{"statekit_log":2,"document":"0000000000000000"}\n')
+    (tmp_path / "d.json.log").replace(tmp_path / ".d.json.log.old")  # a full write of d killed before its document
+    with open(tmp_path / ".e.json.lock", "rb") as held:  # a writer of e is running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        JSONSession(tmp_path).save("a", agent=Agent())
+    assert _files(tmp_path) == [".e.json.lock", ".e.json.tmp", "a.json", "b.json", "b.json.log", "d.json", "d.json.log"]
+    assert _load(tmp_path, "b").memory.content == b.memory.content
+    assert _load(tmp_path, "d").memory.content == d.memory.content
+
+
 def test_a_companion_of_another_document_is_an_error(tmp_path: Path) -> None:
     _saved_with_deltas(tmp_path / "a")
     _saved_with_deltas(tmp_path / "b")
@@ -896,10 +922,11 @@ def test_a_syntax_error_in_a_document_with_deltas_is_placed_and_worded(tmp_path:
 DELTAS = 4
 
 
-def history(save: Any, texts: list[str]) -> None:
-    """Two saves' worth of appends through ``save(text)``, one delta each."""
+def _appended(session: JSONSession, agent: Agent, texts: list[str]) -> None:
+    """One delta save per text, each appending it."""
     for text in texts:
-        save(text)
+        agent.memory.content.append(Msg("user", text))
+        session.save("chat", agent=agent)
 
 
 def damaged_logs(lines: list[bytes], foreign: list[bytes], fork: list[bytes]) -> dict[str, bytes]:
@@ -949,19 +976,19 @@ def _deltas_with_fork(tmp_path: Path) -> tuple[Agent, list[bytes], list[bytes], 
     """A session whose 4 deltas were saved, another session's companion, and a fork's."""
     main, fork, other = tmp_path / "main", tmp_path / "fork", tmp_path / "other"
     session, agent = _saved_with_deltas(main, deltas=0)
-    save = lambda text: (agent.memory.content.append(Msg("user", text)), session.save("chat", agent=agent))  # noqa: E731
-    history(save, ["d1", "d2"])
+    _appended(session, agent, ["d1", "d2"])
     fork.mkdir()
     for name in ("chat.json", "chat.json.log"):
         (fork / name).write_bytes((main / name).read_bytes())
-    history(save, ["d3", "d4"])
+    _appended(session, agent, ["d3", "d4"])
     forked_session, forked = JSONSession(fork), Agent()
     forked_session.load("chat", agent=forked)
-    save_fork = lambda text: (forked.memory.content.append(Msg("user", text)), forked_session.save("chat", agent=forked))  # noqa: E731
-    history(save_fork, ["fork 3", "fork 4"])
-    other_session, stranger = _saved_with_deltas(other, deltas=DELTAS)
-    read = lambda folder: (folder / "chat.json.log").read_bytes().splitlines(keepends=True)  # noqa: E731
-    return agent, read(main), read(other), read(fork)
+    _appended(forked_session, forked, ["fork 3", "fork 4"])
+    _saved_with_deltas(other, deltas=DELTAS)
+    main_log, other_log, fork_log = (
+        (folder / "chat.json.log").read_bytes().splitlines(keepends=True) for folder in (main, other, fork)
+    )
+    return agent, main_log, other_log, fork_log
 
 
 def assert_exact_or_refused(load: Any, expected: Agent) -> DocumentError | None:
@@ -1009,5 +1036,8 @@ def test_every_damaged_session_loads_the_state_last_saved_or_is_refused_with_its
         log.write_bytes(b"".join(lines))
     assert [name for name, err in outcomes.items() if err is None] == []  # a reformatted document would load
     for name in in_log:  # each refused at the companion's line at fault (a line cut off: where it is missing)
-        assert (Path(outcomes[name].source or "").name, outcomes[name].line is not None) == ("chat.json.log", True), (
-            name, str(outcomes[name]))
+        refused = outcomes[name]
+        assert refused is not None and (Path(refused.source or "").name, refused.line is not None) == (
+            "chat.json.log",
+            True,
+        ), (name, str(refused))

@@ -45,6 +45,7 @@ async def compact_sessions(store: SessionBase, session_ids: list[str], user_id: 
 
 async def _compact_one(store: SessionBase, session_id: str, user_id: str | None) -> tuple[str, str]:
     """Compact one session: its status and the line that reports it."""
+    source = store.location(session_id, user_id)
     for attempt in range(ATTEMPTS):
         stored = await store.aread_document(session_id, user_id)
         if stored is None:
@@ -61,5 +62,5 @@ async def _compact_one(store: SessionBase, session_id: str, user_id: str | None)
     return FAILED, (
         f"{session_id}: not compacted: it was written {ATTEMPTS} times while being compacted, and each "
         "compaction keeps what was stored when it read it; run `statekit compact` again when its writers pause "
-        f"(the session is as they left it, in {stored.source})"
+        f"(the session is as they left it, in {source})"
     )

@@ -200,7 +200,7 @@ def seal_into(
     return None
 
 
-def _sealed(box: SecretBox, dump: Callable[[Any], Any], value: Any, depth: int) -> str | Problem:
+def _sealed(box: SecretBox, dump: Callable[[Any], Any], value: Any, depth: int) -> dict[str, str] | Problem:
     """The sealed value, or the problem (no exception is left on a context, no plaintext in a frame)."""
     failed = ""
     try:

@@ -327,20 +327,27 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def tidy(path: Path, token: str, temps: tuple[Path, ...]) -> None:
+def tidy(path: Path, token: str | None, temps: tuple[Path, ...]) -> None:
     """Before a delta: remove what a killed save left (its temporary files, a stale companion put aside).
 
     Args:
         path: The document.
-        token: The document's token (a companion aside that names it is kept: it is this document's).
+        token: The document's token (a companion aside that names it is kept: it is this
+            document's); ``None``: it has none.
         temps: The temporary files of the document's and the companion's writes.
     """
     for temp in temps:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
     old = aside(path)
-    if _size(old) is not None and not _names(_first(old, path), token):
+    if _size(old) is not None and (token is None or not _names(_first(old, path), token)):
         drop_retired(path)
+
+
+def restore_aside(path: Path, token: str) -> None:
+    """Put back a companion that a full write killed before replacing the document left aside."""
+    if _size(companion(path)) is None and _size(aside(path)) is not None and _names(_first(aside(path), path), token):
+        os.replace(aside(path), companion(path))
 
 
 def retire(path: Path) -> None:

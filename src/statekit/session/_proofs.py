@@ -110,7 +110,7 @@ def check(lines: list[bytes], decoded: list[Any], token: str, count: int | None,
         DocumentError: A line that is not the next delta of this document, at its line.
     """
     out: list[Any] = []
-    previous, seen = start(token), {}
+    previous, seen = start(token), dict[int, int]()
     for index, (line, value) in enumerate(zip(lines, decoded, strict=True)):
         number = index + 2
         found = _SEALED.match(line)
