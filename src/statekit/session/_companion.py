@@ -2,9 +2,12 @@
 
 ``chat-1.json`` stays a whole, readable document; ``chat-1.json.log`` holds
 what was appended since it was written: a header line naming the document's
-token, then one line per delta save, each written with one ``write`` and
-fsync'd. A line cut short by a crash (no final newline) is ignored by readers
-and cut off by the next writer.
+token and counting the deltas, then one line per delta save (see
+:mod:`._proofs`), each written with one ``write`` and fsync'd, then counted in
+the header (in place). A line cut short by a crash (no final newline, not yet
+counted) is ignored by readers and cut off by the next writer. The first delta
+also sets the document's ``"deltas"`` to 1 in place, so that a document found
+without its companion is refused.
 
 A full write (a save that is not a delta, compaction) first renames the
 companion aside (``.chat-1.json.log.old``), then replaces the document, then
@@ -291,10 +294,13 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
         if at is not None:
             os.lseek(fd, at, os.SEEK_SET)
             _write_all(fd, count_field(base.count + 1))
-            os.fsync(fd)
+            _sync_data(fd)  # bytes overwritten in place: no size or block to record, the cheaper flush
     finally:
         os.close(fd)
     return len(line)
+
+
+_sync_data = getattr(os, "fdatasync", os.fsync)
 
 
 def _read_head(fd: int) -> bytes:
