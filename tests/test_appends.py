@@ -869,6 +869,24 @@ def test_compact_of_a_session_written_all_the_time_says_so_in_the_commands_words
     assert _load(tmp_path).memory.content == store.agent.memory.content
 
 
+def test_compact_repairs_what_a_crash_left_and_refuses_damage_with_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, torn = _saved_with_deltas(tmp_path, deltas=2)
+    with open(tmp_path / "chat.json.log", "ab") as log:
+        log.write(b'[[3,"00000000"],[["agent","memory","content"],[{"role":"us')  # a save killed mid-append
+    assert main(["compact", "--dir", str(tmp_path), "chat"]) == 0
+    assert _files(tmp_path) == ["chat.json"] and _load(tmp_path).memory.content == torn.memory.content
+    _saved_with_deltas(tmp_path / "damaged", deltas=3)
+    log = tmp_path / "damaged" / "chat.json.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join([lines[0], lines[2], lines[1], lines[3]]))
+    capsys.readouterr()
+    assert main(["compact", "--dir", str(tmp_path / "damaged"), "chat"]) == 1
+    assert f"chat: not compacted: {log}:2: delta 2 where delta 1 belongs" in capsys.readouterr().err
+    assert _files(tmp_path / "damaged") == ["chat.json", "chat.json.log"]
+
+
 def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, agent = _saved_with_deltas(tmp_path / "sessions")
     assert main(["show", str(tmp_path / "sessions" / "chat.json"), "--json"]) == 0
