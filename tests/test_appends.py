@@ -873,8 +873,8 @@ def test_compact_repairs_what_a_crash_left_and_refuses_damage_with_its_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, torn = _saved_with_deltas(tmp_path, deltas=2)
-    with open(tmp_path / "chat.json.log", "ab") as log:
-        log.write(b'[[3,"00000000"],[["agent","memory","content"],[{"role":"us')  # a save killed mid-append
+    with open(tmp_path / "chat.json.log", "ab") as torn_log:
+        torn_log.write(b'[[3,"00000000"],[["agent","memory","content"],[{"role":"us')  # a save killed mid-append
     assert main(["compact", "--dir", str(tmp_path), "chat"]) == 0
     assert _files(tmp_path) == ["chat.json"] and _load(tmp_path).memory.content == torn.memory.content
     _saved_with_deltas(tmp_path / "damaged", deltas=3)

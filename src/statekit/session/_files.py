@@ -65,7 +65,7 @@ from statekit.session._companion import (
     retire,
     tidy,
 )
-from statekit.session._leftovers import sweep, temp_path as temp_path
+from statekit.session._leftovers import sweep, sweep_due, temp_path as temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
 from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd, write_new
 
@@ -277,7 +277,6 @@ class FileSession(SessionBase):
         self.save_dir = _check_save_dir(save_dir)
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
-        self._swept: set[Path] = set()  # folders this object cleaned up after killed writers (see _leftovers.py)
 
     def _saves_deltas(self) -> bool:
         # AgentScope 1.x reads only the document: in its layout every save writes the whole state
@@ -365,9 +364,8 @@ class FileSession(SessionBase):
         return await self._io(key, delete) is True
 
     def _sweep(self, folder: Path) -> None:
-        """Once per folder: clean up after the killed writers of its other sessions."""
-        if folder not in self._swept:
-            self._swept.add(folder)
+        """Now and then: clean up after the killed writers of the folder's sessions (see _leftovers.py)."""
+        if sweep_due(folder):
             sweep(folder, self.codec.suffix)
 
     async def _exists(self, key: SessionKey) -> bool:

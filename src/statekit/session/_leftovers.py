@@ -5,9 +5,10 @@ lock file (``.chat-1.json.lock``), its temporary files (``.chat-1.json.tmp``,
 ``.chat-1.json.log.tmp``), a companion put aside (``.chat-1.json.log.old``) and,
 killed in a delete, a companion without its document. At most one of each per
 session: the names are fixed, and the next write of that session reuses or
-removes them. Besides, the first save or delete of a session object in a folder
-sweeps the whole folder: every session whose lock it can take at once (none of
-its writers is running) is cleaned up; a session being written is left to its writer.
+removes them. Besides, a save or delete sweeps the whole folder when this
+process has not swept it for :data:`SWEEP_EVERY` seconds: every session whose
+lock it can take at once (none of its writers is running) is cleaned up; a
+session being written is left to its writer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
+import time
 from pathlib import Path
 
 from statekit.errors import SessionError
@@ -22,7 +25,26 @@ from statekit.session._companion import HEAD_BYTES, aside, companion, doc_token,
 from statekit.session._filelock import session_lock
 from statekit.session._safe_files import read_regular_stat
 
+SWEEP_EVERY = 60.0
+"""Seconds between two sweeps of one folder by one process."""
+
 _LEFT = re.compile(r"\.(.+)\.(?:lock|tmp|log\.tmp|log\.old)\Z")
+_SWEPT: dict[Path, float] = {}  # folder -> when this process last swept it
+_SWEPT_LOCK = threading.Lock()
+_SWEPT_KEEP = 4096
+
+
+def sweep_due(folder: Path) -> bool:
+    """Whether ``folder`` is due for a sweep (then it counts as swept now)."""
+    now = time.monotonic()
+    with _SWEPT_LOCK:
+        last = _SWEPT.get(folder)
+        if last is not None and now - last < SWEEP_EVERY:
+            return False
+        if len(_SWEPT) >= _SWEPT_KEEP:
+            _SWEPT.clear()
+        _SWEPT[folder] = now
+    return True
 
 
 def temp_path(path: Path) -> Path:
