@@ -137,7 +137,7 @@ def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> byt
                 source=str(path),
             )
         return doc
-    if not log.startswith(b"{") or header_token(log.split(b"\n", 1)[0]) is None:
+    if header_token(log.split(b"\n", 1)[0]) is None:
         what = "is empty" if not log else "does not start with its header line"
         raise DocumentError(
             f"the companion of {path} {what}: it is damaged, so the items appended to the document are unknown; "
@@ -188,6 +188,8 @@ def _read_beside(file: Path, path: Path, limit: int = -1) -> bytes | None:
     except OSError as err:
         raise SessionError(f"cannot read {file}, beside {path}: {err.strerror or err}") from err
     return None if got is None else got[0]
+
+
 def _names(data: bytes, token: str) -> bool:
     return header_token(data.split(b"\n", 1)[0]) == token
 

@@ -110,29 +110,27 @@ def check(lines: list[bytes], decoded: list[Any], token: str, count: int | None,
         DocumentError: A line that is not the next delta of this document, at its line.
     """
     out: list[Any] = []
-    previous, seen = start(token), dict[int, int]()
+    previous, crc32, match = start(token), zlib.crc32, _SEALED.match
     for index, (line, value) in enumerate(zip(lines, decoded, strict=True)):
-        number = index + 2
-        found = _SEALED.match(line)
-        if found is None or not line.endswith(b"]") or not isinstance(value, list) or len(value) < 2:
+        found = match(line)
+        if found is None or line[-1:] != b"]" or type(value) is not list or len(value) < 2:
             raise DocumentError(
                 "not a delta line of this companion's format ([[sequence, checksum], delta, ...])",
                 source=source,
-                line=number,
+                line=index + 2,
             )
-        sequence = int(found.group(1))
-        if sequence != index + 1:
-            raise DocumentError(_out_of_place(sequence, index + 1, seen), source=source, line=number)
-        previous = zlib.crc32(line[found.end() : -1], zlib.crc32(b"%d," % sequence, previous))
-        if previous != int(found.group(2), 16):
+        sequence, checksum = found.groups()
+        if int(sequence) != index + 1:
+            raise DocumentError(_out_of_place(int(sequence), index + 1), source=source, line=index + 2)
+        previous = crc32(memoryview(line)[found.end() : -1], crc32(sequence + b",", previous))
+        if previous != int(checksum, 16):
             raise DocumentError(
-                f"delta {sequence} fails its checksum: the line was changed, or comes from another document "
+                f"delta {index + 1} fails its checksum: the line was changed, or comes from another document "
                 "(or from another copy of this one); restore the companion from where it came, or move it away "
                 "to load the document alone",
                 source=source,
-                line=number,
+                line=index + 2,
             )
-        seen[sequence] = number
         out.append(value[1:])
     if count is not None and not count <= len(lines) <= count + 1:
         raise DocumentError(
@@ -145,7 +143,7 @@ def check(lines: list[bytes], decoded: list[Any], token: str, count: int | None,
     return out
 
 
-def _out_of_place(sequence: int, expected: int, seen: dict[int, int]) -> str:
-    if sequence in seen:  # every sequence below the expected one was seen
-        return f"delta {sequence} again (line {seen[sequence]} was delta {sequence}): a line was repeated or moved"
+def _out_of_place(sequence: int, expected: int) -> str:
+    if sequence < expected:  # every line before was the delta of its place
+        return f"delta {sequence} again (line {sequence + 1} was delta {sequence}): a line was repeated or moved"
     return f"delta {sequence} where delta {expected} belongs: a line is missing or was moved"
