@@ -244,7 +244,6 @@ def test_every_damaged_value_loads_the_state_last_saved_or_is_refused_with_its_p
             values = {name: document + b"\n" + data for name, data in damaged_logs(lines, foreign, fork).items()}
             values["token-removed"] = document.replace(f',"log":"{meta["log"]}"'.encode(), b"") + b"\n" + log
             values["token-changed"] = document.replace(meta["log"].encode(), b"0" * 16) + b"\n" + log
-            values["header-only-removed-all"] = document + b"\n" + b"".join(lines[1:])
             assert len(values) >= 51
             key = session.session_key("chat")
             outcomes = {}
