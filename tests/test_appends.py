@@ -898,6 +898,29 @@ def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys:
     assert loaded.memory.content == agent.memory.content
 
 
+@pytest.mark.parametrize("damage", ["reordered", "token-removed", "companion-missing", "line-removed"])
+def test_commands_on_a_damaged_session_file_refuse_it_as_a_load_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    _saved_with_deltas(tmp_path, deltas=3)
+    path, log = tmp_path / "chat.json", tmp_path / "chat.json.log"
+    document = json.loads(path.read_bytes())
+    if damage == "reordered":
+        path.write_text(json.dumps({"agent": document["agent"], "__statekit__": document["__statekit__"]}))
+    elif damage == "token-removed":
+        del document["__statekit__"]["log"]
+        path.write_text(json.dumps(document))
+    elif damage == "companion-missing":
+        log.unlink()
+    else:
+        lines = log.read_bytes().splitlines(keepends=True)
+        log.write_bytes(b"".join(lines[:2] + lines[3:]))
+    with pytest.raises(DocumentError) as loading:
+        _load(tmp_path)
+    assert main(["show", str(path), "--json"]) == 1
+    assert loading.value.reason in capsys.readouterr().err
+
+
 def test_commands_follow_a_link_named_on_the_command_line_to_a_session_with_deltas(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

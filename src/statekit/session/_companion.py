@@ -125,9 +125,8 @@ def read_session(path: Path) -> bytes | None:
 
 
 def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> bytes:
-    if token is None:  # a companion beside it is an error (the token was removed) unless it names none
-        named = header_token(log.split(b"\n", 1)[0]) if log else None
-        return doc if named is None else joined(doc, b"", named)
+    if token is None:  # a companion beside it: the token was removed (the load says so, or where it went)
+        return doc if log is None else joined(doc, b"", header_token(log.split(b"\n", 1)[0]) or "")
     if log is None:
         if has_deltas(doc):
             raise DocumentError(

@@ -168,8 +168,9 @@ def check_token(document: Mapping[str, Any], token: str | None, source: str, log
     """Refuse deltas whose token the decoded document does not carry."""
     own = token_of(document)
     if own is None and token is not None:
+        whose = f"to document {token}" if token else "(its header line is damaged)"
         raise DocumentError(
-            f"{log_source} holds items appended to document {token}, but this document has no token in its "
+            f"{log_source} holds items appended {whose}, but this document has no token in its "
             f"{META_KEY!r} metadata (was it removed by hand, or the document replaced?): loading it would leave "
             "those items out; put the token back, or move the companion away to load the document alone",
             source=source,

@@ -129,15 +129,16 @@ async def decode_stored(session: SessionBase, raw: bytes, key: SessionKey) -> Ma
             without_gc(merge), document, log, token or "", session._companion_source(key), size=len(log)
         )
     elif token_of(document) is not None and doc_token(raw) is None:
-        raise DocumentError(_misplaced(session, document), source=session._source(key))
+        raise DocumentError(misplaced(document, session._saves_deltas()), source=session._source(key))
     elif token is not None:  # a companion beside a document without a token
         check_token(document, token, session._source(key), session._companion_source(key))
     return document
 
 
-def _misplaced(session: SessionBase, document: Mapping[str, Any]) -> str:
-    """Why the token of a decoded document was not found in its first bytes."""
-    if not session._saves_deltas():
+def misplaced(document: Mapping[str, Any], deltas: bool) -> str:
+    """Why the token of a decoded document was not found in its first bytes (``deltas``: the
+    backend reads them; else the token is out of place there)."""
+    if not deltas:
         return ELSEWHERE
     return REORDERED if next(iter(document)) != META_KEY else FAR
 
