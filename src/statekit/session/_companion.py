@@ -52,8 +52,9 @@ class Stored(bytes):
     one buffer (a 45 MB document would be copied on every load).
 
     Attributes:
-        log: The deltas.
-        token: The document's token.
+        log: The deltas (``b""``: a companion lies beside a document without a
+            token in its first bytes, which the load refuses, saying why).
+        token: The document's token (there, the one the companion names, or ``""``).
     """
 
     log: bytes
