@@ -601,12 +601,15 @@ def test_what_killed_writers_left_is_cleaned_up_by_the_next_write_in_the_folder(
         (tmp_path / name).write_bytes(b'{"half": ')
     (tmp_path / ".b.json.log.old").write_bytes(b'{"statekit_log":2,"document":"0000000000000000"}\n')
     (tmp_path / "d.json.log").replace(tmp_path / ".d.json.log.old")  # a full write of d killed before its document
+    b_doc = tmp_path / "b.json"
+    b_doc.write_bytes(b_doc.read_bytes().replace(b'"deltas": 1', b'"deltas": 0'))  # its first delta save killed before
     with open(tmp_path / ".e.json.lock", "rb") as held:  # a writer of e is running
         fcntl.flock(held, fcntl.LOCK_EX)
         JSONSession(tmp_path).save("a", agent=Agent())
     assert _files(tmp_path) == [".e.json.lock", ".e.json.tmp", "a.json", "b.json", "b.json.log", "d.json", "d.json.log"]
     assert _load(tmp_path, "b").memory.content == b.memory.content
     assert _load(tmp_path, "d").memory.content == d.memory.content
+    assert b'"deltas": 1' in b_doc.read_bytes()  # so that b found without its companion is refused
 
 
 def test_a_companion_of_another_document_is_an_error(tmp_path: Path) -> None:

@@ -353,9 +353,12 @@ def tidy(path: Path, token: str | None, temps: tuple[Path, ...]) -> None:
 
 
 def restore_aside(path: Path, token: str) -> None:
-    """Put back a companion that a full write killed before replacing the document left aside."""
+    """Put back a companion that a full write killed before replacing the document left aside,
+    and mark the document as having deltas when a first delta save was killed before it did."""
     if _size(companion(path)) is None and _size(aside(path)) is not None and _names(_first(aside(path), path), token):
         os.replace(aside(path), companion(path))
+    if _names(_first(companion(path), path), token) and not has_deltas(_first(path, path)):
+        _mark_deltas(path)
 
 
 def retire(path: Path) -> None:
