@@ -91,7 +91,8 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, h
         if isinstance(value, StateModule):
             out[plan.name] = _dump_child(value, (*path, plan.name), live, held)
         elif plan.secret:
-            if (refused := seal_into(out, plan.name, plan.dump, value, (*path, plan.name))) is not None:  # type: ignore[arg-type]
+            refused = seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+            if refused is not None:
                 del value  # raised without the secret in this frame, which the traceback keeps
                 raise refused
         elif held is not None and plan.append_only and type(value) is list:
