@@ -1,9 +1,9 @@
 """Delta lines that prove themselves: each carries its sequence number and a chained checksum.
 
 A companion (or the deltas after a Redis document) starts with a header line
-naming the document's token and the line format::
+naming the line format, the document's token and how many deltas were saved::
 
-    {"statekit_log":2,"document":"9f2c4e1a0b7d3c55"}
+    {"statekit_log":2,"document":"9f2c4e1a0b7d3c55","deltas":2           }
     [[1,"6d1f0c2a"],[["agent","memory","content"],[{"role":"user","text":"hi"}]]]
     [[2,"03be77a9"],[["agent","events"],[7]]]
 
@@ -14,8 +14,12 @@ of the deltas, chained from the previous line's checksum (the first line's from
 the token's).
 So a line repeated, swapped, left out, taken from another document (or from
 another copy of this one that went on differently) or changed in any byte is
-found, and named by its line. Companions of format 1 (lines of deltas alone)
-still load as they did; the next save rewrites them whole in this format.
+found, and named by its line. The count (a fixed-width number, rewritten in
+place once a new line is stored: in a file after the line's fsync, in Redis by
+the same script) finds the last lines cut off; one line more than it says is a
+save killed between the two writes, which stored its line. Companions of
+format 1 (lines of deltas alone) still load as they did; the next save rewrites
+them whole in this format.
 """
 
 from __future__ import annotations
