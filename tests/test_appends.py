@@ -20,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strategies import examples
 from test_depth import nested
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
@@ -430,7 +431,7 @@ def _apply(agent: Agent, op: str, arg: int, counter: list[int]) -> None:
         agent.memory.note = str(arg)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_OPS, max_size=30))
 def test_loads_always_equal_the_live_list(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]) -> None:
     folder = tmp_path_factory.mktemp("appends")
@@ -857,7 +858,7 @@ class _WrittenWhileRead(JSONSession):
 def test_compact_of_a_session_being_written_tries_again(tmp_path: Path, times: int) -> None:
     _saved_with_deltas(tmp_path)
     store, out, err = _WrittenWhileRead(tmp_path, times), io.StringIO(), io.StringIO()
-    assert asyncio.run(compact_sessions(store, ["chat"], None, out=out, err=err))
+    assert asyncio.run(compact_sessions(store, [(None, "chat")], out=out, err=err))
     assert (out.getvalue(), err.getvalue()) == (f"chat: compacted into {tmp_path / 'chat.json'}\ncompacted 1, unchanged 0, failed 0\n", "")
     assert _files(tmp_path) == ["chat.json"]
     assert _load(tmp_path).memory.content == store.agent.memory.content  # what the writer added is kept
@@ -866,7 +867,7 @@ def test_compact_of_a_session_being_written_tries_again(tmp_path: Path, times: i
 def test_compact_of_a_session_written_all_the_time_says_so_in_the_commands_words(tmp_path: Path) -> None:
     _saved_with_deltas(tmp_path)
     store, out, err = _WrittenWhileRead(tmp_path, 1000), io.StringIO(), io.StringIO()
-    assert not asyncio.run(compact_sessions(store, ["chat"], None, out=out, err=err))
+    assert not asyncio.run(compact_sessions(store, [(None, "chat")], out=out, err=err))
     assert err.getvalue().startswith(f"chat: not compacted: it was written {ATTEMPTS} times while being compacted")
     assert "statekit compact" in err.getvalue() and "update()" not in err.getvalue() and "overwrite" not in err.getvalue()
     assert _load(tmp_path).memory.content == store.agent.memory.content
