@@ -92,7 +92,10 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, h
         if is_module(value):
             out[plan.name] = _dump_child(value, (*path, plan.name), live, held)
         elif plan.secret:
-            seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+            refused = seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+            if refused is not None:
+                del value  # raised without the secret in this frame, which the traceback keeps
+                raise refused
         elif held is not None and plan.append_only and type(value) is list:
             held.append(HeldList(obj, plan, value, (*path, plan.name), out))
             out[plan.name] = None  # filled in by the caller, or left out of a delta

@@ -138,10 +138,14 @@ class Loader:
             self.problem(path, str(exc))
             return
         marks = len(self.problems), len(self.unexpected)
+        failed = None
         try:
             self._plan_field(module, plan, data, path)
         except StateVersionError as exc:  # its reason may quote the value (a migration's error)
-            raise hidden_version_error(exc) from None
+            failed = hidden_version_error(exc)
+        if failed is not None:  # raised outside the handler: the error's context does not keep the reason
+            del data
+            raise failed
         hidden(self.problems, marks[0], path)
         self.hide_unexpected(marks[1], path)
 

@@ -18,12 +18,12 @@ reader sees the old document or the new one, whole, and a save that fails at
 any point leaves the old file as it was.
 
 Before every open the path is checked (:mod:`statekit.session._safe_files`): no
-symbolic link below ``save_dir`` is followed, and a session path that is a FIFO,
-socket, device or folder is refused at once.
+symbolic link below ``save_dir`` is followed, a hard-linked session file is
+refused, and a session path that is a FIFO, socket, device or folder is refused at once.
 
 Writers (saves and deletes) of one session take turns through an exclusive
-``flock`` on a hidden lock file beside it (``.<name>.json.lock``, there only
-while a writer holds it), so that a
+``flock`` on a hidden lock file beside it (``.<name>.json.lock``, removed by
+its holder; what a killed writer leaves is swept, see :mod:`._leftovers`), so that a
 conditional save compares and replaces as one step, between threads and
 processes alike; the kernel releases the lock when its holder dies.
 """
@@ -68,6 +68,7 @@ from statekit.session._companion import (
     retire,
     tidy,
 )
+from statekit.session._leftovers import sweep, sweep_due, temp_path as temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
 from statekit.session._safe_files import check_path, digest_regular, holds_exactly, keep_mode, refuse_odd, write_new
 
@@ -118,11 +119,6 @@ def decode_id(name: str) -> str | None:
 
 def _percent(char: str) -> str:
     return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
-
-
-def temp_path(path: Path) -> Path:
-    """The temporary file a save of ``path`` writes first (hidden, beside it: ``.chat-1.json.tmp``)."""
-    return path.with_name(f".{path.name}.tmp")
 
 
 def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
@@ -406,6 +402,7 @@ class FileSession(SessionBase):
         def work() -> R:
             check_path(self.save_dir, path)
             _refuse_odd_beside(path)
+            self._sweep(path.parent)
             return write(path)
 
         try:
@@ -414,7 +411,16 @@ class FileSession(SessionBase):
             raise SessionError(f"cannot save {path}: {err.strerror or err}") from err
 
     async def _delete(self, key: SessionKey) -> bool:
-        return await self._io(key, lambda path: _delete_locked(path, self.lock_timeout)) is True
+        def delete(path: Path) -> bool:
+            self._sweep(path.parent)
+            return _delete_locked(path, self.lock_timeout)
+
+        return await self._io(key, delete) is True
+
+    def _sweep(self, folder: Path) -> None:
+        """Now and then: clean up after the killed writers of the folder's sessions (see _leftovers.py)."""
+        if sweep_due(folder):
+            sweep(folder, self.codec.suffix)
 
     async def _exists(self, key: SessionKey) -> bool:
         return await self._io(key, lambda path: True) is True
