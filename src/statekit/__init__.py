@@ -24,6 +24,7 @@ from statekit.errors import (
     StatekitError,
     StateLoadError,
     StateVersionError,
+    WriteOutcomeUnknownError,
 )
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
 
@@ -58,6 +59,7 @@ __all__ = [
     "StateModule",
     "StateVersionError",
     "StoredDocument",
+    "WriteOutcomeUnknownError",
     "StatekitError",
     "YAMLSession",
     "from_config",

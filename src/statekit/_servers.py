@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -28,6 +29,8 @@ class RedisServer:
 
     host: str
     port: int
+    pid: int
+    """The server's process id (to pause it with ``SIGSTOP`` in a test, say)."""
 
 
 class RedisCluster:
@@ -99,7 +102,7 @@ def local_redis_server(
     with tempfile.TemporaryDirectory() as folder:
         process = _start(folder, port, options, timeout, executable)
         try:
-            yield RedisServer("127.0.0.1", port)
+            yield RedisServer("127.0.0.1", port, process.pid)
         finally:
             _stop(process)
 
@@ -181,6 +184,8 @@ def _ask(port: int, command: bytes, size: int) -> bytes:
 def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is not None:
         return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGCONT)  # a paused server would not act on SIGTERM
     process.terminate()
     try:
         process.wait(timeout=5)
