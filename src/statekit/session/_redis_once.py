@@ -92,7 +92,7 @@ async def write_once(guard: Callable[[], AbstractAsyncContextManager[None]], att
     sending = Sending()
     try:
         async with guard():
-            return await attempt(False, sending)
+            return await _tried(attempt, False, sending)
     except BackendUnavailableError as lost:
         if not sending.pending:
             raise
@@ -112,12 +112,22 @@ async def _asked_again(attempt: Attempt[T]) -> T:
     pause = 0.05
     while True:
         try:
-            return await attempt(True, Sending())
+            return await _tried(attempt, True, Sending())
         except _NOT_LOST:
             raise
         except _LOST:
             await asyncio.sleep(pause)
             pause = min(2 * pause, 0.5)
+
+
+async def _tried(attempt: Attempt[T], retried: bool, sending: Sending) -> T:
+    """``attempt``, with redis-py's ``WatchError`` for a connection lost while watching told as that loss."""
+    try:
+        return await attempt(retried, sending)
+    except redis_errors.WatchError as err:
+        if not isinstance(err.__context__, _LOST):
+            raise
+        raise redis_errors.ConnectionError(f"the connection was lost during a transaction: {err.__context__}") from err
 
 
 async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *command: Any) -> Any:
@@ -163,15 +173,15 @@ async def executed(pipe: Pipeline | ClusterPipeline, sending: Sending) -> bool:
     """``EXEC`` a ``WATCH``/``MULTI`` transaction: ``True`` when applied, ``False`` when a watched key changed.
 
     redis-py reports a connection lost during ``EXEC`` as ``WatchError`` too
-    (then the transaction may have been applied): that is raised as the lost
-    reply it is, with ``sending.pending`` still true.
+    (then the transaction may have been applied): that one is raised on, with
+    ``sending.pending`` still true, and :func:`write_once` asks again.
     """
     sending.pending = True
     try:
         await pipe.execute()
     except redis_errors.WatchError as err:
         if isinstance(err.__context__, _LOST):
-            raise redis_errors.ConnectionError(f"the reply to EXEC was lost: {err.__context__}") from err
+            raise
         sending.pending = False
         return False
     sending.pending = False
