@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import fakeredis
 import orjson
@@ -397,6 +398,10 @@ class Kind:
     def module(self) -> Counter | Agent:
         return Counter() if self.name == "counter" else Agent(events=[0])
 
+    def named(self, module: Counter | Agent) -> dict[str, Any]:
+        """The keyword arguments that pass ``module`` to a session."""
+        return {self.name: module}
+
     def change(self, module: Counter | Agent) -> None:
         if isinstance(module, Counter):
             module.count += 1
@@ -414,7 +419,7 @@ class Kind:
 async def _stored(server: RedisServer, prefix: str, kind: Kind) -> int:
     module = kind.module()
     async with RedisSession(server.host, server.port, key_prefix=prefix, timeout=30) as session:
-        await session.aload("s", allow_not_exist=False, **{kind.name: module})
+        await session.aload("s", allow_not_exist=False, **kind.named(module))
     return kind.changes(module)
 
 
@@ -424,11 +429,16 @@ async def _update_paused_before_its_save(server: RedisServer, stall: float, kind
     armed, pauses = [False], list[Pause]()
     client = Redis(host=server.host, port=server.port, socket_timeout=2)
     if after:  # a reply parsed after mutate() armed it pauses the server: the WATCH path's last read before EXEC
-        client.set_response_callback(after, lambda response, **_: _pause_if(armed, pauses, server, stall) or response)
+
+        def pausing(response: Any, **options: Any) -> Any:
+            _pause_if(armed, pauses, server, stall)
+            return response
+
+        client.set_response_callback(after, pausing)
     async with RedisSession(client=client, key_prefix=prefix) as session:
         module = kind.module()
-        await session.asave("s", **{kind.name: module})
-        await session.aload("s", **{kind.name: module})  # a delta base, for the appends
+        await session.asave("s", **kind.named(module))
+        await session.aload("s", **kind.named(module))  # a delta base, for the appends
         calls = [0]
 
         def change() -> None:
@@ -439,13 +449,13 @@ async def _update_paused_before_its_save(server: RedisServer, stall: float, kind
                 _pause_if(armed, pauses, server, stall)
 
         try:
-            await session.aupdate("s", change, **{kind.name: module})
+            await session.aupdate("s", change, **kind.named(module))
         finally:
             for pause in pauses:
                 pause.over()
         assert len(pauses) == 1 and calls == [1]  # paused once; mutate() ran once: no conflict was made up
         assert await _stored(server, prefix, kind) == 1
-        await session.aupdate("s", lambda: kind.change(module), **{kind.name: module})  # the object still knows
+        await session.aupdate("s", lambda: kind.change(module), **kind.named(module))  # the object still knows
     await client.aclose()
     assert await _stored(server, prefix, kind) == 2
 
@@ -525,7 +535,9 @@ async def test_a_write_whose_reply_never_comes_says_it_may_have_been_applied(pau
 async def test_a_user_without_scripting_saves_and_updates(redis_server: RedisServer) -> None:
     user, password = f"noscripts-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     async with Redis(host=redis_server.host, port=redis_server.port) as admin:
-        await admin.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "&*", "+@all", "-@scripting")
+        await admin.acl_setuser(
+            user, enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"], commands=["+@all", "-@scripting"]
+        )
     prefix = f"acl-{uuid.uuid4().hex}:"
     address = (redis_server.host, redis_server.port)
     try:
@@ -549,7 +561,7 @@ async def test_a_user_without_scripting_saves_and_updates(redis_server: RedisSer
         assert (stored_counter.count, stored_agent.events) == (99, [])
     finally:
         async with Redis(host=redis_server.host, port=redis_server.port) as admin:
-            await admin.execute_command("ACL", "DELUSER", user)
+            await admin.acl_deluser(user)
 
 
 def _bump_and_append(counter: Counter, agent: Agent) -> Callable[[], None]:
