@@ -17,12 +17,13 @@ may not have been applied.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
-from redis.asyncio import Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.client import NEVER_DECODE
@@ -60,6 +61,12 @@ _LOST = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.C
 
 _NOT_LOST = (redis_errors.AuthenticationError, redis_errors.AuthorizationError)
 """``ConnectionError`` subclasses that are answers, not silence."""
+
+
+_NAMED_CONNECTIONS = getattr(
+    inspect.signature(ConnectionPool.get_connection).parameters.get("command_name"), "default", None
+) is inspect.Parameter.empty
+"""Whether this redis-py's ``ConnectionPool.get_connection`` needs a command name (before 5.3, say)."""
 
 
 class Sending:
@@ -146,10 +153,13 @@ async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *
         sending.pending = False
         return reply
     pool = client.connection_pool
-    connection = await pool.get_connection()  # type: ignore[no-untyped-call]  # connected (redis-py retries connecting: nothing is sent yet)
+    # connected (redis-py retries connecting: nothing is sent yet); redis-py < 5.3 needs a command name
+    named = (command[0],) if _NAMED_CONNECTIONS else ()
+    connection = await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
+        await connection.check_health()  # a PING first, if the client asks for them
         sending.pending = True
-        await connection.send_command(*command)
+        await connection.send_command(*command, check_health=False)
         reply = await connection.read_response()
         sending.pending = False
         return reply

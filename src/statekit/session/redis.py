@@ -13,9 +13,11 @@ would otherwise meet).
 Every operation touches one key, so a Redis Cluster works as a single server
 does (listing scans every primary). A conditional save is one Lua
 compare-and-set on that key (``WATCH``/``MULTI`` on servers that run no Lua,
-such as fakeredis without ``lupa``). Each operation is bounded by ``timeout`` seconds
+such as fakeredis without ``lupa``, or whose ACL refuses scripts). Each operation is bounded by ``timeout`` seconds
 in all (connecting, retries, the reply): a server that accepts connections but
-never answers is reported as unavailable, not waited on.
+never answers is reported as unavailable, not waited on. Writes are sent once;
+a write whose reply is lost gets one more ``timeout`` to learn whether it landed
+(see :mod:`._redis_once`).
 """
 
 from __future__ import annotations
@@ -166,13 +168,15 @@ class RedisSession(SessionBase):
             ``redis.asyncio.cluster.RedisCluster`` to use; it is not closed by
             :meth:`aclose` (whoever opened it closes it).
         timeout: Seconds one operation may take in all before it raises
-            ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s).
+            ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s); a write
+            whose reply was lost gets as long again to learn whether it landed,
+            then raises ``WriteOutcomeUnknownError``.
         secret_key: Encrypt ``state_field(secret=True)`` values with this key
             (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
-            ``retry`` two quick retries, so that a server that is down is
-            reported within a few seconds.
+            ``retry`` two quick retries (of reads: writes are never re-sent
+            blindly), so that a server that is down is reported within a few seconds.
 
     Raises:
         SessionError: ``key_ttl`` or ``timeout`` is not a positive number of seconds.
