@@ -100,16 +100,15 @@ async def write_once(guard: Callable[[], AbstractAsyncContextManager[None]], att
     try:
         async with guard():
             return await _tried(attempt, False, sending)
-    except BackendUnavailableError as lost:
+    except BackendUnavailableError:
         if not sending.pending:
             raise
-        first = lost
     try:
         async with guard():
             return await _asked_again(attempt)
     except BackendUnavailableError as err:
         raise WriteOutcomeUnknownError(
-            f"{err}; the reply to a write was lost ({first}) and asking again got no answer: "
+            f"{err}; a write was sent but its reply was lost, and asking again got no answer: "
             "the write may or may not have been applied (load the session to see which)"
         ) from err
 
@@ -171,12 +170,19 @@ async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *
 
 
 async def _connected(node: ClusterNode) -> None:
-    """Connect one of the node's connections, so that failing to connect is told apart from a lost reply."""
+    """Connect one of the node's connections, so that failing to connect is told apart from a lost reply.
+
+    Older redis-py (6.0, say) has no ``ClusterNode.release``: there a failed connect is
+    resolved like a lost reply (by asking again: as true an answer, only slower).
+    """
+    release: Callable[[Any], None] | None = getattr(node, "release", None)
+    if release is None:
+        return
     connection = node.acquire_connection()
     try:
         await connection.connect()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     finally:
-        node.release(connection)
+        release(connection)
 
 
 async def executed(pipe: Pipeline | ClusterPipeline, sending: Sending) -> bool:
