@@ -56,7 +56,13 @@ end
 """
 """Prepended to the delta script: a retry finds its value set, or its delta appended at the base's end."""
 
-_LOST = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.ClusterError, OSError)
+_LOST = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.ClusterError,
+    redis_errors.RedisClusterException,  # a cluster client finding its nodes again
+    OSError,
+)
 """What a lost reply (or a server not answering yet) looks like while asking again."""
 
 _NOT_LOST = (redis_errors.AuthenticationError, redis_errors.AuthorizationError)
@@ -66,7 +72,7 @@ _NOT_LOST = (redis_errors.AuthenticationError, redis_errors.AuthorizationError)
 _NAMED_CONNECTIONS = getattr(
     inspect.signature(ConnectionPool.get_connection).parameters.get("command_name"), "default", None
 ) is inspect.Parameter.empty
-"""Whether this redis-py's ``ConnectionPool.get_connection`` needs a command name (before 5.3, say)."""
+"""Whether this redis-py's ``ConnectionPool.get_connection`` needs a command name (5.x does)."""
 
 
 class Sending:
@@ -140,19 +146,31 @@ async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *
     """Send ``command`` (about key ``name``) exactly once and return its reply (redis-py's retries bypassed).
 
     ``sending.pending`` is true from the moment the command may have reached the
-    server until its reply is read; the connection is made before that.
+    server until a reply (or an error reply) is read; the connection is made before that.
     """
-    if isinstance(client, RedisCluster):
-        node = client.get_node_from_key(name)
-        if node is None:  # no node holds the slot: let the client say so (nothing is sent)
-            return await client.execute_command(*command)
-        await _connected(node)
-        sending.pending = True
-        reply = await client.execute_command(*command, target_nodes=node)  # a target: no re-send
-        sending.pending = False
-        return reply
+    try:
+        if isinstance(client, RedisCluster):
+            return await _sent_to_node(client, sending, name, command)
+        return await _sent_on_connection(client, sending, command)
+    except redis_errors.ResponseError:
+        sending.pending = False  # an answer (NOSCRIPT, CLUSTERDOWN...): the command did nothing
+        raise
+
+
+async def _sent_to_node(client: RedisCluster, sending: Sending, name: str, command: tuple[Any, ...]) -> Any:
+    node = client.get_node_from_key(name)
+    if node is None:
+        raise redis_errors.SlotNotCoveredError(f"no node of the cluster serves the slot of {name!r}")
+    await _connected(node)
+    sending.pending = True
+    reply = await client.execute_command(*command, target_nodes=node)  # given a target, the client never re-sends
+    sending.pending = False
+    return reply
+
+
+async def _sent_on_connection(client: Redis, sending: Sending, command: tuple[Any, ...]) -> Any:
     pool = client.connection_pool
-    # connected (redis-py retries connecting: nothing is sent yet); redis-py < 5.3 needs a command name
+    # connected (redis-py retries connecting: nothing is sent yet); redis-py 5.x needs a command name
     named = (command[0],) if _NAMED_CONNECTIONS else ()
     connection = await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
     try:
@@ -162,6 +180,8 @@ async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *
         reply = await connection.read_response()
         sending.pending = False
         return reply
+    except redis_errors.ResponseError:
+        raise  # an answer: the connection is sound
     except BaseException:
         await connection.disconnect(nowait=True)  # its reply may still come: never reuse it
         raise
