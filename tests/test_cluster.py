@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -152,3 +155,33 @@ async def test_a_fresh_session_object_serves_a_cold_burst_of_sixty_four_tasks(cl
     assert sum(acknowledged) == 640
     assert [counter.count for counter in stored] == [10] * 64  # none lost, none applied twice
     assert calls == [10] * 64  # every task's keys are its own: no conflict, so mutate() ran once per update
+
+
+@pytest.mark.slow
+async def test_an_update_whose_node_pauses_before_the_save_applies_its_change_once() -> None:
+    """Past ``timeout`` (5 s) the update raised BackendUnavailableError, and its write landed afterwards."""
+    with local_redis_cluster() as own:
+        async with RedisSession.from_url(own.url) as session:
+            counter = Counter()
+            await session.asave("s", "u", counter=counter)
+            await session.aload("s", "u", counter=counter)
+            pid = own.pid(_node_port(session, "s"))
+            calls, timers = [0], list[threading.Timer]()
+
+            def bump() -> None:
+                counter.count += 1
+                calls[0] += 1
+                if not timers:  # between the update's load and its save
+                    os.kill(pid, signal.SIGSTOP)
+                    timers.append(threading.Timer(6.5, os.kill, (pid, signal.SIGCONT)))
+                    timers[0].start()
+
+            try:
+                await session.aupdate("s", bump, user_id="u", counter=counter)
+            finally:
+                for timer in timers:
+                    timer.join()
+                os.kill(pid, signal.SIGCONT)
+            stored = Counter()
+            await session.aload("s", "u", counter=stored)
+        assert (calls, stored.count) == ([1], 1)  # mutate() ran once, and its change is stored once

@@ -46,6 +46,10 @@ class RedisCluster:
         """A ``redis+cluster://`` URL for :meth:`statekit.session.redis.RedisSession.from_url`."""
         return f"redis+cluster://{self.host}:{self.ports[0]}"
 
+    def pid(self, port: int) -> int:
+        """The process id of the master on ``port`` (to pause it with ``SIGSTOP`` in a test, say)."""
+        return self._processes[port].pid
+
     def stop_node(self, port: int) -> None:
         """Stop one master (its slots become unavailable; the others keep serving theirs)."""
         _stop(self._processes[port])
