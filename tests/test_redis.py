@@ -513,12 +513,14 @@ async def test_a_save_under_a_three_second_pause_tells_the_truth(pausable: Redis
     assert outcome is None, repr(outcome)  # 3 s is within the default timeout: the answer comes
 
 
+@pytest.mark.slow
 async def test_a_write_whose_reply_never_comes_says_it_may_have_been_applied(pausable: RedisServer) -> None:
     """Past both budgets the outcome is unknown, and the error says so: here the write lands later."""
     prefix = f"stall-{uuid.uuid4().hex}:"
-    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix, timeout=0.5) as session:
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix, timeout=1) as session:
         await session.asave("s", counter=Counter(count=1))
-        pause = Pause(pausable, 2.5)
+        await session.asave("s", counter=Counter(count=1))  # a compare-and-set: the server knows the script
+        pause = Pause(pausable, 3.5)  # past the save's 1 s and the 1 s of asking again
         try:
             with pytest.raises(WriteOutcomeUnknownError, match="may or may not have been applied") as caught:
                 await session.asave("s", counter=Counter(count=2))
