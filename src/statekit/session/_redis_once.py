@@ -35,15 +35,16 @@ from statekit.session._companion import doc_token
 T = TypeVar("T")
 
 RETRIED = "retry"
-"""The scripts' last argument when a write is sent again after its reply was lost ('' the first time)."""
+"""The scripts' last argument (``ARGV[#ARGV]``, whatever comes before it) when a write is sent
+again after its reply was lost ('' the first time)."""
 
 CAS_DONE = """
-if ARGV[4] == 'retry' and redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
+if ARGV[#ARGV] == 'retry' and redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
 """
 """Prepended to the compare-and-set script: a retry finds its value stored (the lost attempt wrote it)."""
 
 IF_BASE_DONE = """
-if ARGV[6] == 'retry' then
+if ARGV[#ARGV] == 'retry' then
   local size = tonumber(ARGV[2])
   if ARGV[4] == 'set' then
     if redis.call('GET', KEYS[1]) == ARGV[3] then return 1 end

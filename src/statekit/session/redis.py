@@ -102,7 +102,7 @@ end
 return 1
 """
 """Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL, '' or 'keep' (the key's own);
-ARGV[4]: 'retry' after a lost reply (see _redis_once)."""
+the last ARGV: 'retry' after a lost reply (see _redis_once)."""
 
 _COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=False).hexdigest()
 
