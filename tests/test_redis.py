@@ -424,7 +424,7 @@ async def _stored(server: RedisServer, prefix: str, kind: Kind) -> int:
 
 
 async def _update_paused_before_its_save(server: RedisServer, stall: float, kind: Kind, after: str = "") -> None:
-    """One update of a session, the server paused after its load (or, ``after`` a command's reply, later)."""
+    """An update of a session, the server paused after its load (or, ``after`` a command's reply, later)."""
     prefix = f"stall-{uuid.uuid4().hex}:"
     armed, pauses = [False], list[Pause]()
     client = Redis(host=server.host, port=server.port, socket_timeout=2)
@@ -439,6 +439,9 @@ async def _update_paused_before_its_save(server: RedisServer, stall: float, kind
         module = kind.module()
         await session.asave("s", **kind.named(module))
         await session.aload("s", **kind.named(module))  # a delta base, for the appends
+        # the same update unpaused first: the server knows the script, so the paused write is
+        # run when the server resumes (a first EVALSHA would answer NOSCRIPT and change nothing)
+        await session.aupdate("s", lambda: kind.change(module), **kind.named(module))
         calls = [0]
 
         def change() -> None:
@@ -454,10 +457,10 @@ async def _update_paused_before_its_save(server: RedisServer, stall: float, kind
             for pause in pauses:
                 pause.over()
         assert len(pauses) == 1 and calls == [1]  # paused once; mutate() ran once: no conflict was made up
-        assert await _stored(server, prefix, kind) == 1
+        assert await _stored(server, prefix, kind) == 2
         await session.aupdate("s", lambda: kind.change(module), **kind.named(module))  # the object still knows
     await client.aclose()
-    assert await _stored(server, prefix, kind) == 2
+    assert await _stored(server, prefix, kind) == 3
 
 
 def _pause_if(armed: list[bool], pauses: list[Pause], server: RedisServer, stall: float) -> None:
@@ -495,6 +498,7 @@ async def test_a_save_under_a_three_second_pause_tells_the_truth(pausable: Redis
     async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
         if seen:
             await session.aload("s", counter=Counter())
+            await session.asave("s", counter=Counter(count=1))  # a compare-and-set: the server knows the script
         else:
             await session.aexists("s")  # connected, but no revision known: a blind SET
         pause = Pause(pausable, 3.0)
@@ -511,6 +515,31 @@ async def test_a_save_under_a_three_second_pause_tells_the_truth(pausable: Redis
     elif not isinstance(outcome, WriteOutcomeUnknownError):  # it says so; any other error says nothing was written
         assert stored == 1, repr(outcome)
     assert outcome is None, repr(outcome)  # 3 s is within the default timeout: the answer comes
+
+
+@pytest.mark.slow
+async def test_a_rewrite_after_deltas_under_a_three_second_pause_is_written_once(pausable: RedisServer) -> None:
+    """After a delta save the object knows only the delta base: a full rewrite is the delta
+    script's "set", whose late reply used to come back as a conflict."""
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        agent = Agent(events=[0])
+        await session.asave("s", agent=agent)
+        for item in (1, 2):  # deltas (the second one: the server knows the script)
+            agent.events.append(item)
+            await session.asave("s", agent=agent)
+        agent.memory.note = "rewritten"
+        pause = Pause(pausable, 3.0)
+        try:
+            await session.asave("s", agent=agent)
+        finally:
+            pause.over()
+        agent.events.append(3)
+        await session.asave("s", agent=agent)  # the object knows what it wrote: no conflict
+    stored = Agent()
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        await session.aload("s", agent=stored, allow_not_exist=False)
+    assert (stored.memory.note, stored.events) == ("rewritten", [0, 1, 2, 3])
 
 
 @pytest.mark.slow
