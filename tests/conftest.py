@@ -1,22 +1,35 @@
-"""Shared fixtures: a real redis-server for the run, and every session backend.
+"""Shared fixtures: a real redis-server for the run, and every session backend; Hypothesis profiles.
 
 The Redis server is started once per test run on a free loopback port with
 persistence off, and stopped at the end. A missing ``redis-server`` fails the
 Redis tests (``apt-get install redis-server``): they are never skipped.
+
+Hypothesis runs the ``dev`` profile unless ``HYPOTHESIS_PROFILE`` names
+another: ``dev`` tries a tenth of each property's examples (at least 10,
+:func:`strategies.examples`), for a quick inner loop; ``ci`` (set by
+``.ci/run``) tries every one. Neither has a deadline: a loaded machine must
+not fail a property.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
 from statekit.testing import RedisServer, SessionFactory, local_redis_server
+from strategies import FULL_EXAMPLES
+
+settings.register_profile("ci", max_examples=FULL_EXAMPLES, deadline=None, print_blob=True)
+settings.register_profile("dev", max_examples=FULL_EXAMPLES // 10, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(scope="session")

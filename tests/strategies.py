@@ -10,6 +10,9 @@
   which pairs every position of ``module.state_dict()`` with its declared type.
 
 Integers stay within 64 bits so that every state can go through orjson.
+
+:func:`examples` scales a property's ``max_examples`` to the Hypothesis profile
+(``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 import attrs
-from hypothesis import strategies as st
+from hypothesis import settings, strategies as st
 
 from agent_models import (
     Agent,
@@ -46,6 +49,17 @@ from agent_models import (
 from statekit import StateModule
 
 StatePath = tuple[str | int, ...]
+
+
+FULL_EXAMPLES = 100
+"""The ``max_examples`` of the ``ci`` profile, in which :func:`examples` gives each count in full."""
+
+
+def examples(full: int) -> int:
+    """A property's ``max_examples``: ``full`` under the ``ci`` profile, a tenth (at least 10) under ``dev``."""
+    scaled = full * settings().max_examples // FULL_EXAMPLES
+    return max(scaled, min(full, 10))
+
 
 # --------------------------------------------------------------------------- JSON
 

@@ -26,7 +26,7 @@ from statekit._convert import lenient
 from statekit._problems import problems_of
 from statekit._plan import FieldPlan
 
-from strategies import data_for, json_data, json_union_records, record_type, record_types, value_types
+from strategies import data_for, examples, json_data, json_union_records, record_type, record_types, value_types
 
 Outcome = tuple[str, Any]
 
@@ -74,7 +74,7 @@ def assert_agree(plan: FieldPlan, conv: cattrs.Converter, tp: Any, data: Any) ->
     assert outcome(lambda: plan.load_lenient(copy.deepcopy(data))) == expected_loose  # type: ignore[misc]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_fast_and_cattrs_paths_agree_on_random_types_and_data(data: st.DataObject) -> None:
     tp = data.draw(st.one_of(value_types, record_types, json_union_records), label="type")
@@ -223,7 +223,7 @@ def _dump_outcome(run: Callable[[], Any]) -> Outcome:
         return "error", None
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_generated_record_dumps_agree_with_cattrs_generated_ones(data: st.DataObject) -> None:
     from cattrs.gen import make_dict_unstructure_fn
@@ -267,7 +267,7 @@ def _put(container: Any, key: Any, bad: Any) -> None:
 _BAD = [float("nan"), float("inf"), float("-inf"), (1, 2), Level.LOW, {1: "a"}, object(), 7, 2.5, "x", None, True]
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_live_save_refuses_exactly_what_the_snapshot_refuses(data: st.DataObject) -> None:
     """The save's in-place checks (generated, unions inline) against the copying dump, a bad value anywhere."""

@@ -18,6 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strategies import examples
 from test_depth import nested
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
@@ -422,7 +423,7 @@ def _apply(agent: Agent, op: str, arg: int, counter: list[int]) -> None:
         agent.memory.note = str(arg)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_OPS, max_size=30))
 def test_loads_always_equal_the_live_list(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]) -> None:
     folder = tmp_path_factory.mktemp("appends")

@@ -48,6 +48,7 @@ def _check(folder: Path, completed: int) -> int:
     return count
 
 
+@pytest.mark.slow
 def test_kills_never_lose_or_tear_a_save(tmp_path: Path) -> None:
     session, agent = JSONSession(tmp_path), Agent()
     session.save("chat", agent=agent)

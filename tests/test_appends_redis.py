@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strategies import examples
 from append_models import Agent, Msg, NumberedMemory, NumberedMsg, TextMemory
 from redis.asyncio import Redis
 
@@ -154,7 +155,7 @@ def test_two_writers_appending_through_update_lose_nothing(server: RedisServer) 
     asyncio.run(main())
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.sampled_from(["append", "pop", "replace", "note", "save", "reload"]), max_size=20))
 def test_loads_always_equal_the_live_list(server: RedisServer, ops: list[str]) -> None:
     async def main() -> None:
@@ -183,6 +184,7 @@ def test_loads_always_equal_the_live_list(server: RedisServer, ops: list[str]) -
     asyncio.run(main())
 
 
+@pytest.mark.slow
 async def test_appends_on_a_cluster() -> None:
     with local_redis_cluster() as cluster:
         await _appends_and_updates(cluster)
@@ -192,7 +194,7 @@ async def _appends_and_updates(cluster: RedisCluster) -> None:
     prefix = f"appends-{uuid.uuid4().hex}:"
 
     async def writer(name: str) -> None:
-        async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+        async with RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=60) as session:
             agent = Agent()
             for index in range(20):
                 await session.aupdate(
@@ -201,7 +203,7 @@ async def _appends_and_updates(cluster: RedisCluster) -> None:
 
     await asyncio.gather(writer("a"), writer("b"))
     loaded = Agent()
-    async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+    async with RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=60) as session:
         await session.aload("chat", agent=loaded, allow_not_exist=False)
         value = await session.get_client().get(session.session_key("chat"))
     assert isinstance(value, bytes) and value.count(b"\n") > 2  # deltas, not only rewrites

@@ -597,3 +597,115 @@ def test_validate_places_a_problem_in_an_appended_item_at_its_companion_line(
     assert status == 1
     column = log.read_bytes().split(b"\n")[2].index(b'"text"') + 1
     assert err.splitlines()[1] == f"  {log}:3:{column}: history.content[2].text: expected a string, got an integer"
+
+
+# --- issue 23: messages that send the user the right way --------------------------------
+
+
+def test_validate_names_the_file_and_module_of_a_version_error(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    newer = {"__version__": 9, "name": "Friday"}
+    (workdir / "agent.json").write_bytes(orjson.dumps(newer))
+    status, _, err = run(capsys, "validate", "agent.json", "--class", "version_models:Agent")
+    assert status == 1
+    assert err == "agent.json: <root>: the data is version 9 but Agent is version 3: it was saved by newer code; nothing was loaded\n"
+    note = {"__version__": 7, "body": "tea"}
+    memory = {"__version__": 2, "notes": [note], "summary": ""}
+    session = {"__statekit__": {"format": 1}, "agent": {"__version__": 3, "name": "F", "memory": memory}}
+    (workdir / "chat.json").write_bytes(orjson.dumps(session))
+    status, _, err = run(capsys, "validate", "chat.json", "--module", "agent=version_models:Agent")
+    assert status == 1
+    assert err.startswith("chat.json: agent.memory.notes[0]: the data is version 7 but Note is version 2")
+
+
+def test_show_of_a_bare_id_or_a_companion_says_what_was_meant(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "show", "chat-1")
+    assert status == 2
+    assert err.startswith("statekit show: error: chat-1: cannot tell the format from no suffix")
+    assert err.endswith("to show a stored session by its id, say where the sessions are: --dir DIR (add --yaml for YAML files) or --redis-url URL\n")
+    status, _, err = run(capsys, "show", "sessions/chat-1.json.log")
+    assert status == 2
+    assert err.endswith(
+        "sessions/chat-1.json.log is the companion of sessions/chat-1.json (the items appended to its append-only lists): "
+        "show sessions/chat-1.json, which includes them\n"
+    )
+    status, _, err = run(capsys, "show", "notes.txt")
+    assert (status, err) == (2, "statekit show: error: notes.txt: cannot tell the format from '.txt': use one of .json, .yaml, .yml\n")
+
+
+def _spread_sessions(workdir: Path) -> Path:
+    """A folder holding JSON sessions of users alice and bob, and a YAML session of no user."""
+    agents = sys.modules[agent_class(workdir).__module__]
+    folder = workdir / "sessions"
+    with JSONSession(folder) as session:
+        session.save("chat-1", "alice", agent=agents.Agent(name="Friday"))
+        session.save("chat-2", "alice", agent=agents.Agent(name="Friday"))
+        session.save("chat-1", "bob", agent=agents.Agent(name="Saturday"))
+    with YAMLSession(folder) as session:
+        session.save("notes", agent=agents.Agent(name="Sunday"))
+    return folder
+
+
+@pytest.mark.parametrize("command", ["list", "compact", "migrate"])
+def test_a_batch_command_that_finds_nothing_says_what_it_found_instead(
+    workdir: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    folder = _spread_sessions(workdir)
+    more = ["--module", "agent=agents:Agent"] if command == "migrate" else []
+    status, out, err = run(capsys, command, "--dir", str(folder), *more)
+    assert (status, out) == (1, "")
+    assert err == (
+        f"no sessions of user '' in {folder}; found sessions of other users: 'alice' (2), 'bob' (1) "
+        "(add --user USER_ID, or --all-users), and 1 YAML session of user '' (add --yaml)\n"
+    )
+    status, out, err = run(capsys, command, "--dir", str(folder), "--yaml", "--user", "alice", *more)
+    assert (status, out) == (1, "")
+    assert err == (
+        f"no sessions of user 'alice' in {folder}; found 1 session of user '' (leave out --user, or --all-users), "
+        "and 2 JSON sessions of user 'alice' (leave out --yaml)\n"
+    )
+    assert run(capsys, command, "--dir", str(folder), "--yaml", *more)[0] == 0
+    shown = run(capsys, command, "--dir", "sessions", *more)[2]
+    assert shown in (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")  # the page shows it
+    (workdir / "empty").mkdir()
+    assert run(capsys, command, "--dir", str(workdir / "empty"), *more)[2] == ""  # nothing anywhere: a first run
+
+
+def test_all_users_goes_over_every_users_sessions(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _spread_sessions(workdir)
+    assert run(capsys, "list", "--dir", str(folder), "--all-users") == (0, "alice\tchat-1\nalice\tchat-2\nbob\tchat-1\n", "")
+    status, out, _ = run(capsys, "compact", "--dir", str(folder), "--all-users")
+    assert (status, out.splitlines()) == (
+        0,
+        [
+            "chat-1 (user 'alice'): nothing appended to fold in",
+            "chat-2 (user 'alice'): nothing appended to fold in",
+            "chat-1 (user 'bob'): nothing appended to fold in",
+            "compacted 0, unchanged 3, failed 0",
+        ],
+    )
+    status, out, _ = run(capsys, "migrate", "--dir", str(folder), "--all-users", "--module", "agent=agents:Agent")
+    assert (status, out.splitlines()[-1]) == (0, "migrated 0, unchanged 3, failed 0")
+    assert f"unchanged {folder / '@bob' / 'chat-1.json'}: already at the current version" in out
+    assert run(capsys, "list", "--dir", str(folder), "--yaml", "--all-users") == (0, "\tnotes\n", "")
+    for argv in (["list", "--user", "alice"], ["compact", "chat-1"]):
+        status, _, err = run(capsys, *argv, "--dir", str(folder), "--all-users")
+        assert status == 2
+        assert err.endswith("--all-users goes over every session of every user: give no --user and no SESSION_ID\n")
+
+
+@pytest.mark.redis
+def test_a_redis_listing_of_the_default_user_names_the_users_it_found(
+    workdir: Path, redis_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = sys.modules[agent_class(workdir).__module__]
+    prefix = f"cli-{uuid.uuid4().hex}:"
+    with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        session.save("chat:1", "ali:ce", agent=agents.Agent(name="Friday"))
+    where = ["--redis-url", f"redis://{redis_server.host}:{redis_server.port}/0", "--key-prefix", prefix]
+    status, _, err = run(capsys, "list", *where)
+    assert status == 1
+    assert err == (
+        f"no sessions of user 'default_user' in {redis_server.host}:{redis_server.port}/0; "
+        "found 1 session of user 'ali:ce' (add --user ali:ce, or --all-users)\n"
+    )
+    assert run(capsys, "list", *where, "--all-users") == (0, "ali:ce\tchat:1\n", "")

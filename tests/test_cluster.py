@@ -1,24 +1,33 @@
-"""RedisSession on a real three-master Redis Cluster: the contract, races, a node going down."""
+"""RedisSession on a real three-master Redis Cluster: the contract, races, a node going down;
+and how the throw-away servers choose their ports."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import socket
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+import redis
 
 from statekit.errors import BackendUnavailableError
 from statekit.session import SessionBase
 from statekit.session.redis import RedisSession
 from redis.asyncio.cluster import RedisCluster as ClusterClient
-from statekit.testing import Counter, RedisCluster, SessionContract, local_redis_cluster
+from statekit import _servers
+from statekit.testing import Counter, RedisCluster, SessionContract, local_redis_cluster, local_redis_server
 from workers import run_workers
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.slow]  # a cluster takes seconds to form: not in the quick loop
+
+TIMEOUT = 60
+"""Seconds one operation may take: on a loaded shared machine a cluster can stall past the default 5 s
+(a stopped node still fails at once: its connections are refused)."""
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +45,7 @@ class TestClusterContract(SessionContract):
         self._url, self._prefix = cluster.url, f"contract-{uuid.uuid4().hex}:"
 
     def make_session(self) -> SessionBase:
-        return RedisSession.from_url(self._url, key_prefix=self._prefix)
+        return RedisSession.from_url(self._url, key_prefix=self._prefix, timeout=TIMEOUT)
 
     @pytest.mark.slow
     def test_large_session(self) -> None:
@@ -44,7 +53,7 @@ class TestClusterContract(SessionContract):
 
 
 async def test_sessions_spread_over_every_master_and_list_together(cluster: RedisCluster) -> None:
-    async with RedisSession.from_url(cluster.url, key_prefix="spread:") as session:
+    async with RedisSession.from_url(cluster.url, key_prefix="spread:", timeout=TIMEOUT) as session:
         ids = [f"s{index}" for index in range(30)]
         for index, session_id in enumerate(ids):
             await session.asave(session_id, "u", counter=Counter(count=index))
@@ -56,14 +65,14 @@ def test_eight_processes_lose_no_update_on_the_cluster(cluster: RedisCluster) ->
     prefix = f"proof-{uuid.uuid4().hex}:"
     run_workers("redis", cluster.url, prefix=prefix)
     counter = Counter()
-    with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+    with RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=TIMEOUT) as session:
         session.load("shared", "u", allow_not_exist=False, counter=counter)
     assert counter.count == 8 * 50
 
 
 async def test_a_stopped_master_fails_its_slots_only_and_nothing_is_half_written() -> None:
     with local_redis_cluster() as own:
-        async with RedisSession.from_url(own.url, timeout=3) as session:
+        async with RedisSession.from_url(own.url, timeout=TIMEOUT) as session:
             ids = [f"s{index}" for index in range(24)]
             for index, session_id in enumerate(ids):
                 await session.asave(session_id, "u", counter=Counter(count=index))
@@ -99,7 +108,8 @@ def _bump(counter: Counter) -> Callable[[], None]:
 
 
 async def test_the_ttl_slides_on_the_cluster_too(cluster: RedisCluster) -> None:
-    async with RedisSession.from_url(cluster.url, key_prefix=f"ttl-{uuid.uuid4().hex}:", key_ttl=300) as session:
+    prefix = f"ttl-{uuid.uuid4().hex}:"
+    async with RedisSession.from_url(cluster.url, key_prefix=prefix, key_ttl=300, timeout=TIMEOUT) as session:
         client, key = session.get_client(), session.session_key("s", "u")
         await session.asave("s", "u", counter=Counter(count=1))
         await client.expire(key, 5)
@@ -115,13 +125,13 @@ async def test_thirty_two_tasks_with_their_own_objects_lose_no_update(cluster: R
 
     async def worker() -> None:
         counter = Counter()
-        async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+        async with RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=TIMEOUT) as session:
             for _ in range(5):
                 await session.aupdate("shared", _bump(counter), user_id="u", retries=200, counter=counter)
 
     await asyncio.gather(*(worker() for _ in range(32)))
     final = Counter()
-    async with RedisSession.from_url(cluster.url, key_prefix=prefix) as session:
+    async with RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=TIMEOUT) as session:
         await session.aload("shared", "u", allow_not_exist=False, counter=final)
     assert final.count == 160
 
@@ -185,3 +195,33 @@ async def test_an_update_whose_node_pauses_before_the_save_applies_its_change_on
             stored = Counter()
             await session.aload("s", "u", counter=stored)
         assert (calls, stored.count) == ([1], 1)  # mutate() ran once, and its change is stored once
+
+
+def test_every_port_of_the_cluster_is_distinct(cluster: RedisCluster) -> None:
+    """The nodes' ports and their cluster bus ports: six ports, chosen together (issue 23)."""
+    command = ["redis-cli", "-h", cluster.host, "-p", str(cluster.ports[0]), "CLUSTER", "NODES"]  # redis-py drops the bus ports
+    text = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True).stdout
+    addresses = [line.split()[1].split(",")[0] for line in text.splitlines() if line.strip()]  # 127.0.0.1:port@bus
+    ports = [int(part) for address in addresses for part in address.rsplit(":", 1)[1].split("@")]
+    assert len(addresses) == 3 and sorted(ports[0::2]) == sorted(cluster.ports)
+    assert len(set(ports)) == 6
+
+
+def test_a_server_whose_port_was_taken_meanwhile_starts_on_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another program takes the chosen port before redis-server binds it: a fresh port is chosen."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        choose = _servers.free_ports
+        chosen: list[list[int]] = []
+
+        def first_the_taken_port(count: int) -> list[int]:
+            ports = [taken] + choose(count - 1) if not chosen else choose(count)
+            chosen.append(ports)
+            return ports
+
+        monkeypatch.setattr(_servers, "free_ports", first_the_taken_port)
+        with local_redis_server() as server, redis.Redis(host=server.host, port=server.port) as client:
+            assert client.ping() is True
+    assert len(chosen) == 2 and chosen[0] == [taken] and server.port != taken

@@ -15,6 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strategies import examples
 from statekit.codecs import JSON, JSON_COMPACT, YAML, Codec, with_document_positions
 from statekit.codecs import yaml as yaml_codec
 from statekit.errors import DocumentError, Problem, StateDumpError, StateLoadError
@@ -31,7 +32,7 @@ json_data = st.recursive(
 
 @pytest.mark.parametrize("codec", CODECS)
 @given(data=json_data)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_round_trip_is_exact_and_stable(codec: Codec, data: Any) -> None:
     raw = codec.dumps(data)
     assert codec.loads(raw, None) == data
@@ -112,7 +113,7 @@ def test_locate_points_at_keys_items_and_nearest_ancestors(codec: Codec) -> None
 
 
 @given(data=json_data)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_json_locate_finds_every_path(data: Any) -> None:
     raw = JSON.dumps(data)
     text = raw.decode()

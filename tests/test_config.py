@@ -352,3 +352,27 @@ def test_a_required_attribute_that_is_not_state_says_to_build_the_module_in_code
     assert problem.dotted == "client"
     assert "not state, but the constructor needs it" in problem.message
     assert "seed()" in problem.message
+
+
+def test_yaml_1_1_booleans_and_numbers_are_explained(tmp_path: Path) -> None:
+    path = tmp_path / "office.yaml"
+    path.write_text("opens: '09:00:00'\ncloses: '17:00:00'\ncountry: no\nopen_on_sunday: yes\n", encoding="utf-8")
+    limits = tmp_path / "limits.yaml"
+    limits.write_text("max_turns: 1_000\nstop: [\"yes\"]\n", encoding="utf-8")
+    with pytest.raises(StateLoadError) as failed:
+        from_config(Office, path)
+    assert [str(p) for p in failed.value.problems] == [
+        f"{path}:4:1: open_on_sunday: expected a boolean, got a string (YAML 1.2 reads yes as text, not a boolean: write true)"
+    ]  # `country: no` is the text the field wants
+    shown = failed.value.problems[0].message
+    with pytest.raises(StateLoadError) as failed:
+        from_config(Limits, limits)
+    assert [p.message for p in failed.value.problems] == [
+        "expected an integer, got a string (YAML 1.2 reads 1_000 as text, not an integer: write 1000)"
+    ]
+    path.write_text("opens: '09:00:00'\ncloses: '17:00:00'\ncountry: x\nopen_on_sunday: 'yes'\n", encoding="utf-8")
+    with pytest.raises(StateLoadError) as failed:
+        from_config(Office, path)
+    assert [p.message for p in failed.value.problems] == ["expected a boolean, got a string"]  # quoted: meant as text
+    page = " ".join((Path(__file__).parent.parent / "docs" / "config-and-schema.md").read_text(encoding="utf-8").split())
+    assert f"`open: {shown}`" in page

@@ -7,6 +7,7 @@ import pytest
 from crash import run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["json", "yaml", "json-appends"])
 def test_fifty_kills_mid_save_lose_nothing_and_leave_nothing(backend: str) -> None:
     report = run(backend, kills=50, seed=50)

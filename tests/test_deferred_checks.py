@@ -30,7 +30,7 @@ from statekit.codecs import JSON
 from statekit.errors import StateDumpError
 from statekit.session import JSONSession
 
-from strategies import json_data, record_types, json_union_records, data_for
+from strategies import examples, json_data, record_types, json_union_records, data_for
 from test_agreement import _put, _slots
 from test_depth import nested
 
@@ -68,7 +68,7 @@ def test_the_census_refuses_what_the_walk_refuses(bad: Any, depth: int) -> None:
     assert not all_json([{"fine": 1}, value])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(json_data, max_size=4))
 def test_the_census_accepts_json_data(values: list[Any]) -> None:
     assert all_json(values) == at_once_accepts(values)
@@ -77,7 +77,7 @@ def test_the_census_accepts_json_data(values: list[Any]) -> None:
 _ANY_BAD: st.SearchStrategy[Any] = st.sampled_from([float("nan"), float("-inf"), (1,), Color.RED, Text("t"), frozenset(), None, 3, 1.5])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_the_census_never_accepts_what_the_walk_refuses(data: st.DataObject) -> None:
     values = data.draw(st.lists(json_data, min_size=1, max_size=3), label="values")
@@ -168,7 +168,7 @@ def _problems(run: Callable[[], Any]) -> Any:
         return "error", [str(p) for p in err.problems]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_deferring_names_the_problem_the_walk_names(data: st.DataObject) -> None:
     """One or two bad values anywhere (under ``Any`` or in a typed field): the same bytes

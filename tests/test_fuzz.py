@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fuzz import SEEDS, check_all, run_in_child
 
 CI_EXAMPLES = 300
 
 
+@pytest.mark.slow
 def test_mutated_files_load_or_fail_cleanly_and_never_crash() -> None:
     done = run_in_child(CI_EXAMPLES, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

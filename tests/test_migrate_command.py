@@ -183,6 +183,26 @@ def test_encrypted_secrets_migrate_with_the_key_and_fail_untouched_without(
     assert main(["migrate", "--dir", str(tmp_path), spec, "--secret-key-env", "NOT_SET_ANYWHERE"]) == 2
 
 
+def test_without_a_key_migrate_names_its_option_and_leaves_a_current_session_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = generate_secret_key()
+    with JSONSession(tmp_path, secret_key=key) as session:
+        session.save("old", tool=ToolV1(token="s3cret", host="example.org"))
+        session.save("new", tool=ToolV2(token="s3cret", url="https://example.org"))
+    before = {name: (tmp_path / f"{name}.json").read_bytes() for name in ("old", "new")}
+    status = main(["migrate", "--dir", str(tmp_path), "--module=tool=test_migrate_command:ToolV2", "old", "new"])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert out.splitlines() == [f"unchanged {tmp_path / 'new.json'}: already at the current version", "migrated 0, unchanged 1, failed 1"]
+    assert err.splitlines()[1].endswith(
+        ": tool.token: the secret is encrypted and a migration must open it: give the key it was saved with "
+        "as --secret-key-env VAR (the environment variable that holds it)"
+    )
+    assert "give the session the secret_key" not in err
+    assert {name: (tmp_path / f"{name}.json").read_bytes() for name in ("old", "new")} == before
+
+
 @pytest.mark.parametrize("spec", ["--module=tool=test_migrate_command:ToolV1", "--module=tool=test_migrate_command:ToolV2"], ids=["current", "older"])
 def test_a_secret_saved_without_a_key_stays_out_when_migrated_with_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, spec: str

@@ -8,8 +8,12 @@ from the issue (all fixed in 1bf0a00); they stay as regression tests.
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 import datetime as dt
 import enum
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -28,6 +32,7 @@ from strategies import (
     agents,
     big_ints,
     corruptions,
+    examples,
     is_plain_json,
     iter_modules,
     json_data,
@@ -39,7 +44,7 @@ from strategies import (
 )
 
 PROPERTY = settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -80,7 +85,7 @@ def test_round_trip_at_every_depth(module: StateModule) -> None:
             assert live_equal(fresh, node)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(big=big_ints, blob=json_data)
 def test_round_trip_keeps_integers_beyond_64_bits(big: int, blob: Any) -> None:
     agent = Agent(turns=big, extra={"big": big, "blob": blob, "list": [big]})
@@ -517,3 +522,18 @@ def test_dump_errors_in_records_name_the_field() -> None:
     with pytest.raises(StateDumpError) as info:
         Notebook(note=Note(meta={"k": {1, 2}})).state_dict()
     assert [p.dotted for p in info.value.problems] == ["note.meta.k"]
+
+
+@pytest.mark.parametrize(("profile", "counts"), [(None, "10 40 10"), ("ci", "100 400 20")])
+def test_hypothesis_profile_is_dev_unless_hypothesis_profile_says_ci(profile: str | None, counts: str) -> None:
+    """conftest.py's profiles (issue 23): a quick `dev` by default; `ci`, as .ci/run exports it, tries every example."""
+    code = (
+        "import conftest\nfrom hypothesis import settings\nfrom strategies import examples\n"
+        "print(settings().max_examples, examples(400), examples(20))"
+    )
+    env = {name: value for name, value in os.environ.items() if name != "HYPOTHESIS_PROFILE"}
+    if profile is not None:
+        env["HYPOTHESIS_PROFILE"] = profile
+    tests = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=tests, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, counts), done.stderr

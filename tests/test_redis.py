@@ -256,6 +256,25 @@ async def test_a_wrong_password_is_not_unavailability() -> None:
             await session.asave("s", counter=Counter())
 
 
+async def test_a_server_that_needs_a_password_given_none_says_how_to_give_one() -> None:
+    hint = "the server needs a password and none was given: put it in the URL (redis://:PASSWORD@host:6379/0"
+    with local_redis_server(options=["--requirepass", "right"]) as server:
+        async with RedisSession(server.host, server.port) as session:
+            with pytest.raises(BackendAuthError, match="refused our credentials") as refused:
+                await session.asave("s", counter=Counter())
+        assert hint in str(refused.value) and "or pass password=... to RedisSession" in str(refused.value)
+        async with RedisSession(server.host, server.port, password="wrong") as session:
+            with pytest.raises(BackendAuthError, match="refused our credentials") as refused:
+                await session.aload("s", counter=Counter())
+        assert "needs a password" not in str(refused.value)  # one was given: it is wrong, not missing
+        url = f"redis://{server.host}:{server.port}/0"
+        done = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "statekit", "list", "--redis-url", url], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 1
+        assert hint in done.stderr
+
+
 # -- servers that run no Lua: WATCH/MULTI stands in for the compare-and-set script --------
 
 

@@ -260,6 +260,7 @@ async def test_concurrent_tasks_with_separate_objects_lose_no_update(backend: Se
 # -- proof: processes, locks --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["json", "yaml"])
 def test_eight_processes_lose_no_update_on_files(tmp_path: Path, kind: str) -> None:
     run_workers(kind, str(tmp_path))
@@ -270,6 +271,7 @@ def test_eight_processes_lose_no_update_on_files(tmp_path: Path, kind: str) -> N
     assert sorted(p.name for p in (tmp_path / "@u").iterdir()) == [f"shared.{kind}"]
 
 
+@pytest.mark.slow
 @pytest.mark.redis
 def test_eight_processes_lose_no_update_on_redis(redis_server: RedisServer) -> None:
     prefix = f"proof-{uuid.uuid4().hex}:"

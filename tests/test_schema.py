@@ -20,7 +20,7 @@ from statekit import StatekitError, StateModule, from_config, state_field, state
 from statekit._schema import DRAFT, json_schema, session_schema
 from statekit.errors import StateDefinitionError
 
-from strategies import data_for, json_data, record_type, value_types
+from strategies import data_for, examples, json_data, record_type, value_types
 
 
 class Role(enum.Enum):
@@ -264,7 +264,7 @@ def _ints_for_whole_floats(data: Any) -> Any:
     return data
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_the_schema_accepts_what_from_config_loads(data: st.DataObject) -> None:
     tp = data.draw(value_types)

@@ -6,7 +6,7 @@ import dataclasses
 import re
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -36,7 +36,7 @@ from statekit.cli import main
 from statekit.errors import StateDefinitionError, StateDumpError
 from statekit.session import SessionBase
 from statekit.session.redis import RedisSession
-from statekit.testing import RedisServer
+from statekit.testing import Counter, RedisServer
 
 TOKEN = "sk-live-7c1e4a9b2f0d-DO-NOT-LEAK"
 
@@ -62,24 +62,46 @@ def agent_with_token() -> Agent:
     return agent
 
 
-Factory = Callable[[str | None], SessionBase]
+Factory = Callable[[str | Sequence[str] | None], SessionBase]
+
+
+@attrs.frozen
+class Place:
+    """One storage: a factory of sessions on it (given a key, keys or None), a reader of every
+    stored byte (in a stable order), and the command-line options that name it."""
+
+    make: Factory
+    stored: Callable[[], list[bytes]]
+    options: list[str]
 
 
 @pytest.fixture(params=["json", "yaml", pytest.param("redis", marks=pytest.mark.redis)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Factory, Callable[[], list[bytes]]]]:
-    """A factory of sessions (given a key or None) on one storage, and a reader of every stored byte."""
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
+    """A storage of each backend (Redis: a real server, a fresh key prefix)."""
     if request.param in ("json", "yaml"):
         kind = JSONSession if request.param == "json" else YAMLSession
-        yield (lambda key: kind(tmp_path, secret_key=key)), lambda: [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
+        options = ["--dir", str(tmp_path)] + (["--yaml"] if kind is YAMLSession else [])
+
+        def files() -> list[bytes]:
+            return [p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()]
+
+        yield Place(lambda key: kind(tmp_path, secret_key=key), files, options)
         return
     server: RedisServer = request.getfixturevalue("redis_server")
     prefix = f"secrets-{uuid.uuid4().hex}:"
     raw = redis.Redis(host=server.host, port=server.port)
-    yield (
-        (lambda key: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key)),
-        lambda: [_as_bytes(raw.get(k)) for k in raw.keys(f"{prefix}*")],
+    yield Place(
+        lambda key: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key),
+        lambda: [_as_bytes(raw.get(k)) for k in sorted(raw.keys(f"{prefix}*"))],
+        ["--host", server.host, "--port", str(server.port), "--key-prefix", prefix],
     )
     raw.close()
+
+
+@pytest.fixture
+def store(place: Place) -> tuple[Factory, Callable[[], list[bytes]]]:
+    """A factory of sessions (given a key or None) on one storage, and a reader of every stored byte."""
+    return place.make, place.stored
 
 
 def _as_bytes(value: object) -> bytes:
@@ -505,3 +527,251 @@ def test_the_json_schema_accepts_the_encrypted_form_and_never_requires_it(tmp_pa
         with JSONSession(tmp_path, secret_key=key) as session:
             session.save("s1", agent=agent_with_token())
             jsonschema.Draft202012Validator(schema).validate(orjson.loads(session.session_path("s1").read_bytes()))
+
+
+# --- issue 23: key rotation: several keys, and `statekit rekey` ----------------------
+
+
+def test_several_keys_the_first_encrypts_and_every_one_decrypts(place: Place) -> None:
+    old, new = generate_secret_key(), generate_secret_key()
+    with place.make(old) as session:
+        session.save("s1", agent=agent_with_token())
+    for keys in ([new, old], (new, old)):
+        with place.make(keys) as session:
+            agent = Agent()
+            session.load("s1", agent=agent)  # sealed with the second key
+            assert agent.client.api_key == TOKEN
+            session.save("s2", agent=agent)  # sealed with the first
+    for key, opens in ((new, True), (old, False)):
+        with place.make(key) as session:
+            agent = Agent()
+            if opens:
+                session.load("s2", agent=agent)
+                assert agent.client.api_key == TOKEN
+            else:
+                with pytest.raises(StateLoadError, match=r"agent\.client\.api_key: cannot decrypt the secret: wrong secret_key"):
+                    session.load("s2", agent=agent)
+                assert agent.client.api_key == ""
+
+
+def test_use_secret_key_and_from_url_take_several_keys_too(tmp_path: Path, redis_server: RedisServer) -> None:
+    old, new = generate_secret_key(), generate_secret_key()
+    JSONSession(tmp_path, secret_key=old).save("s1", agent=agent_with_token())
+    own = JSONSession(tmp_path)
+    own.use_secret_key([new, old])
+    agent = Agent()
+    own.load("s1", agent=agent)
+    assert agent.client.api_key == TOKEN
+    url, prefix = f"redis://{redis_server.host}:{redis_server.port}/0", f"rotate-{uuid.uuid4().hex}:"
+    with RedisSession.from_url(url, key_prefix=prefix, secret_key=old) as session:
+        session.save("s1", agent=agent_with_token())
+    with RedisSession.from_url(url, key_prefix=prefix, secret_key=[new, old]) as session:
+        again = Agent()
+        session.load("s1", agent=again)
+    assert again.client.api_key == TOKEN
+
+
+def test_a_secret_none_of_the_keys_opens_is_a_clear_error_that_changes_nothing(place: Place) -> None:
+    with place.make(generate_secret_key()) as session:
+        session.save("s1", agent=agent_with_token())
+    target = Agent()
+    target.client.turns = 9
+    with place.make([generate_secret_key(), generate_secret_key()]) as session, pytest.raises(StateLoadError) as caught:
+        session.load("s1", agent=target)
+    (problem,) = caught.value.problems
+    assert (problem.dotted, problem.message) == (
+        "agent.client.api_key",
+        "cannot decrypt the secret with any of the 2 keys of secret_key: it was sealed with another key, "
+        "or the stored value was altered",
+    )
+    assert TOKEN not in str(caught.value)
+    assert (target.client.api_key, target.client.turns, target.notes) == ("", 9, [])
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ([], "secret_key is an empty list: give at least one key (the first encrypts, every one decrypts)"),
+        (["GOOD", "short-" + TOKEN], "secret_key[1] must be 32 random bytes or their URL-safe base64"),
+        (("GOOD", "é" * 44), "secret_key[1] must be ASCII"),
+        ({"GOOD"}, "secret_key must be one key or a list of keys in order (the first encrypts), got a set"),
+    ],
+    ids=["empty", "malformed", "not-ascii", "a-set"],
+)
+def test_a_bad_list_of_keys_is_refused_without_echoing_a_key(tmp_path: Path, keys: Any, message: str) -> None:
+    good = generate_secret_key()
+    keys = type(keys)(good if key == "GOOD" else key for key in keys)
+    with pytest.raises(SecretError) as caught:
+        JSONSession(tmp_path, secret_key=keys)
+    assert str(caught.value).startswith(message)
+    assert good not in str(caught.value) and TOKEN not in str(caught.value)
+    own = JSONSession(tmp_path)
+    with pytest.raises(SecretError, match=re.escape(message)):
+        own.use_secret_key(keys)
+
+
+Keys = tuple[str, str]
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> Keys:
+    """An old and a new key, in the environment variables OLD_KEY and NEW_KEY."""
+    old, new = generate_secret_key(), generate_secret_key()
+    monkeypatch.setenv("OLD_KEY", old)
+    monkeypatch.setenv("NEW_KEY", new)
+    return old, new
+
+
+REKEY = ["rekey", "--new-key-env", "NEW_KEY", "--old-key-env", "OLD_KEY", "--user", "ada"]
+
+
+def rekey(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
+    """Run ``statekit rekey``: the status, the lines printed (paths left out) and standard error."""
+    capsys.readouterr()
+    status = main([*REKEY, *argv])
+    out, err = capsys.readouterr()
+    return status, [line.rsplit(": ", 1)[-1] if ": " in line else line for line in out.splitlines()], err
+
+
+def test_rekey_re_encrypts_old_sessions_and_leaves_current_and_unkeyed_ones(
+    place: Place, keys: Keys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = keys
+    with place.make(old) as session:
+        session.save("s1", "ada", agent=agent_with_token())
+    with place.make(new) as session:
+        session.save("s2", "ada", agent=agent_with_token())
+    with place.make(None) as session:
+        session.save("s3", "ada", counter=Counter(count=4))  # a session without encrypted secrets
+    before = place.stored()
+
+    status, lines, err = rekey(capsys, "--dry-run", *place.options)
+    assert (status, err) == (0, "")
+    assert lines == [
+        "would re-encrypt 1 of 1 secret with the new key",
+        "1 secret already on the new key; left as it is",
+        "no encrypted secret; left as it is",
+        "would rekey 1, already on the new key 1, without encrypted secrets 1, failed 0",
+    ]
+    assert place.stored() == before  # the dry run changed no byte
+
+    with place.make(old) as session:
+        untouched = [session.read_document(s, "ada") for s in ("s2", "s3")]
+    status, lines, err = rekey(capsys, *place.options)
+    assert (status, err) == (0, "")
+    assert lines[0] == "re-encrypted 1 of 1 secret with the new key"
+    assert lines[-1] == "rekeyed 1, already on the new key 1, without encrypted secrets 1, failed 0"
+    with place.make(new) as session:  # the new key alone opens every session; the unchanged ones kept their bytes
+        agent = Agent()
+        session.load("s1", "ada", agent=agent)
+        assert (agent.client.api_key, agent.client.turns, agent.notes) == (TOKEN, 3, ["hello"])
+        assert [session.read_document(s, "ada") for s in ("s2", "s3")] == untouched
+    with place.make(old) as session, pytest.raises(StateLoadError, match="wrong secret_key"):
+        session.load("s1", "ada", agent=Agent())
+
+    after = place.stored()
+    assert rekey(capsys, *place.options)[1][-1] == "rekeyed 0, already on the new key 2, without encrypted secrets 1, failed 0"
+    assert place.stored() == after
+
+
+def test_rekey_reports_a_secret_no_key_opens_and_goes_on(
+    tmp_path: Path, keys: Keys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = keys
+    JSONSession(tmp_path, secret_key=generate_secret_key()).save("s1", "ada", agent=agent_with_token())
+    JSONSession(tmp_path, secret_key=old).save("s2", "ada", agent=agent_with_token())
+    stranger = JSONSession(tmp_path).session_path("s1", "ada")
+    before = stranger.read_bytes()
+    status, lines, err = rekey(capsys, "--dir", str(tmp_path))
+    assert status == 1
+    assert err == (
+        f"{stranger}: not rekeyed: agent.client.api_key: cannot decrypt the secret with any of the 2 keys of "
+        "secret_key: it was sealed with another key, or the stored value was altered (if it was sealed with a key "
+        "not given here, add that key with --old-key-env VAR)\n"
+    )
+    assert lines == ["re-encrypted 1 of 1 secret with the new key", "rekeyed 1, already on the new key 0, without encrypted secrets 0, failed 1"]
+    assert stranger.read_bytes() == before
+    agent = Agent()
+    JSONSession(tmp_path, secret_key=new).load("s2", "ada", agent=agent)
+    assert agent.client.api_key == TOKEN
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"NEW_KEY": None}, "statekit rekey: error: --new-key-env NEW_KEY: the environment variable is not set\n"),
+        ({"OLD_KEY": "short-" + TOKEN}, "statekit rekey: error: --old-key-env OLD_KEY: secret_key must be 32 random bytes"),
+    ],
+)
+def test_rekey_refuses_a_missing_or_malformed_key_and_writes_nothing(
+    tmp_path: Path, keys: Keys, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, variables: dict[str, str | None], message: str
+) -> None:
+    JSONSession(tmp_path, secret_key=keys[0]).save("s1", "ada", agent=agent_with_token())
+    path = JSONSession(tmp_path).session_path("s1", "ada")
+    before = path.read_bytes()
+    for name, value in variables.items():
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
+    status, lines, err = rekey(capsys, "--dir", str(tmp_path))
+    assert (status, lines) == (2, [])
+    assert err.startswith(message) and TOKEN not in err
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("writes", [1, 5])
+def test_rekey_never_overwrites_a_concurrent_writer(
+    tmp_path: Path, keys: Keys, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, writes: int
+) -> None:
+    """Another process's update lands between rekey's read and its write: rekey reads again
+    and redoes its work; a writer that wins every one of its 5 attempts is reported and kept."""
+    old, new = keys
+    JSONSession(tmp_path, secret_key=old).save("s1", "ada", agent=agent_with_token())
+    read = JSONSession.aread_document
+    left = [writes]
+
+    async def read_then_race(self: JSONSession, session_id: str, user_id: str | None = None) -> Any:
+        stored = await read(self, session_id, user_id)
+        if left[0]:
+            left[0] -= 1
+            agent = Agent()
+
+            def bump() -> None:
+                agent.client.turns += 1
+
+            async with JSONSession(tmp_path, secret_key=old) as writer:  # an application not yet on the new key
+                await writer.aupdate("s1", bump, user_id="ada", agent=agent)
+        return stored
+
+    monkeypatch.setattr(JSONSession, "aread_document", read_then_race)
+    status, lines, err = rekey(capsys, "--dir", str(tmp_path))
+    monkeypatch.undo()
+    final = Agent()
+    if writes == 1:
+        assert (status, err) == (0, "")
+        assert lines == ["re-encrypted 1 of 1 secret with the new key", "rekeyed 1, already on the new key 0, without encrypted secrets 0, failed 0"]
+        JSONSession(tmp_path, secret_key=new).load("s1", "ada", agent=final)
+    else:
+        assert status == 1
+        assert err.endswith(
+            "s1.json: not rekeyed: " f"{tmp_path}/@ada/s1.json was changed by another writer during each of 5 attempts; "
+            "it was left as that writer saved it: run statekit rekey again\n"
+        )
+        JSONSession(tmp_path, secret_key=old).load("s1", "ada", agent=final)
+    assert (final.client.turns, final.client.api_key) == (3 + writes, TOKEN)  # every update kept
+
+
+@pytest.mark.redis
+def test_rekey_keeps_the_expiry_of_a_redis_key(redis_server: RedisServer, keys: Keys, capsys: pytest.CaptureFixture[str]) -> None:
+    """An application's key_ttl is its business: rekey rewrites the value and leaves the expiry as it was."""
+    prefix = f"rekey-ttl-{uuid.uuid4().hex}:"
+    with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=300, secret_key=keys[0]) as session:
+        session.save("s1", "ada", agent=agent_with_token())
+        key = session.session_key("s1", "ada")
+    raw = redis.Redis(host=redis_server.host, port=redis_server.port)
+    before = raw.get(key)
+    options = ["--host", redis_server.host, "--port", str(redis_server.port), "--key-prefix", prefix]
+    assert rekey(capsys, *options)[:2] == (0, ["re-encrypted 1 of 1 secret with the new key", "rekeyed 1, already on the new key 0, without encrypted secrets 0, failed 0"])
+    assert raw.get(key) != before and 0 < raw.ttl(key) <= 300
+    raw.close()

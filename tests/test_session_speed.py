@@ -27,9 +27,9 @@ from statekit._load import load_many
 from statekit.codecs import JSON
 from statekit.errors import DocumentError, StateDumpError, StateLoadError, format_path
 from statekit.session import JSONSession
-from strategies import state_modules, teams
+from strategies import examples, state_modules, teams
 
-PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY

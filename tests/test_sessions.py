@@ -22,6 +22,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from strategies import examples
 from statekit.errors import DocumentError, InvalidSessionIdError, SessionError, StateLoadError
 from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
@@ -54,6 +55,26 @@ class TestContract(SessionContract):
     @pytest.mark.slow
     def test_large_session(self) -> None:
         super().test_large_session()
+
+
+def test_list_users_names_every_user_with_sessions(backend: SessionFactory) -> None:
+    with backend() as session:
+        before = set(session.list_users())  # Redis tests share a server: other tests' users may be there
+        for user in ("alice", "b:o%b", ""):
+            session.save("s:1", user, counter=Counter())
+        session.save("s2", "alice", counter=Counter())
+        assert set(session.list_users()) - before == {"alice", "b:o%b", ""} - before
+        assert session.list_users() == sorted(session.list_users())
+        session.delete("s:1", "b:o%b")
+        assert "b:o%b" not in session.list_users()
+
+
+def test_list_users_of_a_backend_that_cannot_tell_is_a_session_error(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="ReferenceLikeSession cannot list its users"):
+        ReferenceLikeSession({}).list_users()
+    with pytest.raises(SessionError, match="a folder in AgentScope's layout cannot tell its users apart"):
+        JSONSession(tmp_path, layout="agentscope").list_users()
+    assert JSONSession(tmp_path / "nothing-here").list_users() == []
 
 
 # -- the contract catches a broken backend ------------------------------------------
@@ -135,7 +156,7 @@ def test_hostile_ids_stay_inside_save_dir(file_session: FileSession, tmp_path: P
 
 
 @given(st.text(min_size=1, max_size=MAX_ID_LENGTH).filter(lambda s: "\x00" not in s))
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_encoded_ids_are_reversible_and_unique_ignoring_case(value: Any) -> None:
     assume(_utf8(value))
     name = encode_id(value)

@@ -454,6 +454,27 @@ def test_an_unsupported_type_under_a_union_fails_at_definition(tp: Any) -> None:
         stateful(type("Nested", (StateModule,), namespace))  # cattrs would make the member's hook at the first load
 
 
+class Undecorated:
+    """A record that forgot ``@stateful``."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+
+
+@pytest.mark.parametrize("tp", [list[Undecorated], dict[str, Undecorated], Undecorated | None])
+def test_a_record_without_stateful_is_told_to_add_it_first_and_the_codec_advice_once(tp: Any) -> None:
+    namespace = {"__annotations__": {"content": tp}, "content": state_field(default=None)}
+    with pytest.raises(StateDefinitionError) as refused:
+        stateful(type("Memory", (StateModule,), namespace))
+    message = str(refused.value)
+    assert message.startswith("Memory.content: statekit cannot save or load values of type ")
+    assert message.endswith(
+        "; if Undecorated holds data, decorate it with @stateful (a value record: every field is data); "
+        "else give the field to_json= and from_json=, or register cattrs hooks on a converter passed as @stateful(converter=...)"
+    )
+    assert message.count("to_json") == 1
+
+
 def test_unsupported_type_with_codec_is_fine() -> None:
     class Opaque:
         def __init__(self, v: int = 0) -> None:

@@ -30,7 +30,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
 from statekit.session._delta_save import META_KEY
 
-from strategies import data_for, json_data, json_union_records, record_types, value_types
+from strategies import data_for, examples, json_data, json_union_records, record_types, value_types
 from test_agreement import shape
 from test_depth import Blob, nested
 
@@ -78,7 +78,7 @@ def assert_agree(cls: type[StateModule], data: Any, strict: bool) -> bool:
 
 
 @pytest.mark.parametrize("bounded", [False, True], ids=["depth-pass", "bounded-decoder"])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_typed_and_full_paths_agree_on_random_types_and_data(bounded: bool, data: st.DataObject) -> None:
     tp = data.draw(st.one_of(value_types, record_types, json_union_records), label="type")
@@ -521,3 +521,33 @@ def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path:
     fresh.load("s", agent=Agent())
     fresh.load("s", agent=Agent())
     assert calls == [1, 1]
+
+
+PARSED: list[str] = []
+
+
+def _parse(text: str) -> str:
+    PARSED.append(text)
+    return text
+
+
+@stateful
+class Coded:
+    text: str = state_field(from_json=_parse, to_json=str)
+
+
+@stateful
+class CodedHolder(StateModule):
+    coded: Coded = state_field(factory=lambda: Coded("a"))
+    count: int = state_field(default=0, validator=attrs.validators.ge(0))
+
+
+def test_a_from_json_deep_in_a_field_runs_once_when_a_later_validator_refuses(tmp_path: Path) -> None:
+    """A record holding a from_json is left to the full path whole: the typed
+    path would run the codec, decline at the validator, and the full path would run it again."""
+    (tmp_path / "s.json").write_bytes(msgspec.json.encode({**META, "h": {"coded": {"text": "b"}, "count": -1}}))
+    PARSED.clear()
+    with pytest.raises(StateLoadError) as caught:
+        JSONSession(tmp_path).load("s", h=CodedHolder())
+    assert [p.path for p in caught.value.problems] == [("h", "count")]
+    assert PARSED == ["b"]

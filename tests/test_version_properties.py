@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from strategies import agents_v1
+from strategies import agents_v1, examples
 from version_models import Agent, AgentV1, by_hand
 
 
@@ -19,7 +19,7 @@ def tagged(agent: dict[str, Any]) -> dict[str, Any]:
     return agent
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(agents_v1)
 def test_loading_version_1_data_equals_migrating_it_by_hand(old: AgentV1) -> None:
     data = old.state_dict()
@@ -34,7 +34,7 @@ def test_loading_version_1_data_equals_migrating_it_by_hand(old: AgentV1) -> Non
     assert data == before
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(agents_v1)
 def test_version_1_data_loads_the_same_leniently_and_strictly(old: AgentV1) -> None:
     strict, lenient = Agent(), Agent()

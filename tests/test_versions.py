@@ -85,6 +85,26 @@ def test_wrong_versions_fail_when_the_class_is_defined(options: dict[str, Any], 
     assert str(caught.value).split("<locals>.")[-1].startswith(message), caught.value
 
 
+def test_migrations_without_version_say_which_version_to_set() -> None:
+    with pytest.raises(StateDefinitionError) as caught:
+
+        @stateful(migrations={1: keep})
+        class Bad(StateModule):
+            name: str = state_field(default="")
+
+    assert str(caught.value).endswith(
+        "(the class is version 1); the last migration makes version 2: set @stateful(version=2, migrations=...) "
+        "(without version=, a class is version 1)"
+    )
+    with pytest.raises(StateDefinitionError) as caught:
+
+        @stateful(version=2, migrations={1: keep, 2: keep})
+        class Ahead(StateModule):
+            name: str = state_field(default="")
+
+    assert str(caught.value).endswith("; the last migration makes version 3: set @stateful(version=3, migrations=...)")
+
+
 def test_a_field_may_not_take_the_version_key() -> None:
     with pytest.raises(StateDefinitionError, match="'__version__' is reserved"):
 
@@ -576,3 +596,56 @@ def test_a_failing_migration_of_data_that_says_version_1_does_not_call_it_unvers
         "<root>: cannot migrate the data of version 1 to Agent version 3: "
         "the migration from 1 to 2 (agent_1_to_2) raised KeyError: 'turns'; nothing was loaded"
     )
+
+
+# -- issue 23: a strict load of data that an older class saved hints at a migration --------
+
+
+@stateful
+class Tally(StateModule):
+    name: str = state_field(default="")
+    turns: int = state_field(default=0)
+
+
+@stateful
+class TallyRenamed(StateModule):  # Tally with turns renamed, and no migration
+    name: str = state_field(default="")
+    turn_count: int = state_field(default=0)
+
+
+@stateful
+class TallyRetyped(StateModule):  # Tally with turns now a list, and no migration
+    name: str = state_field(default="")
+    turns: list[int] = state_field(factory=list)
+
+
+HINT = "give it a version and a migration that brings old data up: @stateful(version=..., migrations=...) (docs/versions.md)"
+
+
+def test_a_renamed_or_retyped_field_hints_at_a_migration(backend: SessionFactory) -> None:
+    with backend() as session:
+        session.save("chat", tally=Tally("a", 3))
+        with pytest.raises(StateLoadError) as renamed:
+            session.load("chat", tally=TallyRenamed())
+        with pytest.raises(StateLoadError) as retyped:
+            session.load("chat", tally=TallyRetyped())
+    assert renamed.value.hint == (
+        f"if the class changed since this data was saved (a field renamed: tally.turns -> tally.turn_count?), {HINT}"
+    )
+    assert str(renamed.value).endswith(f"\nhint: {renamed.value.hint}")
+    assert retyped.value.hint == f"if the class changed since this data was saved (a field's type changed), {HINT}"
+    with pytest.raises(StateLoadError) as direct:
+        TallyRenamed().load_state_dict({"name": "a", "turns": 3})
+    assert direct.value.hint is not None and "turns -> turn_count?" in direct.value.hint
+    assert pickle.loads(pickle.dumps(direct.value)).hint == direct.value.hint
+
+
+def test_no_migration_hint_for_a_lenient_load_a_config_or_an_unrelated_problem(tmp_path: Path) -> None:
+    assert TallyRenamed().load_state_dict({"name": "a", "turns": 3}, strict=False).unexpected_keys == ["turns"]
+    (tmp_path / "tally.yaml").write_text("name: a\nturns: 3\n", encoding="utf-8")
+    with pytest.raises(StateLoadError) as config:  # written by hand: a typo, not an older class
+        from_config(TallyRenamed, tmp_path / "tally.yaml")
+    with pytest.raises(StateLoadError) as missing:
+        TallyRenamed().load_state_dict({"name": "a"})
+    assert (config.value.hint, missing.value.hint) == (None, None)
+    assert "hint:" not in str(config.value)

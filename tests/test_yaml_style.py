@@ -14,6 +14,7 @@ from statekit.codecs import YAML
 from statekit.codecs._yaml_schema import CORE
 from statekit.session import YAMLSession
 from statekit.testing import TRICKY_TEXTS, Chat, Message
+from strategies import examples
 
 
 def test_a_session_file_reads_like_hand_written_yaml(tmp_path: Path) -> None:
@@ -110,7 +111,7 @@ multi_line = st.lists(texts, min_size=2, max_size=4).map("\n".join)
 
 
 @given(st.dictionaries(texts, texts | multi_line | st.lists(multi_line, max_size=3), max_size=5))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_save_load_save_is_byte_identical(data: dict[str, Any]) -> None:
     raw = YAML.dumps(data)
     assert YAML.loads(raw, None) == data
@@ -122,7 +123,7 @@ scalar_like = st.from_regex(r"[-+]?[0-9.:_xobeEaf]{0,8}|[yYnNoOtTfF][a-zA-Z]{0,4
 
 
 @given(st.dictionaries(scalar_like, scalar_like, max_size=5))
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 def test_text_that_looks_like_a_number_is_written_as_text_for_every_reader(data: dict[str, str]) -> None:
     raw = YAML.dumps(data)
     assert YAML.loads(raw, None) == data

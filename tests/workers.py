@@ -13,7 +13,7 @@ kind, where, prefix, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv
 RETRIES = 100  # 8 writers on one session, on a shared CI machine: the default 10 can run out
 if kind == "redis":
     from statekit.session.redis import RedisSession
-    session = RedisSession.from_url(where, key_prefix=prefix)
+    session = RedisSession.from_url(where, key_prefix=prefix, timeout=60)  # a loaded machine can stall past 5 s
 else:
     from statekit.session import JSONSession, YAMLSession
     session = (JSONSession if kind == "json" else YAMLSession)(where)
@@ -40,5 +40,5 @@ def run_workers(kind: str, where: str, *, prefix: str = "", processes: int = 8, 
     """
     args = [sys.executable, "-c", WORKER, kind, where, prefix, str(increments)]
     children = [subprocess.Popen(args, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
-    failures = [child.communicate(timeout=120)[1] for child in children]
+    failures = [child.communicate(timeout=600)[1] for child in children]  # a deadline: a loaded machine is slow
     assert [child.returncode for child in children] == [0] * processes, [f for f in failures if f][:1]

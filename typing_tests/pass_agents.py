@@ -7,8 +7,9 @@ import enum
 from typing import Any
 
 import attrs
+from pydantic import BaseModel, ConfigDict, Field
 
-from statekit import LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
+from statekit import JSONSession, LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
 
 
 class Role(enum.Enum):
@@ -98,3 +99,44 @@ def use_append_only() -> None:
     first: Line = memory.content[0]
     size: int = memory.ids[-1]
     print(first.text, size)
+
+
+class ToolCall(BaseModel):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentState(BaseModel):
+    """A pydantic model held as a value: no codec needed."""
+
+    step: int = 0
+    calls: list[ToolCall] = Field(default_factory=list)
+
+
+class FrozenMsg(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    role: str
+    text: str
+
+
+@stateful
+class PydanticAgent(StateModule):
+    state: AgentState = state_field(factory=AgentState)
+    last: ToolCall | None = state_field(default=None)
+    history: list[FrozenMsg] = state_field(factory=list, append_only=True)
+    by_tool: dict[str, ToolCall] = state_field(factory=dict)
+
+
+def use_pydantic() -> None:
+    agent = PydanticAgent(state=AgentState(step=1), last=ToolCall(name="search"))
+    agent.history.append(FrozenMsg(role="user", text="hi"))
+    step: int = agent.state.step
+    last: ToolCall | None = agent.last
+    agent.load_state_dict(agent.state_dict())
+    print(step, last, agent.by_tool.get("search"))
+
+
+def use_several_secret_keys(new: str, old: str, raw: bytes) -> None:
+    keys = [new, old]  # list[str]: the first encrypts, both decrypt
+    JSONSession("sessions", secret_key=keys).use_secret_key((new, old))
+    JSONSession("sessions", secret_key=raw).use_secret_key([raw, raw])

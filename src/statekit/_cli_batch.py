@@ -1,4 +1,4 @@
-"""What the commands that go over many sessions (``compact``, ``migrate``) share.
+"""What the commands that go over many sessions (``list``, ``compact``, ``migrate``) share.
 
 Each session is reported as soon as it is done, so that what was already
 rewritten is on the terminal even if the run stops later; a session that fails
@@ -7,10 +7,12 @@ is reported on standard error and the others go on; the last line counts them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TextIO
 
 import attrs
 
+from statekit._cli_hints import found_elsewhere
 from statekit.errors import StatekitError
 from statekit.session import SessionBase
 
@@ -61,3 +63,34 @@ def reason(exc: StatekitError | OSError) -> str:
     if isinstance(exc, OSError):
         return f"{exc.filename}: {exc.strerror or exc}" if exc.filename else str(exc.strerror or exc)
     return str(exc)
+
+
+Target = tuple[str | None, str]
+"""A session a command goes over: its user (``None``: the store's default user) and its id."""
+
+
+async def targets(store: SessionBase, session_ids: Sequence[str], user_id: str | None, *, all_users: bool) -> list[Target]:
+    """The sessions a command goes over: those named, every session of every user, or the user's.
+
+    Raises:
+        StatekitError: None were named and the user has none, but the store
+            holds others (another user's, or in the other file format): saying
+            which, and the option that reaches them. A store with no sessions
+            at all is no error (a first run).
+    """
+    if all_users:
+        return [(user, session_id) for user in await store.alist_users() for session_id in await store.alist_sessions(user)]
+    if session_ids:
+        return [(user_id, session_id) for session_id in session_ids]
+    found = await store.alist_sessions(user_id)
+    if not found:
+        elsewhere = await found_elsewhere(store, user_id)
+        if elsewhere is not None:
+            raise StatekitError(elsewhere)
+    return [(user_id, session_id) for session_id in found]
+
+
+def label(target: Target, *, all_users: bool) -> str:
+    """How a line names a session: its id, with its user when the command goes over every user's."""
+    user, session_id = target
+    return f"{session_id} (user {user!r})" if all_users else session_id

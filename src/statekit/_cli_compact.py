@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TextIO
 
-from statekit._cli_batch import FAILED, Tally, reason
+from statekit._cli_batch import FAILED, Tally, Target, label, reason
 from statekit.errors import SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
 from statekit.session._revisions import revision_of
@@ -12,7 +13,9 @@ from statekit.session._revisions import revision_of
 LABELS = {"compacted": "compacted", "unchanged": "unchanged", FAILED: FAILED}
 
 
-async def compact_sessions(store: SessionBase, session_ids: list[str], user_id: str | None, *, out: TextIO, err: TextIO) -> bool:
+async def compact_sessions(
+    store: SessionBase, sessions: Sequence[Target], *, out: TextIO, err: TextIO, all_users: bool = False
+) -> bool:
     """Rewrite each session that has appended items as one whole document, reporting each.
 
     Each rewrite is conditional: a session written meanwhile raises
@@ -21,31 +24,32 @@ async def compact_sessions(store: SessionBase, session_ids: list[str], user_id: 
 
     Args:
         store: Where the sessions are.
-        session_ids: The sessions; empty: every session of the user.
-        user_id: Their owner (``None``: the store's default user).
+        sessions: The sessions (see :func:`~statekit._cli_batch.targets`).
         out: Where the sessions done or left alone, and the counts, are printed.
         err: Where the sessions that failed are printed, with why.
+        all_users: The sessions are every user's: each line names the user too.
 
     Returns:
         Whether none failed.
     """
     tally = Tally(LABELS, out, err)
-    for session_id in session_ids or await store.alist_sessions(user_id):
+    for target in sessions:
+        name = label(target, all_users=all_users)
         try:
-            status, line = await _compact_one(store, session_id, user_id)
+            status, line = await _compact_one(store, *target)
         except (StatekitError, OSError) as exc:
-            status, line = FAILED, f"{session_id}: not compacted: {reason(exc)}"
-        tally.report(status, line)
+            status, line = FAILED, f"not compacted: {reason(exc)}"
+        tally.report(status, f"{name}: {line}")
     return tally.summary()
 
 
-async def _compact_one(store: SessionBase, session_id: str, user_id: str | None) -> tuple[str, str]:
-    """Compact one session: its status and the line that reports it."""
+async def _compact_one(store: SessionBase, user_id: str | None, session_id: str) -> tuple[str, str]:
+    """Compact one session: its status and what the line that reports it says."""
     stored = await store.aread_document(session_id, user_id)
     if stored is None:
         user = store.key(session_id, user_id).user_id
         raise SessionNotFoundError(f"no session {session_id!r} of user {user!r}")
     if revision_of(stored.raw) == stored.revision:  # the raw bytes are what is stored: no deltas
-        return "unchanged", f"{session_id}: nothing appended to fold in"
+        return "unchanged", "nothing appended to fold in"
     await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
-    return "compacted", f"{session_id}: compacted into {stored.source}"
+    return "compacted", f"compacted into {stored.source}"

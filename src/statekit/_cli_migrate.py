@@ -15,7 +15,8 @@ from typing import Any, TextIO
 
 import attrs
 
-from statekit._cli_batch import FAILED, Tally, reason, where
+from statekit._cli_batch import FAILED, Tally, Target, reason, where
+from statekit._cli_sealed import NEEDS_KEY, is_current, only_sealed
 from statekit._cli_support import _under
 from statekit._config import Document
 from statekit._dump import dump_many
@@ -44,8 +45,7 @@ class Outcome:
 
 async def migrate_sessions(
     store: SessionBase,
-    session_ids: Sequence[str],
-    user_id: str | None,
+    sessions: Sequence[Target],
     classes: Mapping[str, type[Any]],
     *,
     dry_run: bool,
@@ -64,10 +64,10 @@ async def migrate_sessions(
         Whether none failed.
     """
     tally = Tally({"migrated": "would migrate" if dry_run else "migrated", "unchanged": "unchanged", FAILED: FAILED}, out, err)
-    for session_id in session_ids:
+    for user_id, session_id in sessions:
         try:
             with secrets_with(secrets):
-                outcome = await _migrate_one(store, session_id, user_id, classes, dry_run, out)
+                outcome = await _migrate_one(store, session_id, user_id, classes, dry_run, out, keyless=secrets is None)
         except (StatekitError, OSError) as exc:
             outcome = Outcome(where(store, session_id, user_id), FAILED, reason(exc))
         tally.report(outcome.status, f"{tally.labels[outcome.status]} {outcome.source}: {outcome.detail}")
@@ -75,13 +75,27 @@ async def migrate_sessions(
 
 
 async def _migrate_one(
-    store: SessionBase, session_id: str, user_id: str | None, classes: Mapping[str, type[Any]], dry_run: bool, out: TextIO
+    store: SessionBase,
+    session_id: str,
+    user_id: str | None,
+    classes: Mapping[str, type[Any]],
+    dry_run: bool,
+    out: TextIO,
+    *,
+    keyless: bool,
 ) -> Outcome:
     stored = await store.aread_document(session_id, user_id)
     if stored is None:
         return Outcome(store.location(session_id, user_id), FAILED, "no such session")
     document = Document(stored.data, stored.source, stored.raw, store.codec)
-    new = upgraded(document, classes)
+    try:
+        new = upgraded(document, classes)
+    except StateLoadError as exc:
+        if not keyless or not only_sealed(exc, stored.data, classes):
+            raise
+        if is_current(stored.data, classes):  # nothing to migrate: the key is not needed
+            return Outcome(stored.source, "unchanged", "already at the current version")
+        raise StateLoadError([attrs.evolve(p, message=NEEDS_KEY) for p in exc.problems]) from None
     if new == stored.data:
         return Outcome(stored.source, "unchanged", "already at the current version")
     moves = ", ".join(_move(name, stored.data[name], cls) for name, cls in classes.items())

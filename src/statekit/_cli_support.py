@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from statekit._config import Document, codec_for, read_document
+from statekit._hints import MISSING
 from statekit._load import build, overrides_load, secret_paths
 from statekit._secrets import is_sealed
 from statekit._schema import require_stateful_class
@@ -32,6 +33,7 @@ from statekit.errors import (
     SessionNotFoundError,
     StatekitError,
     StateLoadError,
+    StateVersionError,
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
 from statekit.session._appends import merge
@@ -120,6 +122,8 @@ def check_config(document: Document, cls: type[Any], *, strict: bool) -> None:
     Raises:
         UsageError: The document is a session (use :func:`check_session`).
         StateLoadError: Every problem, positioned.
+        StateVersionError: The data is newer than the class, or a migration
+            failed (naming the file).
     """
     if isinstance(document.data, Mapping) and META_KEY in document.data:
         raise UsageError(
@@ -130,9 +134,10 @@ def check_config(document: Document, cls: type[Any], *, strict: bool) -> None:
         build(cls, document.data, strict=strict)
     except StateLoadError as exc:
         raise document.positioned(exc) from None
+    except StateVersionError as exc:  # named by its file, as a load from_config() names it
+        raise exc.located(document.source) from exc.__cause__
 
 
-MISSING = "required key is missing"
 
 
 def check_session(document: Document, classes: Mapping[str, type[Any]], *, strict: bool) -> None:
@@ -141,6 +146,8 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
     Raises:
         DocumentError: The document is not a mapping of module names to states.
         StateLoadError: Every problem, each path starting at its module name.
+        StateVersionError: A module's data is newer than its class, or a
+            migration failed (naming the file and the module).
     """
     data = as_session(document.data, document.source or "the session")
     if META_KEY in data:
@@ -152,14 +159,16 @@ def check_session(document: Document, classes: Mapping[str, type[Any]], *, stric
             continue
         secret = secret_paths(cls)  # encrypted (not checkable here) or saved without a key: left out either way
         try:  # as a session load builds it: a module's keys are required when strict
-            build(cls, _without_sealed(data[name], secret), strict=strict, fill_defaults=False)
+            build(cls, without_sealed(data[name], secret), strict=strict, fill_defaults=False)
         except StateLoadError as exc:
             problems.extend(_under(name, p) for p in exc.problems if not (p.path in secret and p.message == MISSING))
+        except StateVersionError as exc:  # named by its file and module, as a session load names it
+            raise exc.under((name,)).located(document.source) from exc.__cause__
     if problems:
         raise document.positioned(StateLoadError(problems))
 
 
-def _without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tuple[PathSegment, ...] = ()) -> Any:
+def without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tuple[PathSegment, ...] = ()) -> Any:
     """``state`` without the encrypted values of its secret fields (found elsewhere, they are problems)."""
     if type(state) is not dict:
         return state
@@ -168,7 +177,7 @@ def _without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tupl
         here = (*path, key)
         if here in secret and is_sealed(value):
             continue
-        kept[key] = _without_sealed(value, secret, here)
+        kept[key] = without_sealed(value, secret, here)
     return kept
 
 

@@ -74,7 +74,7 @@ class Document:
         else:
             located = with_document_positions(error, self.raw, self.source, self.codec)
         ordered = sorted(located.problems, key=lambda problem: _file_order(problem, self.source))
-        return StateLoadError(ordered, title=located.title)
+        return StateLoadError(ordered, title=located.title, hint=located.hint)
 
 
 def _file_order(problem: Problem, first: str | None) -> tuple[bool, int, int]:

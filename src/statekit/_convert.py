@@ -30,6 +30,7 @@ from cattrs.errors import (
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
 
 from statekit._json import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
+from statekit._pydantic import register_models
 from statekit._unstructure import JSON_HOOK, SCALAR_KIND, exactly
 from statekit.codecs._positions import value_problem
 
@@ -60,11 +61,16 @@ def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
     from statekit._records import register_records  # noqa: PLC0415 - _records builds on this module
 
     register_records(conv)
+    register_models(conv)
     return conv
 
 
+class UnsupportedTypeError(StructureHandlerNotFoundError):
+    """No hook of statekit's (nor of the user's converter) handles ``type``."""
+
+
 def _unsupported(tp: Any) -> Any:
-    raise StructureHandlerNotFoundError(
+    raise UnsupportedTypeError(
         f"statekit cannot save or load {type_name(tp)}: give the field to_json/from_json, "
         "or register a hook on a converter",
         tp,

@@ -20,6 +20,7 @@ import cattrs
 from statekit._codegen import compile_function
 from statekit._fields import field_codec
 from statekit._convert import generation, is_ours, iter_types, type_hints
+from statekit._pydantic import is_model
 from statekit._versions import VERSION_KEY, tag
 from statekit._checkers import checks_in_place, fast_checker, union_check_lines
 from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier, plain_union, union_copy_lines
@@ -66,7 +67,8 @@ _from_json: dict[Any, bool] = {}
 
 
 def runs_from_json(tp: Any) -> bool:
-    """Whether structuring ``tp`` calls a field's ``from_json`` (in a record it holds, at any depth)."""
+    """Whether structuring ``tp`` calls a field's ``from_json`` or a pydantic model's
+    ``model_validate`` (in a record it holds, at any depth): code of the user's."""
     try:
         return _from_json[tp]
     except (KeyError, TypeError):  # TypeError: an unhashable annotation (computed, not cached)
@@ -78,6 +80,8 @@ def runs_from_json(tp: Any) -> bool:
 
 
 def _record_runs_from_json(tp: Any, seen: set[type]) -> bool:
+    if is_model(tp):
+        return True
     if not (isinstance(tp, type) and attrs.has(tp)) or tp in seen or _is_module(tp):
         return False
     seen.add(tp)

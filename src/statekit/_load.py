@@ -20,6 +20,7 @@ import attrs
 from statekit._convert import lenient
 from statekit._dump import check_modules, converter_of
 from statekit._flags import check_flag
+from statekit._hints import migration_hint
 from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
 from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
@@ -49,9 +50,10 @@ def refuse_too_deep(data: Any) -> None:
 class Loader:
     """Collects new values and problems (plan), then assigns them (commit)."""
 
-    def __init__(self, strict: bool, fresh: bool = False) -> None:
+    def __init__(self, strict: bool, fresh: bool = False, *, saved: bool = True) -> None:
         self.strict = strict
         self.fresh = fresh
+        self.saved = saved  # the data was saved by code: a mismatch may be a class that changed since
         self.problems: list[Problem] = []
         self.assignments: list[tuple[object, str, Any]] = []
         self.missing: list[str] = []
@@ -208,7 +210,8 @@ def commit_all(loaders: list[Loader]) -> list[LoadResult]:
     raises), then assign every planned value."""
     problems = [p for loader in loaders for p in loader.problems]
     if problems:
-        raise StateLoadError(problems)
+        saved = all(loader.strict and loader.saved for loader in loaders)
+        raise StateLoadError(problems, hint=migration_hint(problems) if saved else None)
     if any(loader.deferred for loader in loaders):
         _run_deferred(loaders)
     done = _assign_all(loaders)
@@ -373,7 +376,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool =
         StatekitError: ``strict`` is not ``True`` or ``False``.
     """
     refuse_too_deep(data)
-    loader = Loader(check_flag(strict, "strict"))
+    loader = Loader(check_flag(strict, "strict"), saved=False)  # configs (written by hand) and the CLI's checks: no hint
     if issubclass(cls, StateModule):
         obj: T = _build_module(cls, data, loader, (), fill_defaults=fill_defaults)
     else:

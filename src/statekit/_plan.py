@@ -7,6 +7,7 @@ statekit cannot handle fails there, naming the field) and reused by every
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -17,10 +18,11 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._encode import make_encode_converter
-from statekit._convert import iter_types, lenient, make_converter, prepare, type_hints
-from statekit._fast import fast_structure, with_fallback
+from statekit._convert import UnsupportedTypeError, iter_types, lenient, make_converter, prepare, type_hints
+from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
+from statekit._pydantic import is_frozen_model
 from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
 
@@ -115,8 +117,11 @@ def _field_plan(
 
 def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dump, strict: Load) -> tuple[Dump, Load]:
     """The no-copy hooks a session save and load use; the copying ones where a
-    user's converter or codec is involved (their hooks may keep what they get)."""
-    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None:
+    user's converter or codec is involved (their hooks may keep what they get),
+    or where loading runs the user's code deeper down (a pydantic model's
+    validators, a ``from_json`` of a record it holds): the typed session load
+    then leaves the field to the full path, so that this code runs once."""
+    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or runs_from_json(tp):
         return dump, strict
     prepare(ENCODE_CONVERTER, tp)
     fresh = with_fallback(fast_structure(tp, conv, fresh=True), conv.get_structure_hook(tp), tp)
@@ -142,10 +147,11 @@ def check_append_only(cls: type, name: str, tp: Any, codec: FieldCodec) -> None:
     if codec.to_json is not None or codec.from_json is not None or codec.secret:
         raise StateDefinitionError(f"{where}: append_only=True cannot be combined with to_json=, from_json= or secret=")
     item = args[0]
-    if item in _IMMUTABLE_ITEMS or is_frozen_record(item):
+    if item in _IMMUTABLE_ITEMS or is_frozen_record(item) or is_frozen_model(item):
         return
     raise StateDefinitionError(
-        f"{where}: the items of an append_only list must be frozen records (@stateful(frozen=True)) or "
+        f"{where}: the items of an append_only list must be frozen records (@stateful(frozen=True)), "
+        "frozen pydantic models (model_config = ConfigDict(frozen=True)) or "
         f"str, int, float or bool, so that no saved item can change in place; {type_name(item)} is not"
     )
 
@@ -198,12 +204,22 @@ def value_hooks(
         loose = _load_hook(tp, codec, lenient(conv))
     except (StructureHandlerNotFoundError, TypeError, ValueError) as exc:
         where = f"{cls.__qualname__}.{name}"
+        unsupported = exc if isinstance(exc, UnsupportedTypeError) else None  # its advice is the one below: said once
+        why = "" if unsupported else f" ({exc})"
+        first = _stateful_first(unsupported.type_) if unsupported else ""
         raise StateDefinitionError(
-            f"{where}: statekit cannot save or load values of type {type_name(tp)} ({exc}); "
+            f"{where}: statekit cannot save or load values of type {type_name(tp)}{why}; {first}"
             "give the field to_json= and from_json=, or register cattrs hooks on a "
             "converter passed as @stateful(converter=...)"
         ) from exc
     return dump, strict, loose
+
+
+def _stateful_first(tp: Any) -> str:
+    """Advice for a plain class of the user's own (a record that forgot ``@stateful``), else nothing."""
+    if not isinstance(tp, type) or tp.__module__ == "builtins" or tp.__module__.split(".")[0] in sys.stdlib_module_names:
+        return ""
+    return f"if {tp.__qualname__} holds data, decorate it with @stateful (a value record: every field is data); else "
 
 
 def _dump_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Dump:

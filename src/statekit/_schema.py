@@ -29,6 +29,7 @@ from statekit._secrets import SECRET_KEY
 from statekit._fields import field_codec
 from statekit._iso_patterns import DATETIME_PATTERN, TIME_PATTERN
 from statekit._module import StateModule, module_class
+from statekit._pydantic import is_model, model_schema
 from statekit._versions import VERSION_KEY, tag
 from statekit.errors import StateDefinitionError
 
@@ -205,6 +206,8 @@ class _Builder:
         return f"{qualified}-{number}"
 
     def _define(self, cls: type[Any]) -> Schema:
+        if is_model(cls):
+            return model_schema(cls, self.names[cls], self.defs)
         if issubclass(cls, enum.Enum):
             return {"title": cls.__name__, **_described(cls), **_literal(list(cls))}
         body = self.object_schema(cls)
@@ -247,7 +250,7 @@ class _Builder:
             return _literal(typing.get_args(tp))
         if origin in _UNIONS:
             return _union([self.type_schema(arg) for arg in typing.get_args(tp)])
-        if (isinstance(tp, type) and issubclass(tp, enum.Enum)) or _is_record(tp):
+        if (isinstance(tp, type) and issubclass(tp, enum.Enum)) or _is_record(tp) or is_model(tp):
             return self.ref(tp)
         return self._container(origin or tp, typing.get_args(tp))
 

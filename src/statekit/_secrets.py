@@ -6,6 +6,7 @@ stored as ``{"__secret__": "v1:<token>"}``: AES-256-GCM (``cryptography``, the
 ``statekit[crypto]`` extra) with a synthetic nonce, an HMAC of the value, so
 that re-saving unchanged state writes the same bytes (revisions are content
 hashes) while any change to the token, or a wrong key, fails authentication.
+Several keys rotate one: the first seals, each opens what it sealed.
 
 The session tells the state layer its key through a context variable for the
 duration of one synchronous dump or load, so the hot path pays nothing for
@@ -21,7 +22,7 @@ import contextvars
 import hashlib
 import hmac
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -48,41 +49,61 @@ def generate_secret_key() -> str:
     return base64.urlsafe_b64encode(os.urandom(32)).decode("ascii")
 
 
+SecretKey = str | bytes
+"""One key: 32 bytes, or their URL-safe base64 (what :func:`generate_secret_key` returns)."""
+
+SecretKeys = SecretKey | Sequence[SecretKey]
+"""What ``secret_key=`` takes: one key, or a list or tuple of keys (the first encrypts; every one decrypts)."""
+
+
 class SecretBox:
-    """Seals and opens secret values with one key.
+    """Seals secret values with one key and opens them with any of its keys.
 
     Args:
-        key: 32 bytes, or their URL-safe base64 (what :func:`generate_secret_key` returns).
+        key: One key, or a non-empty list or tuple of keys: the first seals,
+            and each opens what it sealed (so that a key can be rotated: new
+            first, old after). A key is 32 bytes, or their URL-safe base64
+            (what :func:`generate_secret_key` returns).
 
     Raises:
-        SecretError: The key is not 32 bytes (the message never shows it).
+        SecretError: No key, or a key that is not 32 bytes (the message never shows it).
         MissingExtraError: ``cryptography`` is not installed.
     """
 
-    def __init__(self, key: str | bytes) -> None:
+    def __init__(self, key: SecretKeys) -> None:
         try:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         except ImportError:
             raise MissingExtraError("secret_key= needs the cryptography package: pip install 'statekit[crypto]'") from None
-        raw = _key_bytes(key)
-        self._cipher = AESGCM(hmac.digest(raw, b"statekit secret encryption", hashlib.sha256))
-        self._nonce_key = hmac.digest(raw, b"statekit secret nonce", hashlib.sha256)
+        raws = _keys_bytes(key)
+        self._ciphers = tuple(AESGCM(hmac.digest(raw, b"statekit secret encryption", hashlib.sha256)) for raw in raws)
+        self._nonce_key = hmac.digest(raws[0], b"statekit secret nonce", hashlib.sha256)
 
     def __repr__(self) -> str:
-        return "SecretBox(<key hidden>)"
+        hidden = "<key hidden>" if len(self._ciphers) == 1 else f"<{len(self._ciphers)} keys hidden>"
+        return f"SecretBox({hidden})"
 
     def seal(self, value: Any) -> dict[str, str]:
-        """The stored form of a JSON value: ``{"__secret__": "v1:..."}``."""
+        """The stored form of a JSON value, sealed with the first key: ``{"__secret__": "v1:..."}``."""
         plain = orjson.dumps(value)
         nonce = hmac.digest(self._nonce_key, plain, hashlib.sha256)[:_NONCE]
-        token = base64.urlsafe_b64encode(nonce + self._cipher.encrypt(nonce, plain, None))
+        token = base64.urlsafe_b64encode(nonce + self._ciphers[0].encrypt(nonce, plain, None))
         return {SECRET_KEY: _VERSION + token.decode("ascii")}
 
     def open(self, sealed: Any) -> Any:
-        """The JSON value a sealed secret holds.
+        """The JSON value a sealed secret holds, opened with whichever key sealed it.
 
         Raises:
-            SecretError: Not a token this statekit wrote, a wrong key, or an altered token.
+            SecretError: Not a token this statekit wrote, sealed with none of the
+                keys, or an altered token.
+        """
+        return self.opened(sealed)[0]
+
+    def opened(self, sealed: Any) -> tuple[Any, int]:
+        """The JSON value a sealed secret holds, and the position of the key that opened it (0: the first).
+
+        Raises:
+            SecretError: As :meth:`open`.
         """
         from cryptography.exceptions import InvalidTag
 
@@ -91,23 +112,51 @@ class SecretBox:
             raise SecretError("not an encrypted secret written by statekit")
         try:
             data = base64.urlsafe_b64decode(token[len(_VERSION) :])
-            plain = self._cipher.decrypt(data[:_NONCE], data[_NONCE:], None)
-        except (binascii.Error, ValueError, InvalidTag):
-            raise SecretError("cannot decrypt the secret: wrong secret_key, or the stored value was altered") from None
-        return orjson.loads(plain)
+        except (binascii.Error, ValueError):
+            data = b""
+        for index, cipher in enumerate(self._ciphers):
+            try:
+                plain = cipher.decrypt(data[:_NONCE], data[_NONCE:], None)
+            except (ValueError, InvalidTag):  # ValueError: too short to hold a nonce
+                continue
+            return orjson.loads(plain), index
+        if len(self._ciphers) == 1:
+            raise SecretError("cannot decrypt the secret: wrong secret_key, or the stored value was altered")
+        raise SecretError(
+            f"cannot decrypt the secret with any of the {len(self._ciphers)} keys of secret_key: "
+            "it was sealed with another key, or the stored value was altered"
+        )
 
 
-def _key_bytes(key: object) -> bytes:
+def _keys_bytes(keys: object) -> list[bytes]:
+    """The raw bytes of one key or of a list or tuple of keys, checked (never quoted)."""
+    if isinstance(keys, str | bytes):
+        return [_key_bytes(keys)]
+    if not isinstance(keys, Sequence):
+        if isinstance(keys, set | frozenset | dict):  # no order: which key would encrypt?
+            raise SecretError(
+                f"secret_key must be one key or a list of keys in order (the first encrypts), "
+                f"got a {type(keys).__name__}"
+            )
+        return [_key_bytes(keys)]
+    if not keys:
+        raise SecretError(
+            "secret_key is an empty list: give at least one key (the first encrypts, every one decrypts)"
+        )
+    return [_key_bytes(key, f"secret_key[{index}]") for index, key in enumerate(keys)]
+
+
+def _key_bytes(key: object, name: str = "secret_key") -> bytes:
     if isinstance(key, str):
         if not key.isascii():  # encoding it would make every such key the same (or fail)
-            raise SecretError("secret_key must be ASCII: 32 random bytes as URL-safe base64, from statekit.generate_secret_key()")
+            raise SecretError(f"{name} must be ASCII: 32 random bytes as URL-safe base64, from statekit.generate_secret_key()")
         key = key.encode("ascii")
     if isinstance(key, bytes) and len(key) == 44:
         with contextlib.suppress(binascii.Error, ValueError):
             key = base64.urlsafe_b64decode(key)
     if not isinstance(key, bytes) or len(key) != 32:
         raise SecretError(
-            "secret_key must be 32 random bytes or their URL-safe base64 (44 characters); "
+            f"{name} must be 32 random bytes or their URL-safe base64 (44 characters); "
             "make one with statekit.generate_secret_key()"
         )
     return key

@@ -14,13 +14,22 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import attrs
 
+T = TypeVar("T")
+
 CLUSTER_MASTERS = 3
 """Masters of a :func:`local_redis_cluster` (the fewest Redis Cluster accepts)."""
+
+CLUSTER_NODE_TIMEOUT_MS = 15_000
+"""``cluster-node-timeout``: how long a node may go unanswered before the others call it
+failing; long, so that a node slowed by a loaded machine is never taken for a dead one."""
+
+STARTS = 3
+"""Attempts at starting a server or cluster whose port another program took meanwhile."""
 
 
 @attrs.frozen
@@ -57,10 +66,24 @@ class RedisCluster:
 
 def free_port() -> int:
     """A loopback TCP port nothing listens on (at the time of asking)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback TCP ports nothing listens on (at the time of asking).
+
+    All are held open together until every one is chosen, so the system cannot
+    hand out the same port twice.
+    """
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+
+
+class _PortTaken(RuntimeError):
+    """A server exited at once: most likely another program took its port after we chose it."""
 
 
 def _binary(name: str) -> str:
@@ -84,15 +107,24 @@ def _start(
     return process
 
 
+def _started(attempt: Callable[[], T]) -> T:
+    """``attempt()``, again with fresh ports (up to :data:`STARTS` times) while a server exits at once."""
+    for _ in range(STARTS - 1):
+        with contextlib.suppress(_PortTaken):
+            return attempt()
+    return attempt()
+
+
 @contextlib.contextmanager
 def local_redis_server(
-    executable: str = "redis-server", timeout: float = 10.0, options: Sequence[str] = ()
+    executable: str = "redis-server", timeout: float = 60.0, options: Sequence[str] = ()
 ) -> Iterator[RedisServer]:
     """Run a private ``redis-server`` on a free loopback port, persistence off.
 
     Args:
         executable: The server binary (looked up on ``PATH``).
-        timeout: Seconds to wait for it to answer ``PING``.
+        timeout: Seconds to wait for it to answer ``PING`` (a deadline, not a
+            wait: it answers in milliseconds on an idle machine).
         options: More ``redis-server`` arguments (``["--requirepass", "s3cret"]``).
 
     Yields:
@@ -102,9 +134,13 @@ def local_redis_server(
         RuntimeError: The binary is missing or the server did not answer.
     """
     _binary(executable)
-    port = free_port()
     with tempfile.TemporaryDirectory() as folder:
-        process = _start(folder, port, options, timeout, executable)
+
+        def start() -> tuple[int, subprocess.Popen[bytes]]:
+            port = free_port()
+            return port, _start(folder, port, options, timeout, executable)
+
+        port, process = _started(start)
         try:
             yield RedisServer("127.0.0.1", port, process.pid)
         finally:
@@ -112,14 +148,18 @@ def local_redis_server(
 
 
 @contextlib.contextmanager
-def local_redis_cluster(timeout: float = 20.0) -> Iterator[RedisCluster]:
+def local_redis_cluster(timeout: float = 120.0) -> Iterator[RedisCluster]:
     """Run a private Redis Cluster of three masters (no replicas) on free loopback ports.
 
     The nodes keep serving their own slots when another one is down
-    (``cluster-require-full-coverage no``), so that a test can stop one.
+    (``cluster-require-full-coverage no``), so that a test can stop one. Every
+    port (the nodes' and their cluster bus ports) is distinct; a node that
+    cannot start because another program took its port meanwhile is started
+    again, with the whole cluster, on fresh ports.
 
     Args:
-        timeout: Seconds to wait for the nodes to start and the cluster to be ready.
+        timeout: Seconds to wait for the nodes to start and the cluster to be
+            ready (a deadline: on an idle machine it takes about a second).
 
     Yields:
         The cluster; every node is stopped when the block ends.
@@ -128,24 +168,33 @@ def local_redis_cluster(timeout: float = 20.0) -> Iterator[RedisCluster]:
         RuntimeError: ``redis-server``/``redis-cli`` are missing, or the cluster did not form.
     """
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
-        ports = [free_port() for _ in range(CLUSTER_MASTERS)]
-        processes = []
-        for port in ports:
-            node_folder = Path(folder, str(port))
-            node_folder.mkdir()
-            process = _start(str(node_folder), port, _cluster_options(), timeout)
+
+        def start() -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+            ports = free_ports(2 * CLUSTER_MASTERS)  # each node's port, then its cluster bus port
+            nodes, buses = ports[:CLUSTER_MASTERS], ports[CLUSTER_MASTERS:]
+            processes = []
+            with contextlib.ExitStack() as started:
+                for port, bus in zip(nodes, buses, strict=True):
+                    node_folder = tempfile.mkdtemp(prefix=f"{port}-", dir=folder)  # its own, whatever attempt
+                    process = _start(node_folder, port, _cluster_options(bus), timeout)
+                    started.callback(_stop, process)
+                    processes.append(process)
+                started.pop_all()  # all up: they are stopped when the outer block ends
+            return nodes, processes
+
+        ports, processes = _started(start)
+        for process in processes:
             stack.callback(_stop, process)
-            processes.append(process)
         _create_cluster(ports, timeout)
         yield RedisCluster("127.0.0.1", ports, processes)
 
 
-def _cluster_options() -> list[str]:
+def _cluster_options(bus_port: int) -> list[str]:
     return [
         "--cluster-enabled", "yes",
-        "--cluster-port", str(free_port()),
+        "--cluster-port", str(bus_port),
         "--cluster-config-file", "nodes.conf",
-        "--cluster-node-timeout", "1000",
+        "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS),
         "--cluster-require-full-coverage", "no",
     ]  # fmt: skip
 
@@ -173,6 +222,8 @@ def _wait_for_pong(process: subprocess.Popen[bytes], port: int, timeout: float) 
         if _ask(port, b"PING\r\n", 16).startswith((b"+PONG", b"-NOAUTH")):  # up (and maybe password-protected)
             return
         time.sleep(0.05)
+    if process.poll() is not None:
+        raise _PortTaken(f"redis-server exited at once on port {port} (status {process.returncode}): is the port taken?")
     raise RuntimeError(f"redis-server did not answer on port {port} within {timeout} s")
 
 

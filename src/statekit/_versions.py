@@ -84,7 +84,7 @@ def _checked_steps(name: str, version: int, migrations: object) -> dict[int, Mig
         if type(step) is not int or not 1 <= step < version:
             raise StateDefinitionError(
                 f"{name}: migrations[{step!r}]: a migration turns version N into N + 1, "
-                f"for 1 <= N < {version} (the class is version {version})"
+                f"for 1 <= N < {version} (the class is version {version}){_version_hint(version, migrations)}"
             )
         if not callable(fn):
             raise StateDefinitionError(f"{name}: migrations[{step}] is {type(fn).__name__}, not a function")
@@ -93,6 +93,16 @@ def _checked_steps(name: str, version: int, migrations: object) -> dict[int, Mig
         listed = ", ".join(f"{n} -> {n + 1}" for n in missing)
         raise StateDefinitionError(f"{name} is version {version} but has no migration for {listed}")
     return {n: migrations[n] for n in range(1, version)}
+
+
+def _version_hint(version: int, migrations: Mapping[object, object]) -> str:
+    """What to write when the migrations go past the class's version (most often: ``version=`` forgotten)."""
+    steps = [step for step in migrations if type(step) is int and step >= 1]
+    if not steps or max(steps) < version:
+        return ""
+    needed = max(steps) + 1
+    forgot = " (without version=, a class is version 1)" if version == 1 else ""
+    return f"; the last migration makes version {needed}: set @stateful(version={needed}, migrations=...){forgot}"
 
 
 def versions_of(cls: type) -> Versions:

@@ -32,9 +32,12 @@ from statekit._cli_support import (
     open_store,
     read_session,
 )
+from statekit._cli_batch import Target, targets
 from statekit._cli_compact import compact_sessions
+from statekit._cli_hints import show_target_hint
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import migrate_sessions
+from statekit._cli_rekey import REKEY_EPILOG, REKEY_SUMMARY, add_rekey_arguments, rekey_box, rekey_sessions
 from statekit._checkers import refuse_non_json
 from statekit._config import Document
 from statekit._module import StateModule
@@ -61,6 +64,7 @@ examples:
   statekit list --dir sessions --user alice
   statekit delete --redis-url redis://localhost:6379/0 --user alice chat-1
   statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run
+  statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run
   statekit import-agentscope old_sessions sessions --user-id alice
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
@@ -122,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_delete(commands)
     _add_compact(commands)
     _add_migrate(commands)
+    _add_rekey(commands)
     _add_import_agentscope(commands)
     return parser
 
@@ -137,7 +142,7 @@ def _command(commands: Commands, name: str, summary: str, run: Callable[[argpars
     return sub
 
 
-def _add_store_options(sub: argparse.ArgumentParser) -> None:
+def _add_store_options(sub: argparse.ArgumentParser, *, all_users: bool = False) -> None:
     where = sub.add_argument_group("where the sessions are (a folder, or Redis)")
     where.add_argument("--dir", metavar="DIR", help="a folder of session files (JSONSession/YAMLSession)")
     where.add_argument("--yaml", action="store_true", help="the folder holds YAML sessions (default: JSON)")
@@ -151,6 +156,16 @@ def _add_store_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--user", metavar="USER_ID", help="the sessions' user_id (default: none for files, default_user for Redis)"
     )
+    if all_users:
+        sub.add_argument("--all-users", action="store_true", help="every session of every user (not with --user or SESSION_IDs)")
+
+
+async def _targets(store: SessionBase, args: argparse.Namespace) -> list[Target]:
+    """The sessions a command over many goes over (see :func:`~statekit._cli_batch.targets`)."""
+    session_ids: list[str] = getattr(args, "session_ids", [])
+    if args.all_users and (args.user is not None or session_ids):
+        raise UsageError("--all-users goes over every session of every user: give no --user and no SESSION_ID")
+    return await targets(store, session_ids, args.user, all_users=args.all_users)
 
 
 def _store_options(args: argparse.Namespace) -> StoreOptions:
@@ -202,7 +217,7 @@ def _add_show(commands: Commands) -> None:
 def _run_show(args: argparse.Namespace) -> int:
     options = _store_options(args)
     if options.folder is None and options.redis_url is None:
-        file_codec(args.target)
+        _show_codec(args.target)
         document = read_file(args.target)
     else:
         document = _with_document(args)
@@ -211,6 +226,15 @@ def _run_show(args: argparse.Namespace) -> int:
         data = _pick_module(data, args.module, document.source)
     _print_data(mask_secrets(data), as_json=args.json, out=sys.stdout)
     return OK
+
+
+def _show_codec(target: str) -> None:
+    """Refuse a file ``show`` cannot read, saying what the user most likely meant."""
+    try:
+        file_codec(target)
+    except UsageError as exc:
+        hint = show_target_hint(target)
+        raise UsageError(f"{exc}; {hint}" if hint else str(exc)) from None
 
 
 def _with_document(args: argparse.Namespace) -> Document:
@@ -394,15 +418,16 @@ def _add_list(commands: Commands) -> None:
         "list",
         "List the session ids of a user, one per line.",
         _run_list,
-        "examples:\n  statekit list --dir sessions\n  statekit list --redis-url redis://localhost:6379/0 --user alice",
+        "examples:\n  statekit list --dir sessions\n  statekit list --redis-url redis://localhost:6379/0 --user alice\n"
+        "  statekit list --dir sessions --all-users   (USER_ID<tab>SESSION_ID per line)",
     )
-    _add_store_options(sub)
+    _add_store_options(sub, all_users=True)
 
 
 def _run_list(args: argparse.Namespace) -> int:
     async def work(store: SessionBase) -> int:
-        for session_id in await store.alist_sessions(args.user):
-            print(session_id)
+        for user, session_id in await _targets(store, args):
+            print(f"{user}\t{session_id}" if args.all_users else session_id)
         return OK
 
     return _with_store(args, work)
@@ -451,12 +476,13 @@ def _add_compact(commands: Commands) -> None:
         "examples:\n  statekit compact --dir sessions chat-1\n  statekit compact --dir sessions   (every session)",
     )
     sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
-    _add_store_options(sub)
+    _add_store_options(sub, all_users=True)
 
 
 def _run_compact(args: argparse.Namespace) -> int:
     async def work(store: SessionBase) -> int:
-        done = await compact_sessions(store, args.session_ids, args.user, out=sys.stdout, err=sys.stderr)
+        todo = await _targets(store, args)
+        done = await compact_sessions(store, todo, out=sys.stdout, err=sys.stderr, all_users=args.all_users)
         return OK if done else INVALID
 
     return _with_store(args, work)
@@ -486,7 +512,7 @@ def _add_migrate(commands: Commands) -> None:
         metavar="VAR",
         help="the environment variable holding the sessions' secret_key (needed for encrypted secret fields)",
     )
-    _add_store_options(sub)
+    _add_store_options(sub, all_users=True)
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
@@ -498,9 +524,9 @@ def _run_migrate(args: argparse.Namespace) -> int:
     secrets = _secret_box(args.secret_key_env)
 
     async def work(store: SessionBase) -> int:
-        ids = args.session_ids or await store.alist_sessions(args.user)
+        todo = await _targets(store, args)
         done = await migrate_sessions(
-            store, ids, args.user, classes, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr, secrets=secrets
+            store, todo, classes, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr, secrets=secrets
         )
         return OK if done else INVALID
 
@@ -517,6 +543,24 @@ def _secret_box(variable: str | None) -> SecretBox | None:
         return SecretBox(key)
     except SecretError as exc:
         raise UsageError(f"--secret-key-env {variable}: {exc}") from None
+
+
+# -- rekey -------------------------------------------------------------------------------
+
+
+def _add_rekey(commands: Commands) -> None:
+    sub = _command(commands, "rekey", REKEY_SUMMARY, _run_rekey, REKEY_EPILOG)
+    add_rekey_arguments(sub)
+    _add_store_options(sub)
+
+
+def _run_rekey(args: argparse.Namespace) -> int:
+    box = rekey_box(args.new_key_env, args.old_key_env)
+
+    async def work(store: SessionBase) -> int:
+        return OK if await rekey_sessions(store, args.session_ids, args.user, box, dry_run=args.dry_run) else INVALID
+
+    return _with_store(args, work)
 
 
 # -- import-agentscope -------------------------------------------------------------------

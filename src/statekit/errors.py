@@ -113,12 +113,15 @@ class StateLoadError(StatekitError, ValueError):
 
     Attributes:
         problems: Every problem found, in document order.
+        hint: What most likely fixes them (the last line of the message), or ``None``.
     """
 
-    def __init__(self, problems: Iterable[Problem], *, title: str = "cannot load state") -> None:
+    def __init__(self, problems: Iterable[Problem], *, title: str = "cannot load state", hint: str | None = None) -> None:
         self.problems: tuple[Problem, ...] = tuple(problems)
         self.title = title
-        super().__init__(_render(title, self.problems))
+        self.hint = hint
+        message = _render(title, self.problems)
+        super().__init__(message if hint is None else f"{message}\nhint: {hint}")
 
     @property
     def paths(self) -> list[str]:
@@ -126,7 +129,7 @@ class StateLoadError(StatekitError, ValueError):
         return [p.dotted for p in self.problems]
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild_load_error, (self.problems, self.title))
+        return (_rebuild_load_error, (self.problems, self.title, self.hint))
 
 
 def with_positions(
@@ -150,11 +153,11 @@ def with_positions(
         position = locate(problem.path)
         line, column = position if position is not None else (None, None)
         problems.append(attrs.evolve(problem, source=source, line=line, column=column))
-    return StateLoadError(problems, title=error.title)
+    return StateLoadError(problems, title=error.title, hint=error.hint)
 
 
-def _rebuild_load_error(problems: tuple[Problem, ...], title: str) -> StateLoadError:
-    return StateLoadError(problems, title=title)
+def _rebuild_load_error(problems: tuple[Problem, ...], title: str, hint: str | None = None) -> StateLoadError:
+    return StateLoadError(problems, title=title, hint=hint)
 
 
 def _render(title: str, problems: Sequence[Problem]) -> str:

@@ -42,6 +42,10 @@ class Codec:
             encodes straight from the live objects on the calling thread (no
             snapshot), and keeps the decoded data instead of copying it (the
             decoder makes only JSON data: string keys, finite numbers, no tuples).
+        explain: Bytes and the (path, message) of each problem with a value
+            that was a string where something else was expected, to
+            ``{path: hint}`` (YAML: ``yes`` is text in YAML 1.2, write
+            ``true``); ``None``: no hints. Only called when a load has failed.
     """
 
     name: str
@@ -51,6 +55,7 @@ class Codec:
     locate: Callable[[bytes, Iterable[Path]], dict[Path, Position]]
     loads_unique: Callable[[bytes, str | None], Any] | None = None
     fast: bool = False
+    explain: Callable[[bytes, Iterable[tuple[Path, str]]], dict[Path, str]] | None = None
 
     def loads_strict(self, raw: bytes, source: str | None = None) -> Any:
         """Decode ``raw``, refusing duplicate keys with their line and column (configs, ``validate``)."""
@@ -61,7 +66,7 @@ JSON = Codec("json", _json.SUFFIX, _json.dumps, _json.loads, _json.locate, _json
 JSON_COMPACT = Codec(
     "json", _json.SUFFIX, _json.dumps_compact, _json.loads, _json.locate, _json.loads_unique, fast=True
 )
-YAML = Codec("yaml", _yaml.SUFFIX, _yaml.dumps, _yaml.loads, _yaml.locate)
+YAML = Codec("yaml", _yaml.SUFFIX, _yaml.dumps, _yaml.loads, _yaml.locate, explain=_yaml.explain)
 
 
 def with_document_positions(error: StateLoadError, raw: bytes, source: str | None, codec: Codec) -> StateLoadError:
@@ -78,5 +83,27 @@ def with_document_positions(error: StateLoadError, raw: bytes, source: str | Non
     Returns:
         A new :class:`StateLoadError` whose problems carry source, line, column.
     """
+    if codec.explain is not None:
+        error = _explained(error, raw, codec.explain)
     positions = codec.locate(raw, [problem.path for problem in error.problems])
     return with_positions(error, source, positions.get)
+
+
+_GOT_TEXT = "got a string"
+
+
+def _explained(
+    error: StateLoadError, raw: bytes, explain: Callable[[bytes, Iterable[tuple[Path, str]]], dict[Path, str]]
+) -> StateLoadError:
+    """``error`` with the codec's hint added to each problem about a string it can explain."""
+    about_text = [(problem.path, problem.message) for problem in error.problems if problem.message.endswith(_GOT_TEXT)]
+    hints = explain(raw, about_text)
+    if not hints:
+        return error
+    problems = [
+        attrs.evolve(problem, message=f"{problem.message} ({hints[problem.path]})")
+        if problem.path in hints and problem.message.endswith(_GOT_TEXT)
+        else problem
+        for problem in error.problems
+    ]
+    return StateLoadError(problems, title=error.title, hint=error.hint)

@@ -38,6 +38,7 @@ from yaml.representer import RepresenterError, SafeRepresenter
 from statekit._limits import MAX_DEPTH, depth_message, too_deep
 from statekit.codecs._positions import Path, Position, first_bad_value, nearest
 from statekit.codecs._yaml_errors import marked_error, reader_error
+from statekit.codecs._yaml_hints import yaml11_hint
 from statekit.codecs._yaml_schema import quote_for_every_reader, read_core_schema
 from statekit.errors import DocumentError, StateDumpError
 
@@ -284,6 +285,34 @@ def locate(raw: bytes, paths: Iterable[Path]) -> dict[Path, Position]:
     for target in targets:
         _walk(root, target, found, members)
     return nearest(found, targets)
+
+
+def explain(raw: bytes, problems: Iterable[tuple[Path, str]]) -> dict[Path, str]:
+    """Hints for values read as text that YAML 1.1 reads as what was expected (``yes``, ``1_000``), for error messages only.
+
+    Args:
+        raw: The document, as it was loaded.
+        problems: The path and message of each problem about a string.
+
+    Returns:
+        ``path -> hint`` for each path whose value is such a plain scalar.
+    """
+    try:
+        root = yaml.compose(raw, Loader=_Loader)
+    except yaml.YAMLError:
+        return {}
+    hints: dict[Path, str] = {}
+    members: dict[int, dict[str, tuple[Node, Mark]]] = {}
+    for path, message in problems:
+        node: Node | None = root
+        for segment in path:
+            step = _child(node, segment, members) if node is not None else None
+            node = step[0] if step is not None else None
+        if isinstance(node, ScalarNode) and not node.style and node.tag == _STR_TAG:  # plain: not quoted
+            hint = yaml11_hint(node.value, message)
+            if hint is not None:
+                hints[tuple(path)] = hint
+    return hints
 
 
 def _walk(root: Node | None, target: Path, found: dict[Path, Position], members: dict[int, dict[str, tuple[Node, Mark]]]) -> None:

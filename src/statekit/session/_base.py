@@ -21,7 +21,7 @@ from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
-from statekit._secrets import SecretBox, secrets_with
+from statekit._secrets import SecretBox, SecretKeys, secrets_with
 from statekit._dump import check_modules, dump_many
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec
@@ -93,17 +93,19 @@ class SessionBase(BlockingTwins, abc.ABC):
     default_user_id: ClassVar[str] = ""
     _secret_box: SecretBox | None = None
 
-    def use_secret_key(self, secret_key: str | bytes | None) -> None:
+    def use_secret_key(self, secret_key: SecretKeys | None) -> None:
         """Encrypt ``state_field(secret=True)`` values with this key (``None``: leave them out).
 
         The built-in backends take it as ``secret_key=`` in their constructor;
         an own backend may call this. See docs/secrets.md.
 
         Args:
-            secret_key: 32 bytes or their URL-safe base64 (:func:`statekit.generate_secret_key`).
+            secret_key: 32 bytes or their URL-safe base64 (:func:`statekit.generate_secret_key`),
+                or a list or tuple of such keys to rotate them: the first encrypts,
+                every one decrypts (docs/key-rotation.md).
 
         Raises:
-            SecretError: The key is malformed (the message never shows it).
+            SecretError: A key is malformed, or the list is empty (the message never shows a key).
             MissingExtraError: ``cryptography`` is missing (``statekit[crypto]``).
         """
         self._secret_box = None if secret_key is None else SecretBox(secret_key)
@@ -136,6 +138,10 @@ class SessionBase(BlockingTwins, abc.ABC):
     @abc.abstractmethod
     async def _list(self, user_id: str) -> list[str]:
         """The session ids stored for ``user_id``, in any order."""
+
+    async def _list_users(self) -> list[str]:
+        """The user ids that have sessions, in any order (a backend that can tell overrides this)."""
+        raise SessionError(f"{type(self).__name__} cannot list its users")
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         """Replace the stored bytes only if their revision is still ``expected``.
@@ -390,6 +396,17 @@ class SessionBase(BlockingTwins, abc.ABC):
         with self._faults("_list", where):
             ids = await self._list(user)
         return listed_ids(ids, self, where)
+
+    async def alist_users(self) -> list[str]:
+        """The ids of the users that have sessions, sorted (``""``: sessions saved with no user on files).
+
+        Raises:
+            SessionError: The backend cannot list its users.
+        """
+        where = lambda: "the users"  # noqa: E731
+        with self._faults("_list_users", where):
+            users = await self._list_users()
+        return listed_ids(users, self, where)
 
     async def aexists(self, session_id: str, user_id: str | None = None) -> bool:
         """Whether the session exists."""

@@ -192,7 +192,7 @@ def positioned(err: StateLoadError, raw: bytes, codec: Codec, source: str, log_s
     if not placed:
         return in_doc
     problems = [_in_log(p, *placed[p.path], codec, log_source) if p.path in placed else p for p in in_doc.problems]
-    return StateLoadError(problems, title=err.title)
+    return StateLoadError(problems, title=err.title, hint=err.hint)
 
 
 def _in_log(

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 from urllib.parse import unquote
 
+from statekit._secrets import SecretKeys
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._agentscope import (
     Layout,
@@ -263,8 +264,9 @@ class FileSession(SessionBase):
             AgentScope 1.x's ``{user_id}_{session_id}.json`` names, to open and
             keep writing its session folders (see
             :mod:`statekit.session._agentscope`).
-        secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
+        secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
+            with the first of a list of keys, each of which decrypts (see
+            :meth:`SessionBase.use_secret_key`); without one they are not saved.
 
     Raises:
         SessionError: An unknown layout, or a ``save_dir`` holding a NUL character.
@@ -276,7 +278,7 @@ class FileSession(SessionBase):
     """Seconds a save waits for another writer of the same session before giving up."""
 
     def __init__(
-        self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: str | bytes | None = None
+        self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: SecretKeys | None = None
     ) -> None:
         self.save_dir = _check_save_dir(save_dir)
         self.layout = check_layout(layout)
@@ -380,6 +382,27 @@ class FileSession(SessionBase):
             return await asyncio.to_thread(work)
         except OSError as err:  # save_dir is a file, unreadable...
             raise SessionError(f"cannot list the sessions in {folder}: {err.strerror or err}") from err
+
+    async def _list_users(self) -> list[str]:
+        if self.layout == "agentscope":  # {user_id}_{session_id}.json: a name does not say where the user ends
+            raise SessionError(f"{self!r}: a folder in AgentScope's layout cannot tell its users apart")
+
+        def work() -> list[str]:
+            try:
+                entries = list(os.scandir(self.save_dir))
+            except FileNotFoundError:
+                return []
+            users = [""] if _list_folder(self.save_dir, self.codec.suffix) else []
+            for entry in entries:
+                user = decode_id(entry.name[len(USER_MARK) :]) if entry.name.startswith(USER_MARK) else None
+                if user is not None and entry.is_dir(follow_symlinks=False) and _list_folder(Path(entry.path), self.codec.suffix):
+                    users.append(user)
+            return users
+
+        try:
+            return await asyncio.to_thread(work)
+        except OSError as err:
+            raise SessionError(f"cannot list the users in {self.save_dir}: {err.strerror or err}") from err
 
     async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
         """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent."""

@@ -185,6 +185,10 @@ class BlockingTwins:
         """Blocking :meth:`alist_sessions`."""
         return self._block("list_sessions", lambda: self._async.alist_sessions(user_id))
 
+    def list_users(self) -> list[str]:
+        """Blocking :meth:`alist_users`."""
+        return self._block("list_users", lambda: self._async.alist_users())
+
     def exists(self, session_id: str, user_id: str | None = None) -> bool:
         """Blocking :meth:`aexists`."""
         return self._block("exists", lambda: self._async.aexists(session_id, user_id))

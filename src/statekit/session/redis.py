@@ -30,12 +30,14 @@ import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
+from statekit._secrets import SecretKeys
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._appends import DeltaBase, header
 from statekit.session._companion import doc_token, joined
+from statekit.session._redis_auth import password_hint
 from statekit.session._revisions import Expected
 
 try:
@@ -171,8 +173,9 @@ class RedisSession(SessionBase):
             ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s); a write
             whose reply was lost gets as long again to learn whether it landed,
             then raises ``WriteOutcomeUnknownError``.
-        secret_key: Encrypt ``state_field(secret=True)`` values with this key
-            (see :meth:`SessionBase.use_secret_key`); without one they are not saved.
+        secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
+            with the first of a list of keys, each of which decrypts (see
+            :meth:`SessionBase.use_secret_key`); without one they are not saved.
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
             ``retry`` two quick retries (of reads: writes are never re-sent
@@ -201,7 +204,7 @@ class RedisSession(SessionBase):
         key_prefix: str = "",
         client: Client | None = None,
         timeout: float = TIMEOUT,
-        secret_key: str | bytes | None = None,
+        secret_key: SecretKeys | None = None,
         **kwargs: Any,
     ) -> None:
         if key_ttl is not None and not _is_positive_int(key_ttl):
@@ -417,6 +420,15 @@ class RedisSession(SessionBase):
             keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
         return [_unquote(middle) for middle in _middles(keys, head, tail)]
 
+    async def _list_users(self) -> list[str]:
+        head, rest = self.SESSION_KEY.split("{user_id}")
+        middle, tail = rest.split("{session_id}")
+        head = self.key_prefix + head
+        pattern = "*".join(_GLOB_SPECIAL.sub(r"\\\1", part) for part in (head, middle, tail))
+        async with self._errors():
+            keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
+        return sorted({_unquote(user) for user, _ in _pairs(keys, head, middle, tail)})
+
     async def _close(self) -> None:
         if not self._owns_client:
             return
@@ -444,7 +456,8 @@ class RedisSession(SessionBase):
                     await self._ready(self._client)
                 yield
         except (_redis_errors.AuthenticationError, _redis_errors.AuthorizationError) as err:
-            raise BackendAuthError(f"Redis at {self._where(key)} refused our credentials: {err}") from err
+            hint = password_hint(self._client) if isinstance(err, _redis_errors.AuthenticationError) else ""
+            raise BackendAuthError(f"Redis at {self._where(key)} refused our credentials: {err}{hint}") from err
         except TimeoutError as err:
             message = f"Redis at {self._where(key)} is unavailable: no answer within {self.timeout:g} s"
             raise BackendUnavailableError(message) from err
@@ -491,16 +504,24 @@ def _refuses_scripts(err: Exception) -> bool:
     )
 
 
-def _middles(keys: list[Any], head: str, tail: str) -> Iterator[str]:
-    """The session id part of each key (keys with a ``:`` there are not ours)."""
+def _middles(keys: list[Any], head: str, tail: str, *, allow_colon: bool = False) -> Iterator[str]:
+    """The session id part of each key (keys with a ``:`` there are not ours, unless ``allow_colon``)."""
     for key in keys:
         try:
             text = key.decode("utf-8") if isinstance(key, bytes) else str(key)
         except UnicodeDecodeError:
             continue
         middle = text[len(head) : len(text) - len(tail)]
-        if middle and ":" not in middle:
+        if middle and (allow_colon or ":" not in middle):
             yield middle
+
+
+def _pairs(keys: list[Any], head: str, middle: str, tail: str) -> Iterator[tuple[str, str]]:
+    """The (user id, session id) parts of each key, still quoted (keys with a ``:`` in either are not ours)."""
+    for both in _middles(keys, head, tail, allow_colon=True):
+        user, sep, session = both.partition(middle)
+        if sep and session and ":" not in user + session:
+            yield user, session
 
 
 def _check_timeout(value: object) -> float:
