@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,6 +25,7 @@ from test_depth import nested
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
+from statekit._cli_compact import ATTEMPTS, compact_sessions
 from statekit.cli import main
 from statekit.errors import (
     ConflictError,
@@ -33,7 +36,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends
+from statekit.session import _appends, _proofs
 
 
 def _msgs(count: int, start: int = 0) -> list[Msg]:
@@ -107,10 +110,13 @@ def test_appends_write_only_the_new_items(tmp_path: Path) -> None:
     agent.memory.content.append(Msg("assistant", "reply"))
     agent.events.append(1)
     session.save("chat", agent=agent)
-    assert (tmp_path / "chat.json").read_bytes() == document
+    # the document is not rewritten: one byte of its metadata now says that its companion holds deltas
+    assert (tmp_path / "chat.json").read_bytes() == document.replace(b'"deltas": 0', b'"deltas": 1', 1)
     lines = (tmp_path / "chat.json.log").read_bytes().splitlines()
     assert len(lines) == 2
-    assert json.loads(lines[1]) == [
+    (sequence, checksum), *deltas = json.loads(lines[1])
+    assert (sequence, len(checksum)) == (1, 8)
+    assert deltas == [
         [["agent", "memory", "content"], [{"role": "assistant", "text": "reply"}]],
         [["agent", "events"], [1]],
     ]
@@ -255,7 +261,7 @@ def test_a_secret_left_out_for_want_of_a_key_does_not_stop_delta_saves(tmp_path:
     before = (tmp_path / "chat.json").read_bytes()
     keyed.content.append(Msg("user", "more"))
     session.save("chat", keyed=keyed)
-    assert (tmp_path / "chat.json").read_bytes() == before
+    assert (tmp_path / "chat.json").read_bytes() == before.replace(b'"deltas": 0', b'"deltas": 1', 1)
     assert len((tmp_path / "chat.json.log").read_bytes().splitlines()) == 2
 
 
@@ -331,7 +337,9 @@ def test_a_delta_too_deep_in_the_document_is_refused_on_load(tmp_path: Path) -> 
     session.save("chat", deep=deep)
     log = tmp_path / "chat.json.log"
     item = {"data": nested(MAX_DEPTH - 4)}  # within the line's own limit, past it in the document
-    log.write_bytes(log.read_bytes() + orjson.dumps([[["deep", "inner", "items"], [item]]]) + b"\n")
+    lines = log.read_bytes().split(b"\n")[1:-1]
+    line, _ = _proofs.seal(orjson.dumps([[["deep", "inner", "items"], [item]]]), 2, _proofs.last(lines)[1])
+    log.write_bytes(log.read_bytes() + line)
     with pytest.raises(DocumentError, match=r"chat\.json\.log:3: a delta appends items nested deeper than"):
         JSONSession(tmp_path).load("chat", deep=_Deep())
 
@@ -378,7 +386,7 @@ def test_a_problem_in_an_appended_item_names_its_companion_line(tmp_path: Path) 
     places = [(Path(p.source or "").name, p.line, p.column, p.path) for p in caught.value.problems]
     log = (tmp_path / "chat.json.log").read_bytes().split(b"\n")
     assert places == [
-        ("chat.json", 10, 9, ("memory", "content", 0, "text")),
+        ("chat.json", 11, 9, ("memory", "content", 0, "text")),
         ("chat.json.log", 2, log[1].index(b'"text":1') + 1, ("memory", "content", 1, "text")),
         ("chat.json.log", 3, log[2].index(b'"text":2') + 1, ("memory", "content", 2, "text")),
         ("chat.json.log", 3, log[2].index(b'"text":3') + 1, ("memory", "content", 3, "text")),
@@ -464,6 +472,145 @@ def test_a_torn_last_line_is_ignored_then_cut(tmp_path: Path) -> None:
     session.save("chat", agent=agent)
     assert _load(tmp_path).memory.content == agent.memory.content
     assert (tmp_path / "chat.json.log").read_bytes().endswith(b"after the crash\"}]]]\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads any file")
+def test_an_unreadable_companion_is_named(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    (tmp_path / "chat.json.log").chmod(0)
+    with pytest.raises(SessionError, match=rf"cannot read {re.escape(str(tmp_path / 'chat.json.log'))}, beside .*chat\.json: Permission denied"):
+        _load(tmp_path)
+
+
+def test_a_lock_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    """As another user's lock file left by a writer of theirs would be (a folder stands in for it: root opens any file)."""
+    session, agent = _saved_with_deltas(tmp_path)
+    (tmp_path / ".chat.json.lock").mkdir()
+    agent.memory.content.append(Msg("user", "more"))
+    lock = re.escape(str(tmp_path / ".chat.json.lock"))
+    with pytest.raises(SessionError, match=rf"^cannot open {lock}, the lock file of .*chat\.json: Is a directory"):
+        session.save("chat", agent=agent)
+
+
+def test_an_empty_companion_is_called_empty(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    (tmp_path / "chat.json.log").write_bytes(b"")
+    with pytest.raises(DocumentError, match=r"chat\.json\.log:1: the companion of .*chat\.json is empty") as caught:
+        _load(tmp_path)
+    assert "names another" not in str(caught.value)
+
+
+def test_a_token_past_the_first_bytes_is_not_called_reordered(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    path = tmp_path / "chat.json"
+    path.write_bytes(path.read_bytes().replace(b'"format"', b'"note": "' + b"x" * 600 + b'", "format"', 1))
+    with pytest.raises(DocumentError, match="token .* is not within its first 512 bytes") as caught:
+        _load(tmp_path)
+    assert "not its first key" not in str(caught.value)
+
+
+def test_a_document_copied_without_its_companion_is_refused(tmp_path: Path) -> None:
+    """A backup of *.json alone: the document says its companion holds deltas."""
+    _, agent = _saved_with_deltas(tmp_path / "sessions")
+    (tmp_path / "backup").mkdir()
+    for path in (tmp_path / "sessions").glob("*.json"):
+        (tmp_path / "backup" / path.name).write_bytes(path.read_bytes())
+    with pytest.raises(DocumentError, match=r"companion .*backup/chat\.json\.log is missing") as caught:
+        _load(tmp_path / "backup")
+    assert caught.value.source == str(tmp_path / "backup" / "chat.json")
+    (tmp_path / "backup" / "chat.json.log").write_bytes((tmp_path / "sessions" / "chat.json.log").read_bytes())
+    assert _load(tmp_path / "backup").memory.content == agent.memory.content
+
+
+def test_a_document_whose_token_was_removed_is_refused(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    path = tmp_path / "chat.json"
+    document = json.loads(path.read_bytes())
+    del document["__statekit__"]["log"]
+    path.write_text(json.dumps(document, indent=2))
+    with pytest.raises(DocumentError, match=r"chat\.json\.log holds items appended to document [0-9a-f]+, but this document has no token"):
+        _load(tmp_path)
+
+
+def test_old_companions_without_sequence_load_and_the_next_save_rewrites_them(tmp_path: Path) -> None:
+    """A companion of format 1 (as statekit wrote before issue 26): its lines are deltas alone."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(2))
+    session.save("chat", agent=agent)
+    path, log = tmp_path / "chat.json", tmp_path / "chat.json.log"
+    token = json.loads(path.read_bytes())["__statekit__"]["log"]
+    path.write_bytes(path.read_bytes().replace(b',\n    "deltas": 0', b""))  # as older statekits wrote it
+    lines = [orjson.dumps([[["agent", "memory", "content"], [{"role": "user", "text": f"old {index}"}]]]) for index in range(2)]
+    log.write_bytes(orjson.dumps({"statekit_log": 1, "document": token}) + b"\n" + b"\n".join(lines) + b"\n")
+    loading, reader = Agent(), JSONSession(tmp_path)
+    reader.load("chat", agent=loading)
+    assert [m.text for m in loading.memory.content] == ["message 0", "message 1", "old 0", "old 1"]
+    loading.memory.content.append(Msg("user", "new"))
+    reader.save("chat", agent=loading)  # rewritten whole: no line of the new format joins an old companion
+    assert _files(tmp_path) == ["chat.json"]
+    assert _load(tmp_path).memory.content == loading.memory.content
+
+
+def test_the_deltas_flag_cleared_by_hand_loads_the_document_alone(tmp_path: Path) -> None:
+    """What the refusal of a missing companion says to do, to load the last full write on purpose."""
+    _saved_with_deltas(tmp_path)
+    (tmp_path / "chat.json.log").unlink()
+    path = tmp_path / "chat.json"
+    path.write_bytes(path.read_bytes().replace(b'"deltas": 1', b'"deltas": 0'))
+    assert _load(tmp_path).memory.content == _msgs(2)
+
+
+def test_a_hard_linked_companion_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    session, agent = _saved_with_deltas(tmp_path / "sessions")
+    outside = tmp_path / "outside.log"
+    os.link(tmp_path / "sessions" / "chat.json.log", outside)
+    before = outside.read_bytes()
+    agent.memory.content.append(Msg("user", "more"))
+    with pytest.raises(SessionError, match=r"chat\.json\.log has 2 hard links; statekit never reads or writes"):
+        session.save("chat", agent=agent)
+    assert outside.read_bytes() == before
+    with pytest.raises(SessionError, match=r"chat\.json\.log has 2 hard links"):
+        _load(tmp_path / "sessions")
+
+
+def test_a_hard_linked_session_file_is_not_read_through(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text('{"agent": {"memory": {"content": [], "note": "private"}, "events": []}}')
+    os.link(secret, tmp_path / "sessions" / "chat.json")
+    with pytest.raises(SessionError, match=r"chat\.json has 2 hard links"):
+        _load(tmp_path / "sessions")
+    with pytest.raises(SessionError, match=r"chat\.json has 2 hard links"):
+        JSONSession(tmp_path / "sessions").save("chat", agent=Agent())
+    assert "private" in secret.read_text()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_what_killed_writers_left_is_cleaned_up_by_the_next_write_in_the_folder(tmp_path: Path) -> None:
+    import fcntl
+
+    _, b = _saved_with_deltas(tmp_path / "b")
+    _, d = _saved_with_deltas(tmp_path / "d")
+    _saved_with_deltas(tmp_path / "c")
+    for name in ("b", "d"):
+        for path in (tmp_path / name).iterdir():
+            path.replace(tmp_path / path.name.replace("chat", name))
+        (tmp_path / name).rmdir()
+    (tmp_path / "c" / "chat.json.log").replace(tmp_path / "c.json.log")  # a delete killed after removing c.json
+    shutil.rmtree(tmp_path / "c")
+    for name in (".b.json.lock", ".b.json.tmp", ".b.json.log.tmp", ".e.json.tmp", ".e.json.lock"):
+        (tmp_path / name).write_bytes(b'{"half": ')
+    (tmp_path / ".b.json.log.old").write_bytes(b'{"statekit_log":2,"document":"0000000000000000"}\n')
+    (tmp_path / "d.json.log").replace(tmp_path / ".d.json.log.old")  # a full write of d killed before its document
+    b_doc = tmp_path / "b.json"
+    b_doc.write_bytes(b_doc.read_bytes().replace(b'"deltas": 1', b'"deltas": 0'))  # its first delta save killed before
+    with open(tmp_path / ".e.json.lock", "rb") as held:  # a writer of e is running
+        fcntl.flock(held, fcntl.LOCK_EX)
+        JSONSession(tmp_path).save("a", agent=Agent())
+    assert _files(tmp_path) == [".e.json.lock", ".e.json.tmp", "a.json", "b.json", "b.json.log", "d.json", "d.json.log"]
+    assert _load(tmp_path, "b").memory.content == b.memory.content
+    assert _load(tmp_path, "d").memory.content == d.memory.content
+    assert b'"deltas": 1' in b_doc.read_bytes()  # so that b found without its companion is refused
 
 
 def test_a_companion_of_another_document_is_an_error(tmp_path: Path) -> None:
@@ -690,6 +837,60 @@ def test_compact_folds_the_deltas_in(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert json.loads((tmp_path / "chat.json").read_bytes())["__statekit__"] == {"format": 1}
 
 
+class _WrittenWhileRead(JSONSession):
+    """A folder whose session another writer appends to right after each of the first ``times`` reads."""
+
+    def __init__(self, folder: Path, times: int) -> None:
+        super().__init__(folder)
+        self.times, self.writer, self.agent = times, JSONSession(folder), Agent()
+        self.writer.load("chat", agent=self.agent)
+
+    async def aread_document(self, session_id: str, user_id: str | None = None) -> Any:
+        stored = await super().aread_document(session_id, user_id)
+        if self.times:
+            self.times -= 1
+            self.agent.memory.content.append(Msg("user", f"meanwhile {self.times}"))
+            await self.writer.asave("chat", agent=self.agent)
+        return stored
+
+
+@pytest.mark.parametrize("times", [1, 3])
+def test_compact_of_a_session_being_written_tries_again(tmp_path: Path, times: int) -> None:
+    _saved_with_deltas(tmp_path)
+    store, out, err = _WrittenWhileRead(tmp_path, times), io.StringIO(), io.StringIO()
+    assert asyncio.run(compact_sessions(store, [(None, "chat")], out=out, err=err))
+    assert (out.getvalue(), err.getvalue()) == (f"chat: compacted into {tmp_path / 'chat.json'}\ncompacted 1, unchanged 0, failed 0\n", "")
+    assert _files(tmp_path) == ["chat.json"]
+    assert _load(tmp_path).memory.content == store.agent.memory.content  # what the writer added is kept
+
+
+def test_compact_of_a_session_written_all_the_time_says_so_in_the_commands_words(tmp_path: Path) -> None:
+    _saved_with_deltas(tmp_path)
+    store, out, err = _WrittenWhileRead(tmp_path, 1000), io.StringIO(), io.StringIO()
+    assert not asyncio.run(compact_sessions(store, [(None, "chat")], out=out, err=err))
+    assert err.getvalue().startswith(f"chat: not compacted: it was written {ATTEMPTS} times while being compacted")
+    assert "statekit compact" in err.getvalue() and "update()" not in err.getvalue() and "overwrite" not in err.getvalue()
+    assert _load(tmp_path).memory.content == store.agent.memory.content
+
+
+def test_compact_repairs_what_a_crash_left_and_refuses_damage_with_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, torn = _saved_with_deltas(tmp_path, deltas=2)
+    with open(tmp_path / "chat.json.log", "ab") as torn_log:
+        torn_log.write(b'[[3,"00000000"],[["agent","memory","content"],[{"role":"us')  # a save killed mid-append
+    assert main(["compact", "--dir", str(tmp_path), "chat"]) == 0
+    assert _files(tmp_path) == ["chat.json"] and _load(tmp_path).memory.content == torn.memory.content
+    _saved_with_deltas(tmp_path / "damaged", deltas=3)
+    log = tmp_path / "damaged" / "chat.json.log"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join([lines[0], lines[2], lines[1], lines[3]]))
+    capsys.readouterr()
+    assert main(["compact", "--dir", str(tmp_path / "damaged"), "chat"]) == 1
+    assert f"chat: not compacted: {log}:2: delta 2 where delta 1 belongs" in capsys.readouterr().err
+    assert _files(tmp_path / "damaged") == ["chat.json", "chat.json.log"]
+
+
 def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, agent = _saved_with_deltas(tmp_path / "sessions")
     assert main(["show", str(tmp_path / "sessions" / "chat.json"), "--json"]) == 0
@@ -699,6 +900,29 @@ def test_commands_on_a_session_file_see_the_merged_state(tmp_path: Path, capsys:
     loaded = Agent()
     YAMLSession(tmp_path).load("chat", agent=loaded)
     assert loaded.memory.content == agent.memory.content
+
+
+@pytest.mark.parametrize("damage", ["reordered", "token-removed", "companion-missing", "line-removed"])
+def test_commands_on_a_damaged_session_file_refuse_it_as_a_load_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    _saved_with_deltas(tmp_path, deltas=3)
+    path, log = tmp_path / "chat.json", tmp_path / "chat.json.log"
+    document = json.loads(path.read_bytes())
+    if damage == "reordered":
+        path.write_text(json.dumps({"agent": document["agent"], "__statekit__": document["__statekit__"]}))
+    elif damage == "token-removed":
+        del document["__statekit__"]["log"]
+        path.write_text(json.dumps(document))
+    elif damage == "companion-missing":
+        log.unlink()
+    else:
+        lines = log.read_bytes().splitlines(keepends=True)
+        log.write_bytes(b"".join(lines[:2] + lines[3:]))
+    with pytest.raises(DocumentError) as loading:
+        _load(tmp_path)
+    assert main(["show", str(path), "--json"]) == 1
+    assert loading.value.reason in capsys.readouterr().err
 
 
 def test_commands_follow_a_link_named_on_the_command_line_to_a_session_with_deltas(
@@ -736,3 +960,129 @@ def test_a_syntax_error_in_a_document_with_deltas_is_placed_and_worded(tmp_path:
     line = text[: text.index(b'"note"')].count(b"\n") + 1
     with pytest.raises(DocumentError, match=rf"chat\.json:{line}:\d+: invalid JSON: unexpected character"):
         _load(tmp_path)
+
+
+# -- damage: every damaged session loads the state last saved, or is refused with its position ------
+
+DELTAS = 4
+
+
+def _appended(session: JSONSession, agent: Agent, texts: list[str]) -> None:
+    """One delta save per text, each appending it."""
+    for text in texts:
+        agent.memory.content.append(Msg("user", text))
+        session.save("chat", agent=agent)
+
+
+def damaged_logs(lines: list[bytes], foreign: list[bytes], fork: list[bytes]) -> dict[str, bytes]:
+    """A companion's lines (the header first, each with its newline) damaged in every way of issue 26.
+
+    Args:
+        lines: The session's: the header and :data:`DELTAS` delta lines.
+        foreign: Another document's, as many.
+        fork: A copy of this document that went on with other deltas after the second.
+    """
+    h, d1, d2, d3, d4 = lines
+    whole = b"".join(lines)
+    cases = {
+        **{f"duplicated-{i}": b"".join([*lines[: i + 1], lines[i], *lines[i + 1 :]]) for i in range(DELTAS + 1)},
+        "duplicated-first-at-end": whole + d1,
+        **{f"swapped-{i}-{j}": b"".join(_swap(lines, i, j)) for i, j in [(0, 1), (1, 2), (2, 3), (3, 4), (1, 4), (2, 4)]},
+        **{f"removed-{i}": b"".join(lines[:i] + lines[i + 1 :]) for i in range(DELTAS + 1)},
+        **{f"foreign-{i}": b"".join([*lines[:i], foreign[i], *lines[i + 1 :]]) for i in range(1, DELTAS + 1)},
+        "foreign-appended": whole + foreign[1],
+        "fork-3": b"".join([h, d1, d2, fork[3], d4]),
+        "fork-4": b"".join([h, d1, d2, d3, fork[4]]),
+        "foreign-whole": b"".join(foreign),
+    }
+    start = 0
+    for index, line in enumerate(lines):
+        spots = [10, 20] if index == 0 else [2, 5, len(line) // 2, len(line) - 2]
+        for spot in spots:
+            flipped = bytearray(whole)
+            flipped[start + spot] ^= 1
+            cases[f"flipped-{index}-{spot}"] = bytes(flipped)
+        start += len(line)
+    ends = [len(b"".join(lines[: i + 1])) for i in range(DELTAS + 1)]
+    for name, cut in [("in-header", 10), ("after-header", ends[0]), ("in-1", ends[0] + 9), ("after-2", ends[2]),
+                      ("in-3", ends[2] + len(d3) // 2), ("in-4", ends[3] + len(d4) // 2), ("newline", ends[4] - 1)]:
+        cases[f"truncated-{name}"] = whole[:cut]
+    cases["empty"] = b""
+    return cases
+
+
+def _swap(lines: list[bytes], i: int, j: int) -> list[bytes]:
+    out = list(lines)
+    out[i], out[j] = out[j], out[i]
+    return out
+
+
+def _deltas_with_fork(tmp_path: Path) -> tuple[Agent, list[bytes], list[bytes], list[bytes]]:
+    """A session whose 4 deltas were saved, another session's companion, and a fork's."""
+    main, fork, other = tmp_path / "main", tmp_path / "fork", tmp_path / "other"
+    session, agent = _saved_with_deltas(main, deltas=0)
+    _appended(session, agent, ["d1", "d2"])
+    fork.mkdir()
+    for name in ("chat.json", "chat.json.log"):
+        (fork / name).write_bytes((main / name).read_bytes())
+    _appended(session, agent, ["d3", "d4"])
+    forked_session, forked = JSONSession(fork), Agent()
+    forked_session.load("chat", agent=forked)
+    _appended(forked_session, forked, ["fork 3", "fork 4"])
+    _saved_with_deltas(other, deltas=DELTAS)
+    main_log, other_log, fork_log = (
+        (folder / "chat.json.log").read_bytes().splitlines(keepends=True) for folder in (main, other, fork)
+    )
+    return agent, main_log, other_log, fork_log
+
+
+def assert_exact_or_refused(load: Any, expected: Agent) -> DocumentError | None:
+    """Load, and require the state last saved (``None``), or a ``DocumentError`` that says where."""
+    loaded = Agent()
+    try:
+        load(loaded)
+    except DocumentError as err:
+        assert err.source, err
+        return err
+    assert loaded.memory.content == expected.memory.content and loaded.events == expected.events
+    return None
+
+
+def _file_cases(folder: Path) -> dict[str, Any]:
+    doc, log = folder / "chat.json", folder / "chat.json.log"
+    text = doc.read_bytes()
+    meta = json.loads(text)["__statekit__"]
+    return {
+        "missing-companion": lambda: log.unlink(),
+        "token-removed": lambda: doc.write_bytes(text.replace(f'"log": "{meta["log"]}",'.encode(), b"", 1)),
+        "token-changed": lambda: doc.write_bytes(text.replace(meta["log"].encode(), b"0" * 16, 1)),
+        "token-past-512": lambda: doc.write_bytes(text.replace(b'"format"', b'"pad": "' + b"x" * 600 + b'", "format"', 1)),
+        "metadata-reordered": lambda: doc.write_text(json.dumps({"agent": json.loads(text)["agent"], "__statekit__": meta})),
+    }
+
+
+def test_every_damaged_session_loads_the_state_last_saved_or_is_refused_with_its_position(tmp_path: Path) -> None:
+    agent, lines, foreign, fork = _deltas_with_fork(tmp_path)
+    assert len(lines) == DELTAS + 1
+    main = tmp_path / "main"
+    document, log = (main / "chat.json").read_bytes(), main / "chat.json.log"
+    in_log = damaged_logs(lines, foreign, fork)
+    cases: dict[str, Any] = {name: (lambda data=data: log.write_bytes(data)) for name, data in in_log.items()}
+    cases.update(_file_cases(main))
+    assert len(cases) >= 51
+    outcomes = {}
+    for name, damage in cases.items():
+        damage()
+        try:
+            outcomes[name] = assert_exact_or_refused(lambda into: JSONSession(main).load("chat", agent=into), agent)
+        except AssertionError as err:
+            raise AssertionError(f"{name}: loaded another state") from err
+        (main / "chat.json").write_bytes(document)
+        log.write_bytes(b"".join(lines))
+    assert [name for name, err in outcomes.items() if err is None] == []  # a reformatted document would load
+    for name in in_log:  # each refused at the companion's line at fault (a line cut off: where it is missing)
+        refused = outcomes[name]
+        assert refused is not None and (Path(refused.source or "").name, refused.line is not None) == (
+            "chat.json.log",
+            True,
+        ), (name, str(refused))

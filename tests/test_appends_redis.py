@@ -6,15 +6,17 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strategies import examples
 from append_models import Agent, Msg, NumberedMemory, NumberedMsg, TextMemory
+from test_appends import DELTAS, damaged_logs
 from redis.asyncio import Redis
 
-from statekit.errors import ConflictError, StateLoadError
+from statekit.errors import ConflictError, DocumentError, StateLoadError
 from statekit.session.redis import RedisSession
 from statekit.testing import RedisCluster, RedisServer, local_redis_cluster, local_redis_server
 
@@ -209,3 +211,66 @@ async def _appends_and_updates(cluster: RedisCluster) -> None:
     assert isinstance(value, bytes) and value.count(b"\n") > 2  # deltas, not only rewrites
     for name in ("a", "b"):
         assert [m.text for m in loaded.memory.content if m.role == name] == [str(index) for index in range(20)]
+
+
+def test_every_damaged_value_loads_the_state_last_saved_or_is_refused_with_its_position(server: RedisServer) -> None:
+    """The damage cases of the file test (test_appends.py), on the deltas that follow the
+    document in a value: a value without its header line is one of them (removed-0)."""
+
+    async def saved(session: RedisSession, agent: Agent, texts: list[str]) -> None:
+        for text in texts:
+            agent.memory.content.append(Msg("user", text))
+            await session.asave("chat", agent=agent)
+
+    async def main() -> None:
+        prefix, fork_prefix, other_prefix = (f"damage-{uuid.uuid4().hex}:" for _ in range(3))
+        async with _session(server, prefix) as session, _session(server, other_prefix) as other:
+            agent, stranger = Agent(), Agent()
+            await saved(session, agent, ["first"])  # a full write, then one delta a save
+            await saved(other, stranger, ["other", "d1", "d2", "d3", "d4"])
+            await saved(session, agent, ["d1", "d2"])
+            client = session.get_client()
+            await client.set(f"{fork_prefix}{session.SESSION_KEY.format(user_id='default_user', session_id='chat')}",
+                             await _value(server, prefix))
+            async with _session(server, fork_prefix) as forked_session:
+                forked = Agent()
+                await forked_session.aload("chat", agent=forked)
+                await saved(forked_session, forked, ["fork 3", "fork 4"])
+            await saved(session, agent, ["d3", "d4"])
+            document, _, log = (await _value(server, prefix)).partition(b"\n")
+            lines = log.splitlines(keepends=True)
+            assert len(lines) == DELTAS + 1  # the header and the four deltas
+            foreign = (await _value(server, other_prefix)).partition(b"\n")[2].splitlines(keepends=True)
+            fork = (await _value(server, fork_prefix)).partition(b"\n")[2].splitlines(keepends=True)
+            meta = orjson.loads(document)["__statekit__"]
+            values = {name: document + b"\n" + data for name, data in damaged_logs(lines, foreign, fork).items()}
+            values["token-removed"] = document.replace(f',"log":"{meta["log"]}"'.encode(), b"") + b"\n" + log
+            values["token-changed"] = document.replace(meta["log"].encode(), b"0" * 16) + b"\n" + log
+            assert len(values) >= 51
+            key = session.session_key("chat")
+            outcomes = {}
+            for name, value in values.items():
+                await client.set(key, value)
+                loader = _session(server, prefix)
+                try:
+                    outcomes[name] = await _exact_or_refused(loader, agent)
+                finally:
+                    await loader.aclose()
+            assert [name for name, err in outcomes.items() if err is None] == []
+            source = f"{session._source(session.key('chat'))} (appended items)"  # noqa: SLF001 - the name errors give
+            for name in damaged_logs(lines, foreign, fork):
+                err = outcomes[name]
+                assert err is not None and (err.source, err.line is not None) == (source, True), (name, str(err))
+
+    asyncio.run(main())
+
+
+async def _exact_or_refused(session: RedisSession, expected: Agent) -> DocumentError | None:
+    loaded = Agent()
+    try:
+        await session.aload("chat", agent=loaded)
+    except DocumentError as err:
+        assert err.source, err
+        return err
+    assert loaded.memory.content == expected.memory.content and loaded.events == expected.events
+    return None

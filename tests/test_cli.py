@@ -21,7 +21,7 @@ import yaml
 
 from statekit.cli import main
 from statekit.errors import DocumentError, StatekitError
-from statekit.session import JSONSession, YAMLSession
+from statekit.session import JSONSession, YAMLSession, _proofs
 from statekit.session.redis import RedisSession
 
 AGENTS = """\
@@ -592,7 +592,9 @@ def test_validate_places_a_problem_in_an_appended_item_at_its_companion_line(
 ) -> None:
     _, path = _saved_log(workdir, appended=True)
     log = path.with_name("c.json.log")
-    log.write_bytes(log.read_bytes() + b'[[["history","content"],[{"text":3}]]]\n')
+    lines = log.read_bytes().split(b"\n")[1:-1]  # a delta line of this document, made as a save makes it
+    line, _ = _proofs.seal(b'[[["history","content"],[{"text":3}]]]', len(lines) + 1, _proofs.last(lines)[1])
+    log.write_bytes(log.read_bytes() + line)
     status, _, err = run(capsys, "validate", str(path), "--module", "history=ttlmodels:LogV2")
     assert status == 1
     column = log.read_bytes().split(b"\n")[2].index(b'"text"') + 1

@@ -447,14 +447,19 @@ def test_append_only_lists_of_frozen_models_save_only_new_items(tmp_path: Path) 
     memory.content.append(Frozen(role="assistant", text="ho"))
     session.save("s", memory=memory)
     (log,) = tmp_path.glob("*.json.log")
-    assert log.read_text(encoding="utf-8").splitlines()[1] == '[[["memory","content"],[{"role":"assistant","text":"ho"}]]]'
+    # each delta line: [[sequence, checksum], [path, items], ...] (issue 26)
+    assert json.loads(log.read_text(encoding="utf-8").splitlines()[1])[1:] == [
+        [["memory", "content"], [{"role": "assistant", "text": "ho"}]]
+    ]
     other = JSONSession(tmp_path)
     loaded = Memory()
     other.load("s", memory=loaded)
     assert loaded == memory
     loaded.content.append(Frozen(role="user", text="again"))
     other.save("s", memory=loaded)  # after a load too: only the new item
-    assert log.read_text(encoding="utf-8").splitlines()[2] == '[[["memory","content"],[{"role":"user","text":"again"}]]]'
+    assert json.loads(log.read_text(encoding="utf-8").splitlines()[2])[1:] == [
+        [["memory", "content"], [{"role": "user", "text": "again"}]]
+    ]
     again = Memory()
     JSONSession(tmp_path).load("s", memory=again)
     assert again == loaded

@@ -148,7 +148,7 @@ class Odd(enum.Enum):
         (Odd, "Odd.N = nan: has no JSON form"),
         (Literal[b"x"], "the literal = b'x': has no JSON form"),
         (list[Pair], "Pair.A = (1, 2): has no JSON form"),
-        (Literal[2**70], "the literal = 1180591620717411303424: an integer of 71 bits; JSON holds integers"),
+        (Literal[2**70], "the literal = 1180591620717411303424: an integer of 71 bits; orjson, statekit's JSON writer, holds integers"),
         (Literal["a\ud800"], "which UTF-8 cannot hold"),  # the JSON codec's own refusal
     ],
 )

@@ -227,6 +227,7 @@ def test_errors_about_a_secret_never_quote_it(tmp_path: Path) -> None:
     with pytest.raises(StateDumpError) as dumped:
         session.save("s1", mode=Mode(blob={"text": TOKEN, "bad": float("nan")}))
     assert TOKEN not in str(dumped.value) and dumped.value.__cause__ is None
+    assert_no_plaintext_reachable(dumped.value)
     assert path.read_bytes() == before
     document = orjson.loads(before)
     document["mode"]["level"] = SecretBox(key).seal(TOKEN)  # well encrypted, but not "low" or "high"
@@ -332,6 +333,24 @@ class VaultV2(StateModule):
     cred: CredentialV2 = state_field(factory=CredentialV2, secret=True)
 
 
+def assert_no_plaintext_reachable(error: BaseException) -> None:
+    """Neither ``error``, its context and cause (all the way), nor the locals of statekit's frames
+    on their tracebacks hold the secret, but in the user's own modules (which hold it by design)."""
+    pending = [error]
+    while pending:
+        exc = pending.pop()
+        assert TOKEN not in str(exc), exc
+        pending += [chained for chained in (exc.__context__, exc.__cause__) if chained is not None]
+        trace = exc.__traceback__
+        while trace is not None:
+            frame = trace.tb_frame
+            if "/statekit/" in frame.f_code.co_filename:
+                for name, value in frame.f_locals.items():
+                    if not isinstance(value, StateModule) and name not in ("modules", "module", "self", "owner"):
+                        assert TOKEN not in repr(value), (frame.f_code.co_name, name)
+            trace = trace.tb_next
+
+
 @pytest.mark.parametrize("strict", [True, False])
 def test_a_failing_migration_of_a_secret_never_quotes_it(tmp_path: Path, strict: bool) -> None:
     key = generate_secret_key()
@@ -339,6 +358,7 @@ def test_a_failing_migration_of_a_secret_never_quotes_it(tmp_path: Path, strict:
     with pytest.raises(StateVersionError) as caught:
         JSONSession(tmp_path, secret_key=key).load("s", vault=VaultV2(), strict=strict)
     assert TOKEN not in str(caught.value) and caught.value.__cause__ is None
+    assert_no_plaintext_reachable(caught.value)
     assert caught.value.path == ("vault", "cred") and "details hidden" in str(caught.value)
 
 

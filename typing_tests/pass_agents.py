@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 from pydantic import BaseModel, ConfigDict, Field
 
-from statekit import JSONSession, LoadResult, Migration, StateModule, StateVersionError, state_field, stateful
+from statekit import JSONSession, LoadResult, Migration, StateModule, StateVersionError, SupportsState, state_field, stateful
 
 
 class Role(enum.Enum):
@@ -140,3 +140,23 @@ def use_several_secret_keys(new: str, old: str, raw: bytes) -> None:
     keys = [new, old]  # list[str]: the first encrypts, both decrypt
     JSONSession("sessions", secret_key=keys).use_secret_key((new, old))
     JSONSession("sessions", secret_key=raw).use_secret_key([raw, raw])
+
+
+class ForeignMemory:
+    """AgentScope's StateModule protocol without statekit's base class (its agents, memories, toolkits)."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"content": list(self.content)}
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+        self.content = list(state_dict["content"])
+
+
+def use_foreign(session: JSONSession) -> None:
+    memory: SupportsState = ForeignMemory()
+    session.save("s", memory=memory, agent=Agent(name="a"))
+    session.load("s", memory=ForeignMemory())
+    session.update("s", lambda: None, memory=ForeignMemory())

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from statekit._config import from_config, seed
 from statekit._convert import make_converter
+from statekit._foreign import SupportsState
 from statekit._fields import state_field
 from statekit._module import LoadResult, StateModule, stateful
 from statekit._secrets import generate_secret_key
@@ -23,6 +24,7 @@ from statekit.errors import (
     StateDefinitionError,
     StatekitError,
     StateLoadError,
+    StateModuleNameError,
     StateVersionError,
     WriteOutcomeUnknownError,
 )
@@ -57,8 +59,10 @@ __all__ = [
     "StateDefinitionError",
     "StateLoadError",
     "StateModule",
+    "StateModuleNameError",
     "StateVersionError",
     "StoredDocument",
+    "SupportsState",
     "WriteOutcomeUnknownError",
     "StatekitError",
     "YAMLSession",

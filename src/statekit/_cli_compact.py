@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TextIO
 
 from statekit._cli_batch import FAILED, Tally, Target, label, reason
-from statekit.errors import SessionNotFoundError, StatekitError
+from statekit.errors import ConflictError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
-from statekit.session._revisions import revision_of
+from statekit.session._revisions import backoff, revision_of
 
 LABELS = {"compacted": "compacted", "unchanged": "unchanged", FAILED: FAILED}
+
+ATTEMPTS = 8
+"""How often a session written meanwhile is read and compacted again before it is reported."""
 
 
 async def compact_sessions(
@@ -18,9 +22,10 @@ async def compact_sessions(
 ) -> bool:
     """Rewrite each session that has appended items as one whole document, reporting each.
 
-    Each rewrite is conditional: a session written meanwhile raises
-    ``ConflictError`` and is left as it is. A session that fails is reported
-    on ``err`` and the others go on; the last line on ``out`` counts them.
+    Each rewrite is conditional: a session written meanwhile is read and
+    compacted again (up to :data:`ATTEMPTS` times, with a short random pause),
+    so nothing a writer added is lost. A session that fails is reported on
+    ``err`` and the others go on; the last line on ``out`` counts them.
 
     Args:
         store: Where the sessions are.
@@ -45,11 +50,21 @@ async def compact_sessions(
 
 async def _compact_one(store: SessionBase, user_id: str | None, session_id: str) -> tuple[str, str]:
     """Compact one session: its status and what the line that reports it says."""
-    stored = await store.aread_document(session_id, user_id)
-    if stored is None:
-        user = store.key(session_id, user_id).user_id
-        raise SessionNotFoundError(f"no session {session_id!r} of user {user!r}")
-    if revision_of(stored.raw) == stored.revision:  # the raw bytes are what is stored: no deltas
-        return "unchanged", "nothing appended to fold in"
-    await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
-    return "compacted", f"compacted into {stored.source}"
+    for attempt in range(ATTEMPTS):
+        stored = await store.aread_document(session_id, user_id)
+        if stored is None:
+            user = store.key(session_id, user_id).user_id
+            raise SessionNotFoundError(f"no session {session_id!r} of user {user!r}")
+        if revision_of(stored.raw) == stored.revision:  # the raw bytes are what is stored: no deltas
+            return "unchanged", "nothing appended to fold in"
+        try:
+            await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
+        except ConflictError:
+            await asyncio.sleep(backoff(attempt))  # written meanwhile: read what is there now
+            continue
+        return "compacted", f"compacted into {stored.source}"
+    return FAILED, (
+        f"not compacted: it was written {ATTEMPTS} times while being compacted, and each compaction keeps "
+        "what was stored when it read it; run `statekit compact` again when its writers pause (the session "
+        f"is as they left it, in {store.location(session_id, user_id)})"
+    )

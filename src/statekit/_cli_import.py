@@ -3,22 +3,27 @@
 AgentScope names files ``{user_id}_{session_id}.json``, so a name with ``_``
 does not say where the user ends: ``a_b_c.json`` may be user ``a``, ``a_b`` or
 no user at all. A name without ``_`` is a session of no user; any other name is
-split only by the ``--user-id`` values given (``--user-id ""``: "the whole name
-is a session of no user"), and a name that matches none, or more than one, is
-reported and left alone. Old files are only read; sessions already in the new
-folder are kept unless ``--overwrite``.
+split only by the ``--user-id`` values given (``--user-id ""``: "a name no other
+--user-id fits is a session of no user"), and a name that matches none, or more
+than one, is reported and left alone. So one run with every user and ``''``
+imports a mixed folder, each file once. Old files are only read; a session
+already in the new folder with the same data is reported as there (a rerun
+succeeds), with other data kept unless ``--overwrite``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import attrs
 
-from statekit.errors import ConflictError, StatekitError
+from statekit.codecs._nonjson import repaired
+from statekit.errors import ConflictError, DocumentError, StatekitError, format_path
 from statekit.session import MISSING_REVISION, JSONSession
 from statekit.session._agentscope import legacy_files, split_stem
+from statekit.session._delta_save import META_KEY
+from statekit.session._safe_files import read_regular
 
 SUFFIX = ".json"
 
@@ -36,11 +41,17 @@ def plan_import(old_dir: Path, users: list[str]) -> list[Split]:
     return [Split(stem + SUFFIX, split_stem(stem, users)) for stem in legacy_files(old_dir, SUFFIX)]
 
 
-async def import_folder(old_dir: Path, new_dir: Path, users: list[str], *, overwrite: bool, out: TextIO, err: TextIO) -> bool:
+async def import_folder(
+    old_dir: Path, new_dir: Path, users: list[str], *, overwrite: bool, out: TextIO, err: TextIO, replace_invalid: bool = False
+) -> bool:
     """Copy every file whose name splits one way; report each one.
 
+    ``replace_invalid`` copies a file holding NaN, Infinity or lone surrogates
+    (what Python's ``json`` writes and JSON cannot hold) with ``null`` and U+FFFD
+    in their place, reporting each.
+
     Returns:
-        Whether every file was copied.
+        Whether every file was copied (or was there already).
     """
     old, new = JSONSession(old_dir, layout="agentscope"), JSONSession(new_dir)
     ok = True
@@ -49,7 +60,7 @@ async def import_folder(old_dir: Path, new_dir: Path, users: list[str], *, overw
         if len(split.pairs) != 1:
             print(_ambiguous(split, users), file=err)
             ok = False
-        elif not await _copy(old, new, old_dir / split.name, *split.pairs[0], overwrite=overwrite, out=out, err=err):
+        elif not await _copy(old, new, old_dir / split.name, *split.pairs[0], (overwrite, replace_invalid), out=out, err=err):
             ok = False
     copied = sum(1 for split in splits if len(split.pairs) == 1)
     print(f"{len(splits)} session file(s) in {old_dir}; {copied} with one reading of their name", file=out)
@@ -57,17 +68,16 @@ async def import_folder(old_dir: Path, new_dir: Path, users: list[str], *, overw
 
 
 async def _copy(
-    old: JSONSession, new: JSONSession, source: Path, user_id: str, session_id: str, *, overwrite: bool, out: TextIO, err: TextIO
+    old: JSONSession, new: JSONSession, source: Path, user_id: str, session_id: str, flags: tuple[bool, bool], *, out: TextIO, err: TextIO
 ) -> bool:
+    overwrite, replace_invalid = flags
+    data: Any = None
     try:
-        document = await old.aread_document(session_id, user_id)
-        if document is None:
-            raise StatekitError(f"{source} disappeared")
+        data = await _read(old, source, user_id, session_id, replace_invalid, out)
         expected = None if overwrite else MISSING_REVISION
-        await new.awrite_document(session_id, document.data, user_id, expected_revision=expected, overwrite=overwrite)
+        await new.awrite_document(session_id, data, user_id, expected_revision=expected, overwrite=overwrite)
     except ConflictError:
-        print(f"kept {new.session_path(session_id, user_id)}: it exists (--overwrite replaces it)", file=err)
-        return False
+        return await _already_there(new, data, user_id, session_id, out=out, err=err)
     except StatekitError as exc:
         print(f"failed {source}: {exc}", file=err)
         return False
@@ -75,11 +85,63 @@ async def _copy(
     return True
 
 
+async def _read(old: JSONSession, source: Path, user_id: str, session_id: str, replace_invalid: bool, out: TextIO) -> Any:
+    """The old file's document; with ``replace_invalid``, repaired when Python's ``json`` wrote what JSON cannot hold.
+
+    Raises:
+        StatekitError: It cannot be read (or is gone).
+    """
+    try:
+        document = await old.aread_document(session_id, user_id)
+    except DocumentError:
+        try:
+            raw = read_regular(source) if replace_invalid else None
+        except OSError as exc:
+            raise StatekitError(f"cannot read {source}: {exc}") from exc
+        fixed = None if raw is None else repaired(raw)
+        if fixed is None:
+            raise
+        for path, what in fixed[1]:
+            where = f"at {format_path(path) or 'the top level'} in {source}"
+            if what.startswith("a surrogate pair"):
+                print(f"joined {what} {where}", file=out)
+            else:
+                print(f"replaced {what} {where} with {'U+FFFD' if what.startswith('a lone') else 'null'}", file=out)
+        return fixed[0]
+    if document is None:
+        raise StatekitError(f"{source} disappeared")
+    return document.data
+
+
+async def _already_there(new: JSONSession, data: Any, user_id: str, session_id: str, *, out: TextIO, err: TextIO) -> bool:
+    """Whether the session in the new folder holds the old file's data (a rerun: nothing to do); report it."""
+    path = new.session_path(session_id, user_id)
+    try:
+        stored = await new.aread_document(session_id, user_id)
+    except StatekitError as exc:
+        print(f"kept {path}: it exists and cannot be read ({exc}); --overwrite replaces it", file=err)
+        return False
+    if stored is not None and _states(stored.data) == _states(data):
+        print(f"already there: {path} (user_id {user_id!r}, session_id {session_id!r})", file=out)
+        return True
+    print(f"kept {path}: it exists (--overwrite replaces it)", file=err)
+    return False
+
+
+def _states(document: Any) -> dict[str, Any]:
+    return {name: state for name, state in document.items() if name != META_KEY}
+
+
 def _ambiguous(split: Split, users: list[str]) -> str:
     stem = split.name[: -len(SUFFIX)]
     readings = split.pairs or _every_reading(stem)
     shown = ", ".join(f"({user!r}, {session!r})" for user, session in readings)
-    if not users:
+    if stem.endswith("_") and (stem[:-1] in users or not users):
+        hint = (
+            f"as user {stem[:-1]!r}, its session id is empty, which statekit cannot hold; "
+            f"--user-id '' imports it as session {stem!r} of no user (the same file name in AgentScope's layout)"
+        )
+    elif not users:
         hint = "name its user with --user-id USER (or --user-id '' if it has none)"
     else:
         hint = "no --user-id given fits it" if not split.pairs else "more than one --user-id fits it"

@@ -37,10 +37,10 @@ from statekit.errors import (
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
 from statekit.session._appends import merge
-from statekit.session._loading import as_session, check_meta
+from statekit.session._loading import as_session, check_meta, misplaced
 from statekit.session._companion import companion, split
 from statekit.session._companion import read_session as read_stored
-from statekit.session._delta_save import check_token, is_joined, positioned, without_token
+from statekit.session._delta_save import check_token, is_joined, positioned, token_of, without_token
 
 class UsageError(StatekitError):
     """The command line asks for something impossible (exit status 2)."""
@@ -267,8 +267,10 @@ def read_file(name: str) -> Document:
     data = dict(document.data)
     _, log, token = split(raw)
     log_source = str(companion(path))
+    if not log and token_of(data) is not None:  # a companion beside a document whose token is not at its top
+        raise DocumentError(misplaced(data, deltas=True), source=name)
     check_token(data, token, name, log_source)
-    merge(data, log, log_source)
+    merge(data, log, token or "", log_source)
     place = functools.partial(positioned, raw=raw, codec=JSON, source=name, log_source=log_source)
     return Document(data, name, raw, JSON, place)  # problems placed as a session load places them
 

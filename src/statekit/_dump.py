@@ -16,9 +16,10 @@ import cattrs
 
 from statekit._census import checks_deferred
 from statekit._cycles import TooDeep, module_problem, value_problem
+from statekit._foreign import SupportsState, protocol_class
 from statekit._json import JSONValueError, copy_loose, describe, with_article
 from statekit._limits import MAX_DEPTH
-from statekit._module import StateModule, plan_of, state_extras
+from statekit._module import StateModule, is_module, plan_of, state_extras, walks_dump
 from statekit._overrides import dump_override
 from statekit._plan import DEFAULT_CONVERTER, FieldPlan
 from statekit._problems import dump_problems, problems_of
@@ -88,10 +89,13 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, h
             _refuse_unset(plan, (*path, plan.name))
             continue
         dump = plan.encode if live else plan.dump
-        if isinstance(value, StateModule):
+        if is_module(value):
             out[plan.name] = _dump_child(value, (*path, plan.name), live, held)
         elif plan.secret:
-            seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+            refused = seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+            if refused is not None:
+                del value  # raised without the secret in this frame, which the traceback keeps
+                raise refused
         elif held is not None and plan.append_only and type(value) is list:
             held.append(HeldList(obj, plan, value, (*path, plan.name), out))
             out[plan.name] = None  # filled in by the caller, or left out of a delta
@@ -103,23 +107,23 @@ def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, h
             out[plan.name] = None  # an optional nested module that is not set
     for name, hooks in state_extras(obj).items():
         value = getattr(obj, name)
-        if isinstance(value, StateModule):
+        if is_module(value):
             out[name] = _dump_child(value, (*path, name), live, held)
         elif hooks is not None:
             out[name] = _dump_registered(obj, hooks[0], value, (*path, name), lax)
     return out
 
 
-def _dump_top(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
-    """A module given to a session: its own ``state_dict()`` when its class overrides it."""
-    if type(module).state_dict is StateModule.state_dict:
+def _dump_top(module: SupportsState, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
+    """A module given to a session: its own ``state_dict()`` when its class overrides it (or is foreign)."""
+    if walks_dump(module):
         return dump_root(module, path, live, held=held)
     return dump_override(module, path)
 
 
-def _dump_child(module: StateModule, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
-    """A module's state, through its own ``state_dict()`` when its class overrides it."""
-    if type(module).state_dict is StateModule.state_dict:
+def _dump_child(module: SupportsState, path: Path, live: bool = False, held: Held | None = None) -> dict[str, Any]:
+    """A module's state, through its own ``state_dict()`` when its class overrides it (or is foreign)."""
+    if walks_dump(module):
         return _dump(module, path, live, held=held)
     return dump_override(module, path)
 
@@ -179,7 +183,7 @@ def converter_of(cls: type) -> cattrs.Converter:
 
 
 def dump_many(
-    modules: Mapping[str, StateModule], *, live: bool = False, held: Held | None = None
+    modules: Mapping[str, SupportsState], *, live: bool = False, held: Held | None = None
 ) -> dict[str, Any]:
     """``{name: module.state_dict()}``, with error paths that start at the name.
 
@@ -211,19 +215,20 @@ def dump_many(
 
 
 def check_modules(modules: Mapping[str, object]) -> None:
-    """Refuse anything but ``StateModule`` instances, naming the keyword argument.
+    """Refuse anything but modules (``StateModule`` instances, or foreign ones such as
+    AgentScope's: see :mod:`statekit._foreign`), naming the keyword argument.
 
     Raises:
         StatekitError: ``name=`` is a class, a value record or any other value.
     """
     for name, value in modules.items():
-        if not isinstance(value, StateModule):
+        if not is_module(value):
             raise StatekitError(f"{name}= must be a StateModule instance, got {_what(value)}")
 
 
 def _what(value: object) -> str:
     if isinstance(value, type):
-        hint = "; pass an instance" if issubclass(value, StateModule) else ""
+        hint = "; pass an instance" if protocol_class(value) else ""
         return f"the class {value.__qualname__}{hint}"
     if attrs.has(type(value)):
         return f"{type(value).__qualname__}, a value record (its class does not subclass StateModule)"

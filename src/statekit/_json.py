@@ -96,24 +96,37 @@ def copy_any(value: Any) -> Any:
 
 
 def copy_loose(value: Any) -> Any:
-    """:func:`copy_any`, but tuples are arrays, as ``json.dumps`` writes them.
+    """:func:`copy_any`, but with AgentScope's json rule: what ``json.dumps`` writes is JSON data.
 
     For what users hand over untyped: registered attributes, ``to_json``
-    results and overriding ``state_dict()`` results (AgentScope's memories
-    hold ``(message, marks)`` pairs). Typed fields keep refusing tuples.
+    results, overriding ``state_dict()`` results and foreign modules' states
+    (AgentScope's memories hold ``(message, marks)`` pairs). Tuples and list
+    subclasses are arrays, dict subclasses (``OrderedDict``) objects, and
+    ``str`` / ``int`` / ``float`` subclasses (``str`` and ``int`` enums) their
+    plain values, as ``json.dumps`` writes them: they load back as the plain
+    JSON type. Typed fields keep refusing them.
     """
     try:
         return _copy_any(value)
     except _Bad:
-        return copy_any(_untuple(value))  # tuples are rare: a second pass only then
+        return copy_any(_as_json(value))  # rare: a second pass only then
 
 
-def _untuple(value: Any) -> Any:
+def _as_json(value: Any) -> Any:
+    """``value`` with what ``json.dumps`` writes as JSON made plain (the rest left for :func:`copy_any` to refuse)."""
     kind = type(value)
-    if kind is tuple or kind is list:
-        return [_untuple(v) for v in value]
-    if kind is dict:
-        return {k: _untuple(v) for k, v in value.items()}
+    if kind in _PLAIN or kind is float:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str.__str__(k) if isinstance(k, str) else k: _as_json(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):  # an int enum: json.dumps writes int.__repr__
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
     return value
 
 

@@ -20,10 +20,11 @@ import attrs
 from statekit._convert import lenient
 from statekit._dump import check_modules, converter_of
 from statekit._flags import check_flag
+from statekit._foreign import SupportsState
 from statekit._hints import migration_hint
 from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit._module import LoadResult, StateModule, late_plan, plan_of, state_extras
+from statekit._module import LoadResult, StateModule, is_module, late_plan, plan_of, state_extras, walks_load
 from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
 from statekit._problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
@@ -64,9 +65,9 @@ class Loader:
     def problem(self, path: Path, message: str) -> None:
         self.problems.append(Problem(path, message))
 
-    def plan_child(self, module: StateModule, state: Any, path: Path) -> None:
-        """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden."""
-        if type(module).load_state_dict is StateModule.load_state_dict:
+    def plan_child(self, module: SupportsState, state: Any, path: Path) -> None:
+        """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden (or foreign)."""
+        if walks_load(module):
             self.plan(module, state, path)
             return
         item = defer(module, state, path, self.strict, self.problems)
@@ -123,7 +124,7 @@ class Loader:
         current = getattr(module, name, None)
         if data is None and isinstance(spec, FieldPlan) and spec.nullable:
             self.assignments.append((module, name, None))
-        elif isinstance(current, StateModule):
+        elif is_module(current):
             self.plan_child(current, data, path)
         elif isinstance(spec, FieldPlan):
             self._plan_field(module, spec, data, path)
@@ -137,10 +138,14 @@ class Loader:
             self.problem(path, str(exc))
             return
         marks = len(self.problems), len(self.unexpected)
+        failed = None
         try:
             self._plan_field(module, plan, data, path)
         except StateVersionError as exc:  # its reason may quote the value (a migration's error)
-            raise hidden_version_error(exc) from None
+            failed = hidden_version_error(exc)
+        if failed is not None:  # raised outside the handler: the error's context does not keep the reason
+            del data
+            raise failed
         hidden(self.problems, marks[0], path)
         self.hide_unexpected(marks[1], path)
 
@@ -309,31 +314,34 @@ def _run_deferred(loaders: list[Loader]) -> None:
 _FAILED = object()
 
 
-def state_keys(module: StateModule) -> dict[str, Any]:
-    """Every state key of ``module`` with what loads it, in dump order."""
+def state_keys(module: SupportsState) -> dict[str, Any]:
+    """Every state key of ``module`` with what loads it, in dump order; of a foreign
+    module, the attributes holding modules (all statekit sees of it)."""
+    if not isinstance(module, StateModule):
+        return {name: None for name, value in getattr(module, "__dict__", {}).items() if is_module(value)}
     keys: dict[str, Any] = {}
     for plan in plan_of(module).fields:
-        if plan.is_state or plan.module_type is not None or isinstance(getattr(module, plan.name, None), StateModule):
+        if plan.is_state or plan.module_type is not None or is_module(getattr(module, plan.name, None)):
             keys[plan.name] = plan
     keys.update(state_extras(module))
     return keys
 
 
-def modules_below(roots: Iterable[StateModule]) -> list[StateModule]:
+def modules_below(roots: Iterable[SupportsState]) -> list[SupportsState]:
     """``roots`` and every module reachable from them through state, each once."""
-    found: dict[int, StateModule] = {}
+    found: dict[int, SupportsState] = {}
     stack = list(roots)
     while stack:
         module = stack.pop()
         if id(module) not in found:
             found[id(module)] = module
             values = (getattr(module, name, None) for name in state_keys(module))
-            stack.extend(value for value in values if isinstance(value, StateModule))
+            stack.extend(value for value in values if is_module(value))
     return list(found.values())
 
 
 def load_many(
-    modules: Mapping[str, StateModule], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
+    modules: Mapping[str, SupportsState], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
 ) -> dict[str, LoadResult]:
     """Load several modules from one document, all or nothing.
 

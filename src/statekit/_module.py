@@ -12,13 +12,14 @@ import dis
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, overload
+from typing import Any, ClassVar, Self, TypeGuard, TypeVar, dataclass_transform, overload
 
 import attr
 import attrs
 import cattrs
 
 from statekit._flags import check_flag
+from statekit._foreign import SupportsState, speaks_protocol
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
 from statekit._gc import paused_gc
 from statekit._json import JSONValueError, copy_loose
@@ -32,6 +33,7 @@ from statekit.errors import (
     StateDefinitionError,
     StatekitError,
     StateDumpError,
+    StateModuleNameError,
 )
 
 T = TypeVar("T")
@@ -100,11 +102,18 @@ class StateModule:
             StateDefinitionError: Without ``custom_to_json``, its value is not
                 JSON data (also a ``TypeError``, as in AgentScope); or the name
                 is ``__version__``, reserved for the data's version.
+            StateModuleNameError: The attribute holds a module, which is nested
+                state already (also a ``ValueError``, as in AgentScope).
         """
         if attr_name == VERSION_KEY:  # as for a declared field: the data's version lives there
             raise StateDefinitionError(f"{type(self).__qualname__}: {VERSION_KEY!r} is reserved for the data's version")
         if not hasattr(self, attr_name):
             raise StateAttributeError(f"{type(self).__qualname__} has no attribute {attr_name!r} to register")
+        if is_module(getattr(self, attr_name)):
+            raise StateModuleNameError(
+                f"{type(self).__qualname__}.{attr_name} holds a module, which is nested state already: "
+                "do not register it (AgentScope raises ValueError too)"
+            )
         if custom_to_json is None:
             _check_registered(self, attr_name)
         registry = self.__dict__.setdefault(_REGISTERED, {})
@@ -196,8 +205,6 @@ def _undecorated_message(cls: type) -> str:
 
 def _check_registered(module: StateModule, name: str) -> None:
     value = getattr(module, name)
-    if isinstance(value, StateModule):
-        return
     try:
         copy_loose(value)
     except JSONValueError as exc:
@@ -219,21 +226,30 @@ def late_plan(cls: type) -> ClassPlan:
     return plan
 
 
+def is_module(value: object) -> TypeGuard[SupportsState]:
+    """Whether ``value`` is nested state: a statekit module, or a foreign one (:mod:`statekit._foreign`)."""
+    return isinstance(value, StateModule) or speaks_protocol(value)
+
+
+def walks_dump(module: object) -> TypeGuard[StateModule]:
+    """Whether statekit walks the module's state itself (else its own ``state_dict()`` gives it)."""
+    return isinstance(module, StateModule) and type(module).state_dict is StateModule.state_dict
+
+
+def walks_load(module: object) -> TypeGuard[StateModule]:
+    """Whether statekit plans the module's load itself (else its own ``load_state_dict()`` runs at the commit)."""
+    return isinstance(module, StateModule) and type(module).load_state_dict is StateModule.load_state_dict
+
+
 def state_extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]] | None]:
-    """Undeclared state: registered attributes and attributes holding a module."""
+    """Undeclared state in AgentScope's order: attributes holding a module (in the
+    order they were first set), then registered attributes (in the order they were registered)."""
     attrs_dict = getattr(obj, "__dict__", None)
     if not attrs_dict:
         return {}
     registry = attrs_dict.get(_REGISTERED, {})
-    out: dict[str, Any] = {}
-    for name, value in attrs_dict.items():
-        if name in registry:
-            out[name] = registry[name]
-        elif isinstance(value, StateModule):
-            out[name] = None
-    for name in registry:
-        if name not in out:
-            out[name] = registry[name]  # a registered slot (a declared attrs field)
+    out: dict[str, Any] = {name: None for name, value in attrs_dict.items() if name not in registry and is_module(value)}
+    out.update(registry)  # registered attributes and slots (declared attrs fields)
     return out
 
 
@@ -331,4 +347,15 @@ def stateful(
     return wrap if cls is None else wrap(cls)
 
 
-__all__ = ["LoadResult", "StateModule", "late_plan", "module_class", "plan_of", "state_extras", "stateful"]
+__all__ = [
+    "LoadResult",
+    "StateModule",
+    "is_module",
+    "late_plan",
+    "module_class",
+    "plan_of",
+    "state_extras",
+    "stateful",
+    "walks_dump",
+    "walks_load",
+]

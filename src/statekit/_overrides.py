@@ -21,19 +21,20 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from statekit._foreign import SupportsState
 from statekit._problems import problems_of
 from statekit._json import JSONValueError, copy_any, copy_loose, describe
 from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, StateVersionError, format_path
 
 if TYPE_CHECKING:
-    from statekit._module import LoadResult, StateModule
+    from statekit._module import LoadResult
 
 Path = tuple[PathSegment, ...]
 Attributes = list[tuple[object, dict[str, Any]]]
 """Modules and their attributes, as a snapshot holds them."""
 
 
-def dump_override(module: StateModule, path: Path) -> dict[str, Any]:
+def dump_override(module: SupportsState, path: Path) -> dict[str, Any]:
     """The state an overriding ``state_dict()`` returns, checked and copied.
 
     Raises:
@@ -66,7 +67,7 @@ class Deferred:
         fresh: The module was built by this load (nothing to restore).
     """
 
-    module: StateModule
+    module: SupportsState
     data: dict[str, Any]
     path: Path
     strict: bool
@@ -74,7 +75,7 @@ class Deferred:
     snapshot: tuple[Attributes, Any] | None = None
 
 
-def defer(module: StateModule, state: Any, path: Path, strict: bool, problems: list[Problem]) -> Deferred | None:
+def defer(module: SupportsState, state: Any, path: Path, strict: bool, problems: list[Problem]) -> Deferred | None:
     """Check the data meant for an overriding module; ``None`` when it is not a JSON object."""
     if not isinstance(state, Mapping):
         problems.append(Problem(path, f"expected an object of state, got {describe(state)}"))
@@ -122,7 +123,7 @@ def _raised(module: object, exc: BaseException) -> str:
     return f"{type(module).__qualname__}.load_state_dict() raised {type(exc).__name__}: {exc}"
 
 
-def _snapshot(module: StateModule) -> tuple[Attributes, Any]:
+def _snapshot(module: SupportsState) -> tuple[Attributes, Any]:
     """The attributes (shallow) of the module and of every module below it, and its own
     state (deep), before its load: an override that loads through ``super()`` assigns in
     its submodules, which putting back the module's own attributes would not undo."""

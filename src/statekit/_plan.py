@@ -22,6 +22,7 @@ from statekit._convert import UnsupportedTypeError, iter_types, lenient, make_co
 from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec
+from statekit._foreign import protocol_class
 from statekit._pydantic import is_frozen_model
 from statekit._json import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
@@ -181,12 +182,14 @@ def check_record(cls: type, converter: cattrs.Converter | None) -> None:
 
 
 def module_class(tp: Any, module_base: type) -> type | None:
-    """The ``StateModule`` subclass named by ``tp`` (``Memory`` or ``Memory | None``)."""
+    """The ``StateModule`` subclass named by ``tp`` (``Memory`` or ``Memory | None``), or
+    a foreign module class (AgentScope's ``ReActAgent``: see :mod:`statekit._foreign`)."""
     candidates = [tp]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         candidates = [a for a in typing.get_args(tp) if a is not type(None)]
-    if len(candidates) == 1 and isinstance(candidates[0], type) and issubclass(candidates[0], module_base):
-        return candidates[0]
+    if len(candidates) == 1 and isinstance(candidates[0], type):
+        if issubclass(candidates[0], module_base) or protocol_class(candidates[0]):
+            return candidates[0]
     return None
 
 

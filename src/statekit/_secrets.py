@@ -229,21 +229,36 @@ HIDDEN_BUILD = "refused while building the module (details hidden: the module ho
 """The problem reported when the constructor of a module holding secrets refuses: its message could quote them."""
 
 
-def seal_into(out: dict[str, Any], name: str, dump: Callable[[Any], Any], value: Any, path: tuple[PathSegment, ...]) -> None:
+def seal_into(
+    out: dict[str, Any], name: str, dump: Callable[[Any], Any], value: Any, path: tuple[PathSegment, ...]
+) -> StateDumpError | None:
     """Put a secret field's sealed value in ``out``, or nothing when there is no key.
 
-    Raises:
-        StateDumpError: The value cannot be dumped (without quoting it).
+    Returns:
+        The error to raise when the value cannot be dumped (it quotes nothing): the
+        caller raises it once its own frame lets go of the value. Made outside any
+        exception handler, it has no context that could hold the value.
     """
     box = current_box()
     if box is None:
-        return
+        return None
+    sealed = _sealed(box, dump, value, len(path))
+    if isinstance(sealed, Problem):
+        return StateDumpError([Problem(path, sealed.message)])
+    out[name] = sealed
+    return None
+
+
+def _sealed(box: SecretBox, dump: Callable[[Any], Any], value: Any, depth: int) -> dict[str, str] | Problem:
+    """The sealed value, or the problem (no exception is left on a context, no plaintext in a frame)."""
+    failed = ""
     try:
         data = dump(value)
         sealed = box.seal(data)  # orjson refuses what JSON cannot hold (a 65-bit integer, a lone surrogate)
     except Exception as exc:  # noqa: BLE001 - the message might quote the secret
-        problem = Problem(path, f"the secret's value cannot be saved ({type(exc).__name__}; details hidden)")
-        raise StateDumpError([problem]) from None
-    if too_deep_below(data, len(path)) is not None:  # sealed, it would pass any depth check
-        raise StateDumpError([Problem(path, f"the secret's value is {depth_message()}")])
-    out[name] = sealed
+        failed = type(exc).__name__
+    if failed:
+        return Problem((), f"the secret's value cannot be saved ({failed}; details hidden)")
+    if too_deep_below(data, depth) is not None:  # sealed, it would pass any depth check
+        return Problem((), f"the secret's value is {depth_message()}")
+    return sealed

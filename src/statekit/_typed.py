@@ -31,10 +31,11 @@ import orjson
 
 from statekit._bounded import bounded, levels
 from statekit._dump import check_modules, converter_of
+from statekit._foreign import SupportsState
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
 from statekit._load import Loader, commit_all, state_keys
 from statekit._mirrors import compile_build, value_mirror
-from statekit._module import LoadResult, StateModule, plan_of, state_extras
+from statekit._module import LoadResult, StateModule, is_module, plan_of, state_extras, walks_load
 from statekit._plan import DEFAULT_CONVERTER, FieldPlan
 from statekit._versions import VERSION_KEY, tag
 
@@ -97,7 +98,7 @@ _LOCK = threading.Lock()
 _KEEP = 256  # shapes remembered (module names are part of a shape, and callers may make many)
 
 
-def typed_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDocument | None:
+def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> TypedDocument | None:
     """The typed decoder for these modules as they are now, or ``None`` when the full path must load them."""
     check_modules(modules)
     shape = _shape_of(modules)
@@ -120,30 +121,32 @@ def typed_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDo
     return made
 
 
-def _shape_of(modules: Mapping[str, StateModule]) -> Shape | None:
+def _shape_of(modules: Mapping[str, SupportsState]) -> Shape | None:
     try:
         return tuple((name, _shape(module, 1)) for name, module in modules.items())
     except _Surprise:
         return None
 
 
-def _shape(module: StateModule, level: int) -> Shape:
+def _shape(module: SupportsState, level: int) -> Shape:
     """What decides a module's mirror: its class, and which of its keys hold modules now."""
     if level >= MAX_DEPTH:
         raise _Surprise  # a cycle of modules: the full path names it
+    if not isinstance(module, StateModule):
+        raise _Surprise  # a foreign module (AgentScope's): its own load_state_dict() runs, on the full path
     extras = state_extras(module)
     if extras and any(hooks is not None for hooks in extras.values()):
         raise _Surprise  # registered attributes: their hooks are the user's
     held = []
     for plan in plan_of(module).fields:
         value = getattr(module, plan.name, None)  # None: a slot no one set yet (init=False)
-        held.append(_shape(value, level + 1) if isinstance(value, StateModule) else None)
+        held.append(_shape(value, level + 1) if is_module(value) else None)
     for name in extras:
         held.append((name, _shape(getattr(module, name), level + 1)))
     return (type(module), tuple(held))
 
 
-def _make_document(modules: Mapping[str, StateModule], meta_key: str) -> TypedDocument:
+def _make_document(modules: Mapping[str, SupportsState], meta_key: str) -> TypedDocument:
     spec: list[tuple[str, Any, Any]] = []
     planners: list[Planner] = []
     for index, (name, module) in enumerate(modules.items()):
@@ -167,10 +170,10 @@ def _bounded_decoder(document: type) -> msgspec.json.Decoder[Any] | None:
         return None
 
 
-def _module_mirror(module: StateModule) -> tuple[Any, Planner]:
+def _module_mirror(module: SupportsState) -> tuple[Any, Planner]:
     """A module's Struct, and the planner that loads it from one."""
-    if type(module).load_state_dict is not StateModule.load_state_dict:
-        raise _NoMirror  # an overriding module at the top: its own method loads it
+    if not walks_load(module):
+        raise _NoMirror  # an overriding (or foreign) module at the top: its own method loads it
     spec: list[tuple[str, Any, Any]] = []
     steps: list[tuple[int, str, str, Any]] = []
     for index, (name, spec_of_key) in enumerate(state_keys(module).items()):
@@ -230,7 +233,7 @@ def _plan_typed(loader: Loader, module: StateModule, name: str, value: Any, extr
 
 
 def load_typed(
-    typed: TypedDocument, modules: Mapping[str, StateModule], document: Any, strict: bool
+    typed: TypedDocument, modules: Mapping[str, SupportsState], document: Any, strict: bool
 ) -> dict[str, LoadResult] | None:
     """Plan and commit a decoded document; ``None`` (nothing changed) when the full path must load it.
 
@@ -241,6 +244,7 @@ def load_typed(
     loaders = {name: Loader(strict, fresh=True) for name in modules}
     try:
         for index, (name, module) in enumerate(modules.items()):
+            assert isinstance(module, StateModule)  # a foreign one takes the full path (see _shape)
             typed.planners[index](loaders[name], module, getattr(document, f"m{index}"), (name,))
     except Exception:  # noqa: BLE001 - a validator or constructor refused: the full path reports it
         return None

@@ -93,6 +93,13 @@ class StateDefinitionError(StatekitError, TypeError):
     """A ``@stateful`` class declares something statekit cannot save or load."""
 
 
+class StateModuleNameError(StateDefinitionError, ValueError):
+    """``register_state`` named an attribute that holds a module (nested state already).
+
+    Also a ``ValueError``, which is what AgentScope raises.
+    """
+
+
 class StateAttributeError(StatekitError, AttributeError):
     """``register_state`` named an attribute the object does not have.
 

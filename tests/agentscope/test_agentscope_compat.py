@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import enum
 import logging
 import math
 import subprocess
@@ -23,6 +25,7 @@ from statekit.errors import (
     StateDumpError,
     StatekitError,
     StateLoadError,
+    StateModuleNameError,
 )
 
 
@@ -462,3 +465,147 @@ def test_an_override_that_loaded_its_submodules_then_raised_is_put_back_without_
     assert [p.message for p in caught.value.problems] == ["LoadsThenRefuses.load_state_dict() raised ValueError: refused after loading"]
     assert holder.child is child and child.counter is counter
     assert (child.label, counter.n) == ("start", 0)
+
+
+# -- foreign modules: AgentScope's protocol without statekit's base class (issue 24) --------
+
+
+class Foreign:
+    """A module in the protocol alone, like ``agentscope.module.StateModule``'s subclasses:
+    loads key by key (half-loaded when a later key fails, unless restored)."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.mood: Any = "calm"
+        self.inner: Foreign | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        inner = {} if self.inner is None else {"inner": self.inner.state_dict()}
+        return {**inner, "notes": self.notes, "mood": self.mood}
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:
+        if self.inner is not None:
+            self.inner.load_state_dict(state_dict["inner"], strict=strict)
+        self.notes = list(state_dict["notes"])
+        if not isinstance(state_dict["mood"], str):
+            raise TypeError("mood must be a string")
+        self.mood = state_dict["mood"]
+
+
+class Keeps(StateModule):
+    """A statekit module holding a foreign one, in AgentScope's style."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.register_state("count")
+        self.foreign = Foreign()
+
+
+class Mood(str, enum.Enum):
+    HAPPY = "happy"
+
+
+def test_a_foreign_module_is_saved_and_loaded_at_the_top_level(tmp_path: Path) -> None:
+    foreign = Foreign()
+    foreign.notes = ["a", "b"]
+    session = JSONSession(tmp_path)
+    session.save("s", foreign=foreign)
+    fresh = Foreign()
+    session.load("s", allow_not_exist=False, foreign=fresh)
+    assert (fresh.notes, fresh.mood) == (["a", "b"], "calm")
+
+
+def test_a_foreign_module_held_by_a_statekit_module_is_nested_state_first(tmp_path: Path) -> None:
+    keeps = Keeps()
+    keeps.foreign.notes.append("kept")
+    keeps.count = 2
+    assert keeps.state_dict() == {"foreign": {"notes": ["kept"], "mood": "calm"}, "count": 2}
+    assert list(keeps.state_dict()) == ["foreign", "count"]
+    session = JSONSession(tmp_path)
+    session.save("s", keeps=keeps)
+    fresh = Keeps()
+    session.load("s", allow_not_exist=False, keeps=fresh)
+    assert (fresh.foreign.notes, fresh.count) == (["kept"], 2)
+
+
+def test_a_foreign_module_that_fails_half_way_is_put_back_with_everything_else() -> None:
+    keeps = Keeps()
+    keeps.foreign.inner = Foreign()
+    keeps.foreign.inner.notes = ["inner"]
+    keeps.foreign.notes = ["outer"]
+    before = keeps.state_dict()
+    data = {"foreign": {"inner": {"notes": ["new"], "mood": "x"}, "notes": ["new"], "mood": 5}, "count": 9}
+    with pytest.raises(StateLoadError) as caught:
+        keeps.load_state_dict(data)
+    assert [p.dotted for p in caught.value.problems] == ["foreign"]
+    assert "Foreign.load_state_dict() raised TypeError: mood must be a string" in str(caught.value)
+    assert keeps.state_dict() == before  # its inner module and its notes were loaded, then restored
+
+
+def test_what_a_foreign_module_returns_is_checked_as_json_data_with_its_path() -> None:
+    keeps = Keeps()
+    keeps.foreign.mood = {1, 2}
+    with pytest.raises(StateDumpError) as caught:
+        keeps.state_dict()
+    assert [p.dotted for p in caught.value.problems] == ["foreign.mood"]
+
+
+def test_what_json_dumps_writes_is_plain_json_in_a_foreign_modules_state(tmp_path: Path) -> None:
+    keeps = Keeps()
+    keeps.foreign.mood = Mood.HAPPY
+    keeps.foreign.notes = collections.OrderedDict(a=("x", "y"))  # type: ignore[assignment]
+    assert keeps.state_dict()["foreign"] == {"notes": {"a": ["x", "y"]}, "mood": "happy"}
+    assert type(keeps.state_dict()["foreign"]["mood"]) is str
+
+
+def test_registering_a_foreign_modules_name_is_a_value_error() -> None:
+    keeps = Keeps()
+    with pytest.raises(StateModuleNameError, match="Keeps.foreign holds a module, which is nested state already"):
+        keeps.register_state("foreign", custom_to_json=lambda m: {}, custom_from_json=lambda d: Foreign())
+    assert list(keeps.state_dict()) == ["foreign", "count"]
+
+
+def test_typed_state_fields_keep_exact_types_where_registered_attributes_take_json_dumps_values() -> None:
+    @stateful
+    class Typed(StateModule):
+        options: dict[str, int] = state_field(factory=dict)
+        word: str = state_field(default="")
+        mood: Mood = state_field(default=Mood.HAPPY)
+
+    for typed, path in [(Typed(options=collections.OrderedDict(a=1)), "options"), (Typed(word=Mood.HAPPY), "word")]:
+        with pytest.raises(StateDumpError) as caught:
+            typed.state_dict()
+        assert [p.dotted for p in caught.value.problems] == [path]
+    typed = Typed(options={"a": 1}, word="w")
+    fresh = Typed()
+    fresh.load_state_dict(typed.state_dict())
+    assert fresh.mood is Mood.HAPPY  # a declared enum loads back as the enum
+
+    class Loose(StateModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.options = collections.OrderedDict(a=1)
+            self.word = Mood.HAPPY
+            self.register_state("options")
+            self.register_state("word")
+
+    assert Loose().state_dict() == {"options": {"a": 1}, "word": "happy"}
+
+
+def test_a_state_field_typed_with_a_foreign_class_is_a_nested_module(tmp_path: Path) -> None:
+    @stateful
+    class Declared(StateModule):
+        foreign: Foreign = state_field(factory=Foreign)
+        spare: Foreign | None = state_field(default=None)
+
+    declared = Declared()
+    declared.foreign.notes = ["a"]
+    assert declared.state_dict() == {"foreign": {"notes": ["a"], "mood": "calm"}, "spare": None}
+    session = JSONSession(tmp_path)
+    session.save("s", declared=declared)
+    fresh = Declared()
+    session.load("s", allow_not_exist=False, declared=fresh)
+    assert fresh.foreign.notes == ["a"] and fresh.spare is None
+    fresh.load_state_dict({"foreign": {"notes": [], "mood": "calm"}, "spare": {"notes": ["built"], "mood": "ok"}})
+    assert fresh.state_dict()["spare"] == {"notes": ["built"], "mood": "ok"}  # built with Foreign(), loaded through its method

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 from agentscope_like import InMemoryMemory, Msg, ReActAgent, Toolkit
 from agentscope_like import DashScopeChatFormatter, DashScopeChatModel
 from statekit import JSONSession, StateModule
-from statekit.errors import InvalidSessionIdError, SessionError
+from statekit.errors import DocumentError, InvalidSessionIdError, SessionError
 from statekit.session.redis import RedisSession
 
 TEXT = "héllo 😀 — 你好"
@@ -185,3 +187,61 @@ def test_the_agentscope_layout_writes_append_only_lists_whole(tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alice_c.json"]  # AgentScope 1.x reads this file alone
     stored = json.loads((tmp_path / "alice_c.json").read_text(encoding="utf-8"))
     assert [m["text"] for m in stored["memory"]["content"]] == ["one", "two", "three"]
+
+
+# -- files AgentScope 1.x wrote that JSON does not hold, and their modes (issue 24) ------
+
+
+def _agentscope_message(**metadata: Any) -> dict[str, Any]:
+    message = {"id": "m1", "name": "user", "role": "user", "content": "hi", "metadata": metadata, "timestamp": "t"}
+    return {"memory": {"_compressed_summary": "", "content": [[message, []]]}}
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_nan_and_infinity_are_refused_with_their_path_and_a_way_out(tmp_path: Path, number: float) -> None:
+    path = _write_as_agentscope(tmp_path, "alice_s.json", _agentscope_message(score=number, other=number))
+    before = path.read_bytes()
+    with pytest.raises(DocumentError) as caught:
+        JSONSession(tmp_path, layout="agentscope").load("s", "alice", memory=InMemoryMemory())
+    what = {math.nan: "NaN", math.inf: "Infinity", -math.inf: "-Infinity"}[number]
+    assert caught.value.reason.startswith(f"invalid JSON: {what} at memory.content[0][0].metadata.score: JSON has no NaN or Infinity")
+    assert "(1 more such value(s) after it)" in caught.value.reason
+    assert "statekit import-agentscope --replace-invalid" in caught.value.reason
+    assert (caught.value.source, caught.value.line) == (str(path), 1)
+    assert path.read_bytes() == before
+
+
+def test_a_lone_surrogate_is_refused_with_its_path_and_a_way_out(tmp_path: Path) -> None:
+    document = _agentscope_document()
+    document["agent"]["memory"]["_compressed_summary"] = "cut \ud83d"
+    path = _write_as_agentscope(tmp_path, "s.json", document)
+    with pytest.raises(DocumentError) as caught:
+        JSONSession(tmp_path, layout="agentscope").load("s", agent=_agent())
+    assert caught.value.reason.startswith("invalid JSON: a lone surrogate at agent.memory._compressed_summary: UTF-8 cannot hold it")
+    assert "U+FFFD" in caught.value.reason and caught.value.source == str(path)
+
+
+def test_an_empty_session_id_of_a_user_says_how_to_open_its_file(tmp_path: Path) -> None:
+    _write_as_agentscope(tmp_path, "alice_.json", _agentscope_document())
+    session = JSONSession(tmp_path, layout="agentscope")
+    with pytest.raises(InvalidSessionIdError, match="AgentScope's file alice_.json of user 'alice' opens as session 'alice_' of no user"):
+        session.load("", "alice", agent=_agent())
+    agent = _agent()
+    session.load("alice_", "", allow_not_exist=False, agent=agent)
+    assert [m.content for m, _ in agent.memory.content] == [TEXT]
+
+
+def test_a_rewrite_keeps_the_files_mode_and_a_new_file_gets_the_default(tmp_path: Path) -> None:
+    path = _write_as_agentscope(tmp_path, "alice_s.json", _agentscope_document())
+    os.chmod(path, 0o644)
+    session = JSONSession(tmp_path, layout="agentscope")
+    agent = _agent()
+    session.load("s", "alice", allow_not_exist=False, agent=agent)
+    session.save("s", "alice", agent=agent)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert "__statekit__" in path.read_text(encoding="utf-8")  # it was rewritten
+    session.save("new", "alice", agent=agent)
+    assert stat.S_IMODE((tmp_path / "alice_new.json").stat().st_mode) == 0o600
+    os.chmod(path, 0o640)
+    session.save("s", "alice", agent=agent)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640

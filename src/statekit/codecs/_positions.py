@@ -124,7 +124,10 @@ def value_problem(value: Any, int64: bool) -> str | None:
 
 def _int_problem(value: int, int64: bool) -> str | None:
     if int64 and not _INT64_MIN <= value <= _UINT64_MAX:
-        return f"an integer of {value.bit_length()} bits; JSON holds integers from -2**63 to 2**64-1 (write it as a string)"
+        return (
+            f"an integer of {value.bit_length()} bits; orjson, statekit's JSON writer, holds integers "
+            "from -2**63 to 2**64-1 (JSON itself sets no limit): write it as a string"
+        )
     try:
         str(value)
     except ValueError:

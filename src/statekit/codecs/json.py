@@ -25,6 +25,7 @@ import msgspec
 import orjson
 
 from statekit._limits import depth_message, path_too_deep, shallow_bytes, shallow_indented, too_deep
+from statekit.codecs._nonjson import diagnose
 from statekit.codecs._positions import Path, Position, first_bad_value, line_columns, nearest, prefixes
 from statekit.errors import DocumentError, StateDumpError
 
@@ -175,6 +176,14 @@ def _depth_error(raw: bytes, data: Any, source: str | None) -> DocumentError:
 
 
 def _document_error(raw: bytes, err: orjson.JSONDecodeError, source: str | None) -> DocumentError:
+    error = _syntax_error(raw, err, source)
+    written_by_python = diagnose(raw)  # NaN, Infinity, lone surrogates: the first is where decoding stopped
+    if written_by_python is not None:
+        return DocumentError(written_by_python[1], source=source, line=error.line, column=error.column)
+    return error
+
+
+def _syntax_error(raw: bytes, err: orjson.JSONDecodeError, source: str | None) -> DocumentError:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as bad:

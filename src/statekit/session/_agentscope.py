@@ -80,6 +80,24 @@ def check_legacy_key(key: SessionKey, suffix: str) -> None:
         )
 
 
+def refuse_empty_session_id(session_id: object, user_id: object, suffix: str) -> None:
+    """Refuse an empty session id of a user, saying how to open AgentScope's file of it.
+
+    AgentScope 1.x writes ``("alice", "")`` to ``alice_.json``, the name of
+    ``("", "alice_")``; statekit holds no empty session id, but opens that file
+    under the second pair.
+
+    Raises:
+        InvalidSessionIdError: ``session_id`` is ``""`` and ``user_id`` a non-empty string.
+    """
+    if session_id == "" and isinstance(user_id, str) and user_id:
+        name = legacy_name(SessionKey(user_id, ""), suffix)
+        raise InvalidSessionIdError(
+            f"session_id must not be empty; AgentScope's file {name} of user {user_id!r} opens as "
+            f"session {user_id + '_'!r} of no user (user_id ''): the same file name in this layout"
+        )
+
+
 def _unsafe(value: str) -> str | None:
     if "/" in value or "\\" in value or (os.altsep is not None and os.altsep in value):
         return "holds a path separator"
@@ -185,13 +203,14 @@ def list_legacy(folder: Path, user_id: str, suffix: str) -> list[str]:
 def split_stem(stem: str, users: list[str]) -> list[tuple[str, str]]:
     """Every ``(user_id, session_id)`` a file stem can stand for, among ``users``.
 
-    ``""`` in ``users`` means "a session of no user" (the whole stem); a stem
-    without ``_`` can only be that. More than one answer: the name is ambiguous.
+    ``""`` in ``users`` means "when no other user fits, a session of no user"
+    (the whole stem); a stem without ``_`` can only be that. More than one
+    answer: the name is ambiguous.
     """
     if "_" not in stem:
         return [("", stem)]
     found = [(user, stem[len(user) + 1 :]) for user in users if user and stem.startswith(f"{user}_")]
     found = [pair for pair in found if pair[1]]
-    if "" in users:
+    if "" in users and not found:
         found.append(("", stem))
     return found

@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
-import orjson
 
 from statekit._census import checks_deferred
 from statekit._dump import Held, HeldList, encode_held, item_problem
 from statekit._limits import depth_message, too_deep_below
 from statekit.codecs import json as _json
 from statekit.errors import DocumentError, PathSegment, Problem, StateDumpError
+from statekit.session._proofs import LOG_FORMAT, check, header_of, last, seal, start
 
 Path = tuple[PathSegment, ...]
 
@@ -43,27 +43,15 @@ COMPACT_MIN_BYTES = 1 << 20
 """Deltas are folded into the document (a full rewrite) once they pass this size
 and a quarter of the document's."""
 
-_HEADER_KEY = "statekit_log"
-
-
 def new_token() -> str:
     """A fresh random document token (16 hex digits)."""
     return secrets.token_hex(8)
 
 
-def header(token: str) -> bytes:
-    """The first line of a companion: which document its deltas belong to."""
-    return orjson.dumps({_HEADER_KEY: 1, "document": token}) + b"\n"
-
-
 def header_token(line: bytes) -> str | None:
     """The document token a companion's first line names (``None``: not a header)."""
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    token = data.get("document") if isinstance(data, dict) and _HEADER_KEY in data else None
-    return token if isinstance(token, str) else None
+    found = header_of(line)
+    return None if found is None else found[1]
 
 
 @attrs.frozen
@@ -76,6 +64,8 @@ class DeltaBase:
         doc_len: Bytes of the document (for the compaction threshold).
         skeleton: The document without metadata, its append-only lists as ``null``, encoded.
         items: The items of each append-only list, by path.
+        count: The delta lines stored (see :mod:`._proofs`).
+        chain: The last one's checksum.
     """
 
     token: str
@@ -83,10 +73,19 @@ class DeltaBase:
     doc_len: int
     skeleton: bytes = attrs.field(repr=False)
     items: Mapping[Path, tuple[Any, ...]] = attrs.field(repr=False)
+    count: int = 0
+    chain: int = 0
 
-    def after(self, written: int, items: Mapping[Path, tuple[Any, ...]]) -> DeltaBase:
-        """The base once ``written`` more bytes of deltas made the lists hold ``items``."""
-        return attrs.evolve(self, log_len=self.log_len + written, items=items)
+    def sealed(self, deltas: bytes) -> tuple[bytes, int]:
+        """The delta line of ``deltas`` that follows the stored ones, and its checksum."""
+        return seal(deltas, self.count + 1, self.chain if self.count else start(self.token))
+
+    def after(self, written: int, items: Mapping[Path, tuple[Any, ...]], chain: int | None) -> DeltaBase:
+        """The base once ``written`` more bytes of deltas made the lists hold ``items``
+        (``chain``: the checksum of the line added; ``None``: no line was)."""
+        if chain is None:
+            return attrs.evolve(self, log_len=self.log_len + written, items=items)
+        return attrs.evolve(self, log_len=self.log_len + written, items=items, count=self.count + 1, chain=chain)
 
     def compacts(self, more: int) -> bool:
         """Whether deltas of ``more`` bytes would take the stored ones past the threshold."""
@@ -157,21 +156,53 @@ def base_after_write(token: str, doc_len: int, skeleton: bytes, held: Held) -> D
     return DeltaBase(token, 0, doc_len, skeleton, {entry.path: tuple(entry.value) for entry in held})
 
 
-def merge(document: dict[str, Any], log: bytes, source: str) -> None:
+def merge(document: dict[str, Any], log: bytes, token: str, source: str) -> None:
     """Append every delta of a companion's complete lines to ``document``'s lists, in place.
 
     Args:
         document: The decoded document (its lists are extended).
         log: The companion's complete lines, its header first (after a
             newline in Redis, where they follow the document in one value).
+        token: The document's token, which the header must name.
         source: The companion's name, for errors.
 
     Raises:
-        DocumentError: A line is not a delta, or names a place that is not a list.
+        DocumentError: A line is not the next delta of this document (see
+            :mod:`._proofs`), or names a place that is not a list.
     """
-    lines = log.removeprefix(b"\n").split(b"\n")[1:-1]
-    for number, entries in enumerate(_decode_lines(lines, source), start=2):
+    (version, _, count), lines = _lines(log, token, source)
+    decoded = _decode_lines(lines, source)
+    if version == LOG_FORMAT:
+        decoded = check(lines, decoded, token, count, source)
+    for number, entries in enumerate(decoded, start=2):
         _apply(document, entries, source, number)
+
+
+def log_tail(log: bytes) -> tuple[int, int] | None:
+    """How many delta lines a merged companion holds and the last one's checksum; ``None``: format 1."""
+    lines = log.removeprefix(b"\n").split(b"\n")
+    found = header_of(lines[0])
+    return None if found is None or found[0] != LOG_FORMAT else last(lines[1:-1])
+
+
+def _lines(log: bytes, token: str, source: str) -> tuple[tuple[int, str, int | None], list[bytes]]:
+    """The header and the delta lines of a companion whose header names ``token``."""
+    lines = log.removeprefix(b"\n").split(b"\n")
+    found = header_of(lines[0])
+    if found is None or found[1] != token:
+        raise DocumentError(
+            f"the appended items do not start with their header line naming document {token} "
+            "(the header was removed, or the items belong to another document); nothing was loaded",
+            source=source,
+            line=1,
+        )
+    if lines[-1]:
+        raise DocumentError(
+            "the last line of the appended items is cut short (no newline at its end); nothing was loaded",
+            source=source,
+            line=len(lines),
+        )
+    return found, lines[1:-1]
 
 
 def appended_at(doc: bytes, log: bytes, paths: list[Path]) -> dict[Path, tuple[int, bytes, Path]]:
@@ -180,19 +211,23 @@ def appended_at(doc: bytes, log: bytes, paths: list[Path]) -> dict[Path, tuple[i
 
     Only called after a load has failed: it decodes the document again.
     """
-    lines = log.removeprefix(b"\n").split(b"\n")[1:-1]
+    lines = log.removeprefix(b"\n").split(b"\n")
+    sealed = (header_of(lines[0]) or (1, ""))[0] == LOG_FORMAT
+    lines = lines[1:-1]
     document = _json.loads(doc)
     lengths: dict[Path, int] = {}  # each list's length so far: the document's, then after each line
     placed: dict[Path, tuple[int, bytes, Path]] = {}
-    for number, (line, entries) in enumerate(zip(lines, _decode_lines(lines, ""), strict=True), start=2):
-        for index, (target, items) in enumerate(entries):
+    decoded = _decode_lines(lines, "")
+    for number, (line, value) in enumerate(zip(lines, decoded, strict=True), start=2):
+        entries, first = (value[1:], 1) if sealed else (value, 0)
+        for index, (target, items) in enumerate(entries, start=first):
             key = tuple(target)
-            start = lengths.setdefault(key, _length(document, key))
+            start_at = lengths.setdefault(key, _length(document, key))
             for path in paths:
                 at = path[len(key)] if len(path) > len(key) and path[: len(key)] == key else None
-                if isinstance(at, int) and start <= at < start + len(items):
-                    placed[path] = (number, line, (index, 1, at - start, *path[len(key) + 1 :]))
-            lengths[key] = start + len(items)
+                if isinstance(at, int) and start_at <= at < start_at + len(items):
+                    placed[path] = (number, line, (index, 1, at - start_at, *path[len(key) + 1 :]))
+            lengths[key] = start_at + len(items)
     return placed
 
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, SecretKeys, secrets_with
@@ -202,7 +203,7 @@ class SessionBase(BlockingTwins, abc.ABC):
     # -- async API -------------------------------------------------------------------
 
     async def asave(
-        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule
+        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule | SupportsState
     ) -> None:
         """Save modules as one session document, replacing what was stored.
 
@@ -233,7 +234,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         user_id: str | None = None,
         allow_not_exist: bool = True,
         strict: bool = True,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> dict[str, LoadResult]:
         """Load modules from a saved session, all or nothing.
 
@@ -277,7 +278,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> None:
         """Load, change and save modules, retrying when another writer got there first.
 
@@ -458,7 +459,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         return memory
 
     async def _load(
-        self, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+        self, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
     ) -> tuple[dict[str, LoadResult] | None, Expected]:
         """Load the modules and remember what was read (see :func:`._loading.load_modules`)."""
         return await load_modules(self, key, modules, strict)
@@ -466,7 +467,7 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _save_modules(
         self,
         key: SessionKey,
-        modules: Mapping[str, StateModule],
+        modules: Mapping[str, SupportsState],
         *,
         overwrite: bool = False,
         expected: Expected | None = None,
@@ -536,7 +537,7 @@ class SessionBase(BlockingTwins, abc.ABC):
             return await asyncio.to_thread(work, *args)
         return work(*args)
 
-    async def _encode(self, modules: Mapping[str, StateModule]) -> bytes:
+    async def _encode(self, modules: Mapping[str, SupportsState]) -> bytes:
         """The document of ``modules``, encoded (a ``StateDumpError`` names any bad value)."""
         if self.codec.fast:  # straight from the live objects, before anything can change them
             with paused_gc(), secrets_with(self._secret_box):

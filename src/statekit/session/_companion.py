@@ -2,9 +2,12 @@
 
 ``chat-1.json`` stays a whole, readable document; ``chat-1.json.log`` holds
 what was appended since it was written: a header line naming the document's
-token, then one line per delta save, each written with one ``write`` and
-fsync'd. A line cut short by a crash (no final newline) is ignored by readers
-and cut off by the next writer.
+token and counting the deltas, then one line per delta save (see
+:mod:`._proofs`), each written with one ``write`` and fsync'd, then counted in
+the header (in place). A line cut short by a crash (no final newline, not yet
+counted) is ignored by readers and cut off by the next writer. The first delta
+also sets the document's ``"deltas"`` to 1 in place, so that a document found
+without its companion is refused.
 
 A full write (a save that is not a delta, compaction) first renames the
 companion aside (``.chat-1.json.log.old``), then replaces the document, then
@@ -25,8 +28,9 @@ import re
 from pathlib import Path
 
 from statekit.errors import DocumentError, SessionError
-from statekit.session._appends import DeltaBase, header, header_token
-from statekit.session._safe_files import read_regular, read_regular_stat
+from statekit.session._appends import DeltaBase, header_token
+from statekit.session._proofs import count_at, count_field, header
+from statekit.session._safe_files import read_regular_stat, refuse_linked
 
 HEAD_BYTES = 512
 """The document's metadata (and so its token) must come within its first bytes."""
@@ -35,7 +39,9 @@ READ_ATTEMPTS = 20
 """How often a read starts again when a writer replaced the document while it was read."""
 
 _HEAD = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"log"\s*:\s*"([0-9a-f]{1,64})"')
-_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_FLAG = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"deltas"\s*:\s*([01])\b')
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_UPDATE_FLAGS = os.O_RDWR | _NO_FOLLOW
 
 
 class Stored(bytes):
@@ -46,8 +52,9 @@ class Stored(bytes):
     one buffer (a 45 MB document would be copied on every load).
 
     Attributes:
-        log: The deltas.
-        token: The document's token.
+        log: The deltas (``b""``: a companion lies beside a document without a
+            token in its first bytes, which the load refuses, saying why).
+        token: The document's token (there, the one the companion names, or ``""``).
     """
 
     log: bytes
@@ -96,11 +103,15 @@ def read_session(path: Path) -> bytes | None:
 
     Returns:
         ``None`` when there is no document; the document alone when it has no
-        deltas; else a :class:`Stored`.
+        deltas; else a :class:`Stored` (with no deltas and the companion's token
+        when a companion lies beside a document without a token in its head:
+        the load then says what is wrong).
 
     Raises:
-        DocumentError: A companion that belongs to another document.
-        SessionError: Writers kept replacing the document while it was read.
+        DocumentError: A companion that belongs to another document, is
+            damaged at its header, or is missing though the document says it holds deltas.
+        SessionError: Writers kept replacing the document while it was read;
+            the companion cannot be read (naming it).
     """
     for _ in range(READ_ATTEMPTS):
         got = read_regular_stat(path)
@@ -108,24 +119,40 @@ def read_session(path: Path) -> bytes | None:
             return None
         doc, status = got
         token = doc_token(doc)
-        if token is None:
-            return doc  # no deltas belong to it (a companion beside it is left from before it)
         log = _read_log(path, token)
         if _unchanged(path, status):
             return _joined(path, doc, log, token)
     raise SessionError(f"{path} kept being replaced while it was read; try again")
 
 
-def _joined(path: Path, doc: bytes, log: bytes | None, token: str) -> bytes:
+def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> bytes:
+    if token is None:  # a companion beside it: the token was removed (the load says so, or where it went)
+        return doc if log is None else joined(doc, b"", header_token(log.split(b"\n", 1)[0]) or "")
     if log is None:
-        raise DocumentError(
-            f"the companion {companion(path)} does not belong to this document (it names another one); "
-            "move it away to load the document alone",
-            source=str(path),
-        )
-    if not log:
+        if has_deltas(doc):
+            raise DocumentError(
+                f"the companion {companion(path)} is missing: this document's metadata says items were appended "
+                "beside it (was the document copied or restored without its .log?); put the companion back beside "
+                f'it, or set "deltas" to 0 in its metadata to load the last full write without those items',
+                source=str(path),
+            )
         return doc
-    return joined(doc, log, token)
+    if header_token(log.split(b"\n", 1)[0]) is None:
+        what = "is empty" if not log else "does not start with its header line"
+        raise DocumentError(
+            f"the companion of {path} {what}: it is damaged, so the items appended to the document are unknown; "
+            "restore it from a backup, or move it away to load the document alone",
+            source=str(companion(path)),
+            line=1,
+        )
+    if not _names(log, token):
+        raise DocumentError(
+            f"the companion {companion(path)} does not belong to {path} (it names another document); "
+            "move it away to load the document alone",
+            source=str(companion(path)),
+            line=1,
+        )
+    return joined(doc, _complete(log), token) if b"\n" in log else doc
 
 
 def joined(doc: bytes, log: bytes, token: str) -> Stored:
@@ -135,13 +162,32 @@ def joined(doc: bytes, log: bytes, token: str) -> Stored:
     return out
 
 
-def _read_log(path: Path, token: str) -> bytes | None:
-    """The companion's complete lines (``b""``: none); ``None`` when it names another document."""
-    data = read_regular(companion(path))
-    if data is not None:
-        return _complete(data) if _names(data, token) else None
-    old = read_regular(aside(path))
-    return _complete(old) if old is not None and _names(old, token) else b""
+def has_deltas(doc: bytes) -> bool:
+    """Whether a document's metadata says a companion holds deltas of it (see ``DELTAS_KEY``)."""
+    found = _FLAG.match(doc[:HEAD_BYTES])
+    return found is not None and found.group(1) == b"1"
+
+
+def _read_log(path: Path, token: str | None) -> bytes | None:
+    """The companion, whole (a torn last line included); ``None``: there is none.
+
+    Without a companion, one put aside that names ``token`` (a full write
+    stopped after moving it there): its deltas are still the document's.
+    """
+    data = _read_beside(companion(path), path)
+    if data is not None or token is None:
+        return data
+    old = _read_beside(aside(path), path)
+    return old if old is not None and _names(old, token) else None
+
+
+def _read_beside(file: Path, path: Path, limit: int = -1) -> bytes | None:
+    """A file beside the document ``path`` (``None``: none); an error names that file, not the document."""
+    try:
+        got = read_regular_stat(file, limit)
+    except OSError as err:
+        raise SessionError(f"cannot read {file}, beside {path}: {err.strerror or err}") from err
+    return None if got is None else got[0]
 
 
 def _names(data: bytes, token: str) -> bool:
@@ -180,14 +226,14 @@ def base_holds(path: Path, base: DeltaBase) -> bool:
         return False
     log = companion(path)
     size = _size(log)
-    if size is None and _size(aside(path)) is not None and _names(_first(aside(path)), base.token):
+    if size is None and _size(aside(path)) is not None and _names(_first(aside(path), path), base.token):
         if not base.log_len:
             return False  # a crash left this document's deltas aside: they are stored, and base lacks them
         os.replace(aside(path), log)
         size = _size(log)
     if base.log_len == 0 or size is None:
         return base.log_len == 0 and size is None
-    if size < base.log_len or not _names(_first(log), base.token):
+    if size < base.log_len or not _names(_first(log, path), base.token):
         return False
     return size == base.log_len or _cut_torn_tail(log, base.log_len)
 
@@ -199,9 +245,9 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def _first(path: Path) -> bytes:
-    got = read_regular_stat(path, 4096)
-    return b"" if got is None else got[0]
+def _first(file: Path, path: Path) -> bytes:
+    """The first bytes of ``file``, beside the document ``path`` (``b""``: no file)."""
+    return _read_beside(file, path, 4096) or b""
 
 
 def _cut_torn_tail(log: Path, length: int) -> bool:
@@ -230,20 +276,57 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
     """
     log = companion(path)
     if base.log_len == 0:
-        data = header(base.token) + line
+        data = header(base.token, 1) + line
         write_whole(log, data)  # type: ignore[operator]
+        _mark_deltas(path)
         return len(data)
-    fd = os.open(log, _APPEND_FLAGS)
+    fd = os.open(log, _UPDATE_FLAGS)
     try:
-        _write_all(fd, line)
-        os.fsync(fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, base.log_len)
-        raise
+        refuse_linked(log, os.fstat(fd).st_nlink)
+        try:
+            os.lseek(fd, base.log_len, os.SEEK_SET)
+            _write_all(fd, line)
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, base.log_len)
+            raise
+        # then the count: a crash before it is stored leaves one line more than it says, which loads
+        at = count_at(_read_head(fd))
+        if at is not None:
+            os.lseek(fd, at, os.SEEK_SET)
+            _write_all(fd, count_field(base.count + 1))
+            _sync_data(fd)  # bytes overwritten in place: no size or block to record, the cheaper flush
     finally:
         os.close(fd)
     return len(line)
+
+
+_sync_data = getattr(os, "fdatasync", os.fsync)
+
+
+def _read_head(fd: int) -> bytes:
+    """The first bytes of an open file."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, HEAD_BYTES)
+
+
+def _mark_deltas(path: Path) -> None:
+    """Set the document's ``"deltas"`` to 1 in place, durably: its companion now holds some.
+
+    One byte within the first disk block; a crash before it leaves 0 and a
+    companion, which loads as well (0 only means that none may be there).
+    """
+    fd = os.open(path, _UPDATE_FLAGS)
+    try:
+        refuse_linked(path, os.fstat(fd).st_nlink)
+        found = _FLAG.match(os.read(fd, HEAD_BYTES))
+        if found is not None and found.group(1) == b"0":
+            os.lseek(fd, found.start(1), os.SEEK_SET)
+            os.write(fd, b"1")
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -252,20 +335,30 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def tidy(path: Path, token: str, temps: tuple[Path, ...]) -> None:
+def tidy(path: Path, token: str | None, temps: tuple[Path, ...]) -> None:
     """Before a delta: remove what a killed save left (its temporary files, a stale companion put aside).
 
     Args:
         path: The document.
-        token: The document's token (a companion aside that names it is kept: it is this document's).
+        token: The document's token (a companion aside that names it is kept: it is this
+            document's); ``None``: it has none.
         temps: The temporary files of the document's and the companion's writes.
     """
     for temp in temps:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
     old = aside(path)
-    if _size(old) is not None and not _names(_first(old), token):
+    if _size(old) is not None and (token is None or not _names(_first(old, path), token)):
         drop_retired(path)
+
+
+def restore_aside(path: Path, token: str) -> None:
+    """Put back a companion that a full write killed before replacing the document left aside,
+    and mark the document as having deltas when a first delta save was killed before it did."""
+    if _size(companion(path)) is None and _size(aside(path)) is not None and _names(_first(aside(path), path), token):
+        os.replace(aside(path), companion(path))
+    if _names(_first(companion(path), path), token) and not has_deltas(_first(path, path)):
+        _mark_deltas(path)
 
 
 def retire(path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc
 from statekit._dump import Held, dump_many
 from statekit._module import StateModule
@@ -29,6 +30,7 @@ from statekit.session._appends import (
     base_after_write,
     delta_line,
     fill,
+    log_tail,
     new_items,
     new_token,
     skeleton_bytes,
@@ -48,6 +50,11 @@ META_KEY: Final = "__statekit__"
 FORMAT_VERSION: Final = 1
 """The version of the session document this statekit writes when it has no deltas."""
 
+DELTAS_KEY: Final = "deltas"
+"""The metadata key of a document with a token that says whether deltas were stored beside it:
+``0`` when written, ``1`` once a file's companion holds some (set in place, see
+:mod:`._companion`), so that a load refuses the document found without them."""
+
 
 def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
     """A session document without deltas: statekit's metadata, then the module states."""
@@ -57,7 +64,7 @@ def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
 async def save_with_appends(
     session: SessionBase,
     key: SessionKey,
-    modules: Mapping[str, StateModule],
+    modules: Mapping[str, SupportsState],
     expected: Expected | None,
     *,
     overwrite: bool,
@@ -99,12 +106,13 @@ async def _save_delta(
     ``items`` is taken by the caller along with ``line``: on backends that write in
     threads this runs as a task of its own, after other tasks may have appended more.
     """
+    line, chain = base.sealed(line) if line else (line, None)
     with session._faults("_append", key):  # noqa: SLF001
         written = await session._append(key, line, base)  # noqa: SLF001 - b"": only the revision check
     if written is None:
         source = session._source(key)  # noqa: SLF001
         raise ConflictError(conflict_message(source, created=False), source=source)
-    session._revisions.remember(key, Expected(base=base.after(written, items)))  # noqa: SLF001
+    session._revisions.remember(key, Expected(base=base.after(written, items, chain)))  # noqa: SLF001
 
 
 async def _save_full(
@@ -119,7 +127,7 @@ async def _save_full(
     token = new_token()
     with paused_gc():
         fill(held)
-        raw = session.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token}, **skeleton})
+        raw = session.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0}, **skeleton})
     base = base_after_write(token, len(raw), shape, held)
     await session._store(key, raw, expected, overwrite=overwrite, base=base)  # noqa: SLF001
     return len(raw)
@@ -132,7 +140,7 @@ def token_of(document: Mapping[str, Any]) -> str | None:
     return token if isinstance(token, str) else None
 
 
-def base_after_load(modules: Mapping[str, StateModule], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
+def base_after_load(modules: Mapping[str, SupportsState], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
     """What a load just read, as a delta base; ``None`` when a save must rewrite in full.
 
     The live modules' skeleton must be the stored one (no module, key or value
@@ -149,16 +157,29 @@ def base_after_load(modules: Mapping[str, StateModule], document: Mapping[str, A
         return None
     if not held or stored_skeleton(document, held, META_KEY) != shape:
         return None
-    log_len = len(raw.log) if isinstance(raw, Stored) else 0
-    return DeltaBase(token, log_len, len(raw), shape, {entry.path: tuple(entry.value) for entry in held})
+    log = raw.log if isinstance(raw, Stored) else b""
+    tail = log_tail(log) if log else (0, 0)
+    if tail is None:
+        return None  # deltas of format 1 (no sequence): the next save rewrites them in the current one
+    items = {entry.path: tuple(entry.value) for entry in held}
+    return DeltaBase(token, len(log), len(raw), shape, items, count=tail[0], chain=tail[1])
 
 
 def check_token(document: Mapping[str, Any], token: str | None, source: str, log_source: str) -> None:
     """Refuse deltas whose token the decoded document does not carry."""
-    if token is None or token_of(document) != token:
+    own = token_of(document)
+    if own is None and token is not None:
+        whose = f"to document {token}" if token else "(its header line is damaged)"
+        raise DocumentError(
+            f"{log_source} holds items appended {whose}, but this document has no token in its "
+            f"{META_KEY!r} metadata (was it removed by hand, or the document replaced?): loading it would leave "
+            "those items out; put the token back, or move the companion away to load the document alone",
+            source=source,
+        )
+    if token is None or own != token:
         raise DocumentError(
             f"the appended items in {log_source} name document {token}, but this document is "
-            f"{token_of(document)}: they do not belong together",
+            f"{own}: they do not belong together",
             source=source,
         )
 
@@ -168,7 +189,8 @@ def without_token(data: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(data)
     meta = out.get(META_KEY)
     if isinstance(meta, dict) and TOKEN_KEY in meta:
-        out[META_KEY] = {**{k: v for k, v in meta.items() if k != TOKEN_KEY}, "format": FORMAT_VERSION}
+        kept = {k: v for k, v in meta.items() if k not in (TOKEN_KEY, DELTAS_KEY)}
+        out[META_KEY] = {**kept, "format": FORMAT_VERSION}
     return out
 
 

@@ -69,12 +69,12 @@ def _acquire(lock: Path, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     pause = _FIRST_PAUSE
     while True:
-        fd = os.open(lock, _OPEN_FLAGS, 0o600)
+        fd = _open(lock)
         try:
             while not _try_lock(fd):
                 if time.monotonic() >= deadline:
                     raise SessionError(
-                        f"{lock.with_name(lock.name[1:-5])} is being written by another writer that has held "
+                        f"{_session_of(lock)} is being written by another writer that has held "
                         f"its lock ({lock}) for more than {timeout} s"
                     )
                 time.sleep(random.uniform(pause / 2, pause))  # noqa: S311 - spreading waiters, not cryptography
@@ -85,6 +85,27 @@ def _acquire(lock: Path, timeout: float) -> int:
         if _still_there(fd, lock):
             return fd
         _release(fd)  # a delete removed the lock file we waited on: lock the current one
+
+
+def _open(lock: Path) -> int:
+    """Open (or create) the lock file; an error names it, not the session file.
+
+    Raises:
+        SessionError: It cannot be opened (another user's, left by a writer of theirs; a folder...).
+    """
+    try:
+        return os.open(lock, _OPEN_FLAGS, 0o600)
+    except FileNotFoundError:
+        raise  # its folder went away: the caller's error
+    except OSError as err:
+        raise SessionError(
+            f"cannot open {lock}, the lock file of {_session_of(lock)}: {err.strerror or err} (a lock file of "
+            "another user is left by a writer of theirs; when no writer of this session runs, remove it)"
+        ) from err
+
+
+def _session_of(lock: Path) -> Path:
+    return lock.with_name(lock.name[1:-5])
 
 
 def _try_lock(fd: int) -> bool:

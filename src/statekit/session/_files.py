@@ -18,12 +18,12 @@ reader sees the old document or the new one, whole, and a save that fails at
 any point leaves the old file as it was.
 
 Before every open the path is checked (:mod:`statekit.session._safe_files`): no
-symbolic link below ``save_dir`` is followed, and a session path that is a FIFO,
-socket, device or folder is refused at once.
+symbolic link below ``save_dir`` is followed, a hard-linked session file is
+refused, and a session path that is a FIFO, socket, device or folder is refused at once.
 
 Writers (saves and deletes) of one session take turns through an exclusive
-``flock`` on a hidden lock file beside it (``.<name>.json.lock``, there only
-while a writer holds it), so that a
+``flock`` on a hidden lock file beside it (``.<name>.json.lock``, removed by
+its holder; what a killed writer leaves is swept, see :mod:`._leftovers`), so that a
 conditional save compares and replaces as one step, between threads and
 processes alike; the kernel releases the lock when its holder dies.
 """
@@ -46,6 +46,7 @@ from statekit.session._agentscope import (
     Layout,
     check_layout,
     check_legacy_key,
+    refuse_empty_session_id,
     legacy_name,
     list_legacy,
     refuse_agentscope_file,
@@ -66,8 +67,9 @@ from statekit.session._companion import (
     retire,
     tidy,
 )
+from statekit.session._leftovers import sweep, sweep_due, temp_path as temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd, write_new
+from statekit.session._safe_files import check_path, digest_regular, holds_exactly, keep_mode, refuse_odd, write_new
 
 R = TypeVar("R")
 
@@ -118,13 +120,8 @@ def _percent(char: str) -> str:
     return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
 
 
-def temp_path(path: Path) -> Path:
-    """The temporary file a save of ``path`` writes first (hidden, beside it: ``.chat-1.json.tmp``)."""
-    return path.with_name(f".{path.name}.tmp")
-
-
 def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
-    """Replace ``path`` with ``data``, atomically and durably.
+    """Replace ``path`` with ``data``, atomically and durably; an existing file keeps its permission bits.
 
     Args:
         path: The file; its folder is created when missing.
@@ -145,6 +142,7 @@ def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
     try:
         with open(fd, "wb") as file:
+            keep_mode(file.fileno(), path)
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
@@ -310,6 +308,12 @@ class FileSession(SessionBase):
             return self.save_dir / legacy_name(key, self.codec.suffix)
         return self._folder(key.user_id) / (encode_id(key.session_id) + self.codec.suffix)
 
+    def key(self, session_id: str, user_id: str | None = None) -> SessionKey:
+        """As :meth:`SessionBase.key`; in AgentScope's layout, an empty session id of a user says how to open its file."""
+        if self.layout == "agentscope":
+            refuse_empty_session_id(session_id, self._user(user_id), self.codec.suffix)
+        return super().key(session_id, user_id)
+
     def _check_key(self, key: SessionKey) -> None:
         if self.layout == "agentscope":
             check_legacy_key(key, self.codec.suffix)
@@ -354,6 +358,7 @@ class FileSession(SessionBase):
         def work() -> R:
             check_path(self.save_dir, path)
             _refuse_odd_beside(path)
+            self._sweep(path.parent)
             return write(path)
 
         try:
@@ -362,7 +367,16 @@ class FileSession(SessionBase):
             raise SessionError(f"cannot save {path}: {err.strerror or err}") from err
 
     async def _delete(self, key: SessionKey) -> bool:
-        return await self._io(key, lambda path: _delete_locked(path, self.lock_timeout)) is True
+        def delete(path: Path) -> bool:
+            self._sweep(path.parent)
+            return _delete_locked(path, self.lock_timeout)
+
+        return await self._io(key, delete) is True
+
+    def _sweep(self, folder: Path) -> None:
+        """Now and then: clean up after the killed writers of the folder's sessions (see _leftovers.py)."""
+        if sweep_due(folder):
+            sweep(folder, self.codec.suffix)
 
     async def _exists(self, key: SessionKey) -> bool:
         return await self._io(key, lambda path: True) is True

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._load import load_many
@@ -25,8 +26,8 @@ from statekit._versions import migrations_run
 from statekit.codecs import JSON, JSON_COMPACT
 from statekit.errors import DocumentError, StateLoadError, StateVersionError
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
-from statekit.session._companion import doc_token, split
-from statekit.session._delta_save import META_KEY, base_after_load, check_token, positioned, token_of
+from statekit.session._companion import HEAD_BYTES, doc_token, split
+from statekit.session._delta_save import META_KEY, base_after_load, check_token, is_joined, positioned, token_of
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
 from statekit.session._revisions import MISSING, Expected
@@ -42,7 +43,7 @@ BOM = b"\xef\xbb\xbf"
 
 
 async def load_modules(
-    session: SessionBase, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    session: SessionBase, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> tuple[dict[str, LoadResult] | None, Expected]:
     """Load the modules and remember what was read.
 
@@ -71,11 +72,11 @@ async def load_modules(
 
 
 async def _load_typed(
-    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> dict[str, LoadResult] | None:
     """The fast load (see :mod:`statekit._typed`); ``None``, nothing changed, when it does not apply."""
     seen = session._revisions.get(key)
-    if not session.codec.fast or split(raw)[1] or not _may_hold_only(seen, modules):
+    if not session.codec.fast or is_joined(raw) or not _may_hold_only(seen, modules):
         return None
     typed = typed_document(modules, META_KEY)
     if typed is None:
@@ -92,7 +93,7 @@ async def _load_typed(
 
 
 async def _load_plain(
-    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, StateModule], strict: bool
+    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str]]:
     """The full load: decode to plain data, plan and report every problem, commit.
 
@@ -125,10 +126,22 @@ async def decode_stored(session: SessionBase, raw: bytes, key: SessionKey) -> Ma
     if log:
         check_token(document, token, session._source(key), session._companion_source(key))
         # without the collector: a full pass over the fresh document costs more than the merge
-        await session._run_codec(without_gc(merge), document, log, session._companion_source(key), size=len(log))
+        await session._run_codec(
+            without_gc(merge), document, log, token or "", session._companion_source(key), size=len(log)
+        )
     elif token_of(document) is not None and doc_token(raw) is None:
-        raise DocumentError(REORDERED if session._saves_deltas() else ELSEWHERE, source=session._source(key))
+        raise DocumentError(misplaced(document, session._saves_deltas()), source=session._source(key))
+    elif token is not None:  # a companion beside a document without a token
+        check_token(document, token, session._source(key), session._companion_source(key))
     return document
+
+
+def misplaced(document: Mapping[str, Any], deltas: bool) -> str:
+    """Why the token of a decoded document was not found in its first bytes (``deltas``: the
+    backend reads them; else the token is out of place there)."""
+    if not deltas:
+        return ELSEWHERE
+    return REORDERED if next(iter(document)) != META_KEY else FAR
 
 
 async def _decode_document(session: SessionBase, raw: bytes, key: SessionKey) -> dict[str, Any]:
@@ -147,6 +160,12 @@ REORDERED = (
     "statekit finds the items appended beside the document by it; move it back to the top of the document"
 )
 
+FAR = (
+    f"the document's token (in its {META_KEY!r} metadata) is not within its first {HEAD_BYTES} bytes, where "
+    "statekit looks for it to find the items appended beside the document (did a tool add keys or spaces to "
+    "the metadata?); keep the metadata as statekit wrote it"
+)
+
 ELSEWHERE = (
     f"the document's {META_KEY!r} metadata names items appended beside it, as a JSON session file's does "
     "(in its .log companion), which this backend does not read; copy the session with `statekit convert`, "
@@ -154,7 +173,7 @@ ELSEWHERE = (
 )
 
 
-def _may_hold_only(seen: Expected | None, modules: Mapping[str, StateModule]) -> bool:
+def _may_hold_only(seen: Expected | None, modules: Mapping[str, SupportsState]) -> bool:
     """False when the document last seen held other modules: the typed decode would fail on them."""
     return seen is None or seen.names is None or seen.names == frozenset(modules)
 

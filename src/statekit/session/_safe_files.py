@@ -7,6 +7,9 @@ regular file (a FIFO, a socket, a device, a folder) is refused at once instead
 of blocking or being replaced. Reads also open with ``O_NOFOLLOW | O_NONBLOCK``
 and check the opened file, so a file swapped in after the check cannot make a
 load follow a link or wait on a FIFO. ``save_dir`` itself may be a link.
+A session file (or a file beside it) with more than one hard link is refused
+the same way: a write in place (a delta appended) would change the linked copy
+too, and a read would read another file's content.
 """
 
 from __future__ import annotations
@@ -50,17 +53,20 @@ def check_path(save_dir: Path, path: Path, *, folder: bool = False) -> bool:
         SessionError: A part of the path below ``save_dir`` is a symbolic link,
             or the session file is not a regular file.
     """
-    current, mode = save_dir, stat.S_IFDIR
+    current, mode, links = save_dir, stat.S_IFDIR, 1
     for part in path.relative_to(save_dir).parts:
         current = current / part
         try:
-            mode = os.lstat(current).st_mode
+            status = os.lstat(current)
         except (FileNotFoundError, NotADirectoryError):
             return False
+        mode, links = status.st_mode, status.st_nlink
         if stat.S_ISLNK(mode):
             raise SessionError(f"{current} is a symbolic link; statekit never follows links inside {save_dir}")
     if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
         raise not_a_file(path, mode)
+    if not folder:
+        refuse_linked(path, links)
     return True
 
 
@@ -71,13 +77,27 @@ def refuse_odd(path: Path) -> None:
         SessionError: A link, a folder, a FIFO... is there.
     """
     try:
-        mode = os.lstat(path).st_mode
+        status = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return
-    if stat.S_ISLNK(mode):
+    if stat.S_ISLNK(status.st_mode):
         raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder")
-    if not stat.S_ISREG(mode):
-        raise not_a_file(path, mode)
+    if not stat.S_ISREG(status.st_mode):
+        raise not_a_file(path, status.st_mode)
+    refuse_linked(path, status.st_nlink)
+
+
+def refuse_linked(path: Path, links: int) -> None:
+    """Refuse a regular file with another hard link (a name outside the session folder, maybe).
+
+    Raises:
+        SessionError: Naming it and how many links it has.
+    """
+    if links > 1:
+        raise SessionError(
+            f"{path} has {links} hard links; statekit never reads or writes a session file that "
+            "another name shares (copy it instead of linking it)"
+        )
 
 
 def not_a_file(path: Path, mode: int) -> SessionError:
@@ -103,6 +123,20 @@ def write_new(path: Path) -> int:
     except FileNotFoundError:
         pass
     return os.open(path, _NEW_FLAGS, 0o600)
+
+
+def keep_mode(fd: int, target: Path) -> None:
+    """Give a new file the permission bits of the regular file it will replace.
+
+    A rewrite keeps a file AgentScope (or a user) made 0644 readable by the
+    others who read it; a new session file stays as created (0600).
+    """
+    try:
+        mode = os.lstat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISREG(mode) and hasattr(os, "fchmod"):  # no fchmod on Windows before 3.13: no POSIX modes either
+        os.fchmod(fd, stat.S_IMODE(mode) & 0o777)
 
 
 def read_regular(path: Path) -> bytes | None:
@@ -204,6 +238,7 @@ def _open_regular(path: Path) -> tuple[io.BufferedReader, os.stat_result] | None
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             raise not_a_file(path, status.st_mode)
+        refuse_linked(path, status.st_nlink)
         file = open(fd, "rb")  # noqa: SIM115 - the caller's with block closes it
     except BaseException:
         os.close(fd)

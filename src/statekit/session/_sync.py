@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from statekit.errors import SessionError
 
 if TYPE_CHECKING:
+    from statekit._foreign import SupportsState
     from statekit._module import LoadResult, StateModule
     from statekit.session._base import SessionBase
     from statekit.session._revisions import StoredDocument
@@ -128,7 +129,7 @@ class BlockingTwins:
         return cast("SessionBase", self)
 
     def save(
-        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule
+        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule | SupportsState
     ) -> None:
         """Blocking :meth:`asave`, for code that runs no event loop."""
         self._block("save", lambda: self._async.asave(session_id, user_id, overwrite=overwrite, **modules))
@@ -139,7 +140,7 @@ class BlockingTwins:
         user_id: str | None = None,
         allow_not_exist: bool = True,
         strict: bool = True,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> dict[str, LoadResult]:
         """Blocking :meth:`aload`, for code that runs no event loop."""
         return self._block("load", lambda: self._async.aload(session_id, user_id, allow_not_exist, strict, **modules))
@@ -151,7 +152,7 @@ class BlockingTwins:
         *,
         user_id: str | None = None,
         retries: int = 10,
-        **modules: StateModule,
+        **modules: StateModule | SupportsState,
     ) -> None:
         """Blocking :meth:`aupdate` (``mutate`` runs in the helper thread)."""
         self._block("update", lambda: self._async.aupdate(session_id, mutate, user_id=user_id, retries=retries, **modules))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from statekit._dump import dump_many
+from statekit._foreign import SupportsState
 from statekit._gc import paused_gc
 from statekit._load import Commit, journaled, load_many, modules_below, state_keys, undo_loads
 from statekit._module import StateModule
@@ -30,12 +31,12 @@ if TYPE_CHECKING:
     from statekit.session._base import SessionBase
     from statekit.session._ids import SessionKey
 
-Attributes = list[tuple[StateModule, dict[str, Any]]]
+Attributes = list[tuple[SupportsState, dict[str, Any]]]
 """Modules with their state attributes (references, not copies)."""
 
 
 async def update_modules(
-    session: SessionBase, key: SessionKey, mutate: Callable[[], object], retries: int, modules: Mapping[str, StateModule]
+    session: SessionBase, key: SessionKey, mutate: Callable[[], object], retries: int, modules: Mapping[str, SupportsState]
 ) -> None:
     """The loop of :meth:`~statekit.session.SessionBase.aupdate` (arguments checked).
 
@@ -63,7 +64,7 @@ async def update_modules(
 
 
 def _as_passed(
-    modules: Mapping[str, StateModule],
+    modules: Mapping[str, SupportsState],
     before: tuple[Attributes, list[Commit], bytes | None],
     box: SecretBox | None,
 ) -> bytes:
@@ -89,7 +90,7 @@ def _as_passed(
     return fresh
 
 
-def _attributes_of(modules: Mapping[str, StateModule]) -> Attributes:
+def _attributes_of(modules: Mapping[str, SupportsState]) -> Attributes:
     """Every module reachable from ``modules`` through state, with its state attributes."""
     return [
         (module, {name: getattr(module, name) for name in state_keys(module) if hasattr(module, name)})
@@ -97,14 +98,14 @@ def _attributes_of(modules: Mapping[str, StateModule]) -> Attributes:
     ]
 
 
-def _snapshot(modules: Mapping[str, StateModule], box: SecretBox | None) -> bytes:
+def _snapshot(modules: Mapping[str, SupportsState], box: SecretBox | None) -> bytes:
     """The modules' states as JSON bytes, encoded straight from the live objects
     (no deep copy); secret fields sealed with ``box``."""
     with paused_gc(), secrets_with(box):
         return orjson.dumps(dump_many(modules, live=True))
 
 
-def _restore(modules: Mapping[str, StateModule], snapshot: bytes, box: SecretBox | None) -> None:
+def _restore(modules: Mapping[str, SupportsState], snapshot: bytes, box: SecretBox | None) -> None:
     """Put the modules back to ``snapshot``, as a load would (without a key, secret fields stay as they are)."""
     with paused_gc(), secrets_with(box):
         load_many(modules, orjson.loads(snapshot), strict=True, fresh=True)

@@ -35,8 +35,9 @@ from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
-from statekit.session._appends import DeltaBase, header
+from statekit.session._appends import DeltaBase
 from statekit.session._companion import doc_token, joined
+from statekit.session._proofs import count_at, count_field, header
 from statekit.session._redis_auth import password_hint
 from statekit.session._revisions import Expected
 
@@ -122,6 +123,7 @@ if ARGV[4] == 'set' then
   return 1
 end
 if ARGV[3] ~= '' then redis.call('APPEND', KEYS[1], ARGV[3]) end
+if ARGV[6] ~= '' then redis.call('SETRANGE', KEYS[1], tonumber(ARGV[6]), ARGV[7]) end
 if ARGV[5] ~= '' and ARGV[5] ~= 'keep' then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
 return 1
 """
@@ -301,14 +303,22 @@ class RedisSession(SessionBase):
         await write_once(lambda: self._errors(key), attempt)
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
-        data = (b"\n" + header(base.token) if base.log_len == 0 and line else b"") + line
-        done = await self._if_base(key, base, data, "append")
+        data = (b"\n" + header(base.token, 1) if base.log_len == 0 and line else b"") + line
+        count = None
+        if base.log_len and line:  # the header's count of deltas, rewritten in place (see _proofs.py)
+            at = count_at(header(base.token, 0))
+            count = None if at is None else (base.doc_len + 1 + at, count_field(base.count + 1))
+        done = await self._if_base(key, base, data, "append", count)
         return len(data) if done else None
 
-    async def _if_base(self, key: SessionKey, base: DeltaBase, data: bytes, mode: str) -> bool:
-        """Append ``data`` (or set it, ``mode="set"``) if the stored value is still ``base``."""
+    async def _if_base(
+        self, key: SessionKey, base: DeltaBase, data: bytes, mode: str, count: tuple[int, bytes] | None = None
+    ) -> bool:
+        """Append ``data`` (or set it, ``mode="set"``) if the stored value is still ``base``
+        (``count``: then write these bytes at this offset)."""
         ttl = self._ttl_arg()
-        args = (f'"log":"{base.token}"', str(base.doc_len + base.log_len), data, mode, ttl)
+        at, field = ("", b"") if count is None else (str(count[0]), count[1])
+        args = (f'"log":"{base.token}"', str(base.doc_len + base.log_len), data, mode, ttl, at, field)
         name = self._key(key)
 
         async def attempt(retried: bool, sending: Sending) -> bool:
@@ -319,7 +329,7 @@ class RedisSession(SessionBase):
                     if not _refuses_scripts(err):
                         raise
                     self._lua = False
-            return await self._if_base_watch(name, base, data, mode, (retried, sending))
+            return await self._if_base_watch(name, base, data, (mode, count), (retried, sending))
 
         return await write_once(lambda: self._errors(key), attempt)
 
@@ -330,10 +340,16 @@ class RedisSession(SessionBase):
             return bool(await send_once(self._client, sending, name, "EVAL", script, 1, name, *args))
 
     async def _if_base_watch(
-        self, name: str, base: DeltaBase, data: bytes, mode: str, attempt: tuple[bool, Sending]
+        self,
+        name: str,
+        base: DeltaBase,
+        data: bytes,
+        change: tuple[str, tuple[int, bytes] | None],
+        attempt: tuple[bool, Sending],
     ) -> bool:
-        """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua."""
-        retried, sending = attempt
+        """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
+        (``change``: the mode and the header's count to write)."""
+        (mode, count), (retried, sending) = change, attempt
         async with self._client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
             if retried and await already_stored(pipe, name, data, None if mode == "set" else base):
@@ -349,6 +365,8 @@ class RedisSession(SessionBase):
                 pipe.set(name, data, **self._expiry())
             elif data:
                 pipe.append(name, data)
+            if count is not None:
+                pipe.setrange(name, *count)
             if mode != "set" and self.key_ttl is not None:
                 pipe.expire(name, self.key_ttl)
             return await executed(pipe, sending)
