@@ -26,6 +26,7 @@ from statekit.errors import (
     StateLoadError,
     StateModuleNameError,
     StateVersionError,
+    WriteOutcomeUnknownError,
 )
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
 
@@ -62,6 +63,7 @@ __all__ = [
     "StateVersionError",
     "StoredDocument",
     "SupportsState",
+    "WriteOutcomeUnknownError",
     "StatekitError",
     "YAMLSession",
     "from_config",
