@@ -7,19 +7,32 @@ unit tests beside them.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import fakeredis
 import orjson
 import pytest
 from redis.asyncio import ConnectionPool, Redis
+from redis.exceptions import NoPermissionError
 
-from statekit.errors import BackendAuthError, BackendUnavailableError, ConflictError, MissingExtraError, SessionError
+from append_models import Agent
+from statekit.errors import (
+    BackendAuthError,
+    BackendUnavailableError,
+    ConflictError,
+    MissingExtraError,
+    SessionError,
+    WriteOutcomeUnknownError,
+)
 from statekit.session.redis import TIMEOUT, RedisSession
 from statekit.testing import CHECKS, Chat, Counter, Message, RedisServer, free_port, local_redis_server
 
@@ -361,3 +374,249 @@ async def test_more_tasks_than_pooled_connections_wait_their_turn(redis_server: 
         counters = [Counter() for _ in range(60)]
         await asyncio.gather(*(session.aload(f"s{index}", counter=counters[index]) for index in range(60)))
     assert [counter.count for counter in counters] == list(range(60))
+
+
+# -- late replies: a server paused between an update's load and its save -------------------
+
+
+@pytest.fixture(scope="module")
+def pausable() -> Iterator[RedisServer]:
+    """A redis-server of this module's own, to pause with SIGSTOP (the run's server is shared)."""
+    with local_redis_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def pausable_scriptless() -> Iterator[RedisServer]:
+    """The same, running no scripts: the WATCH/MULTI path."""
+    with local_redis_server(options=["--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""]) as server:
+        yield server
+
+
+class Pause:
+    """``SIGSTOP`` a server now, ``SIGCONT`` it ``seconds`` later from a timer thread."""
+
+    def __init__(self, server: RedisServer, seconds: float) -> None:
+        self._pid = server.pid
+        os.kill(self._pid, signal.SIGSTOP)
+        self._timer = threading.Timer(seconds, os.kill, (self._pid, signal.SIGCONT))
+        self._timer.start()
+
+    def over(self) -> None:
+        """Wait for the timer (then the server runs again)."""
+        self._timer.join()
+        os.kill(self._pid, signal.SIGCONT)
+
+
+class Kind:
+    """A change made by one update: a counter's increment (compare-and-set) or one appended item (a delta)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def module(self) -> Counter | Agent:
+        return Counter() if self.name == "counter" else Agent(events=[0])
+
+    def named(self, module: Counter | Agent) -> dict[str, Any]:
+        """The keyword arguments that pass ``module`` to a session."""
+        return {self.name: module}
+
+    def change(self, module: Counter | Agent) -> None:
+        if isinstance(module, Counter):
+            module.count += 1
+        else:
+            module.events.append(len(module.events))
+
+    def changes(self, module: Counter | Agent) -> int:
+        """How many changes the stored module holds."""
+        if isinstance(module, Counter):
+            return module.count
+        assert module.events == list(range(len(module.events))), module.events  # none twice, none lost
+        return len(module.events) - 1
+
+
+async def _stored(server: RedisServer, prefix: str, kind: Kind) -> int:
+    module = kind.module()
+    async with RedisSession(server.host, server.port, key_prefix=prefix, timeout=30) as session:
+        await session.aload("s", allow_not_exist=False, **kind.named(module))
+    return kind.changes(module)
+
+
+async def _update_paused_before_its_save(server: RedisServer, stall: float, kind: Kind, after: str = "") -> None:
+    """An update of a session, the server paused after its load (or, ``after`` a command's reply, later)."""
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    armed, pauses = [False], list[Pause]()
+    client = Redis(host=server.host, port=server.port, socket_timeout=2)
+    if after:  # a reply parsed after mutate() armed it pauses the server: the WATCH path's last read before EXEC
+
+        def pausing(response: Any, **options: Any) -> Any:
+            _pause_if(armed, pauses, server, stall)
+            return response
+
+        client.set_response_callback(after, pausing)
+    async with RedisSession(client=client, key_prefix=prefix) as session:
+        module = kind.module()
+        await session.asave("s", **kind.named(module))
+        await session.aload("s", **kind.named(module))  # a delta base, for the appends
+        # the same update unpaused first: the server knows the script, so the paused write is
+        # run when the server resumes (a first EVALSHA would answer NOSCRIPT and change nothing)
+        await session.aupdate("s", lambda: kind.change(module), **kind.named(module))
+        calls = [0]
+
+        def change() -> None:
+            kind.change(module)
+            calls[0] += 1
+            armed[0] = calls[0] == 1
+            if not after:  # between this update's load and its save
+                _pause_if(armed, pauses, server, stall)
+
+        try:
+            await session.aupdate("s", change, **kind.named(module))
+        finally:
+            for pause in pauses:
+                pause.over()
+        assert len(pauses) == 1 and calls == [1]  # paused once; mutate() ran once: no conflict was made up
+        assert await _stored(server, prefix, kind) == 2
+        await session.aupdate("s", lambda: kind.change(module), **kind.named(module))  # the object still knows
+    await client.aclose()
+    assert await _stored(server, prefix, kind) == 3
+
+
+def _pause_if(armed: list[bool], pauses: list[Pause], server: RedisServer, stall: float) -> None:
+    if armed[0]:
+        armed[0] = False
+        pauses.append(Pause(server, stall))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize("stall", [1.5, 3.0, 4.5])
+async def test_an_update_whose_server_pauses_before_the_save_applies_its_change_once(
+    pausable: RedisServer, stall: float, kind: str
+) -> None:
+    """socket_timeout is 2 s: redis-py used to send the script again, the server ran both
+    copies, the second answered "changed" and update() ran mutate() a second time."""
+    await _update_paused_before_its_save(pausable, stall, Kind(kind))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "after"), [("counter", "GET"), ("agent", "STRLEN")])
+async def test_an_update_whose_server_pauses_before_exec_applies_its_change_once_without_lua(
+    pausable_scriptless: RedisServer, kind: str, after: str
+) -> None:
+    """The WATCH/MULTI path: redis-py reported a lost EXEC reply as WatchError ("changed")."""
+    await _update_paused_before_its_save(pausable_scriptless, 3.0, Kind(kind), after)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seen", [True, False], ids=["compare-and-set", "blind"])
+async def test_a_save_under_a_three_second_pause_tells_the_truth(pausable: RedisServer, seen: bool) -> None:
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        await session.asave("s", counter=Counter(count=1))
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        if seen:
+            await session.aload("s", counter=Counter())
+            await session.asave("s", counter=Counter(count=1))  # a compare-and-set: the server knows the script
+        else:
+            await session.aexists("s")  # connected, but no revision known: a blind SET
+        pause = Pause(pausable, 3.0)
+        try:
+            await session.asave("s", counter=Counter(count=2))
+            outcome: Exception | None = None
+        except SessionError as err:
+            outcome = err
+        finally:
+            pause.over()
+    stored = await _stored(pausable, prefix, Kind("counter"))
+    if outcome is None:
+        assert stored == 2
+    elif not isinstance(outcome, WriteOutcomeUnknownError):  # it says so; any other error says nothing was written
+        assert stored == 1, repr(outcome)
+    assert outcome is None, repr(outcome)  # 3 s is within the default timeout: the answer comes
+
+
+@pytest.mark.slow
+async def test_a_rewrite_after_deltas_under_a_three_second_pause_is_written_once(pausable: RedisServer) -> None:
+    """After a delta save the object knows only the delta base: a full rewrite is the delta
+    script's "set", whose late reply used to come back as a conflict."""
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        agent = Agent(events=[0])
+        await session.asave("s", agent=agent)
+        for item in (1, 2):  # deltas (the second one: the server knows the script)
+            agent.events.append(item)
+            await session.asave("s", agent=agent)
+        agent.memory.note = "rewritten"
+        pause = Pause(pausable, 3.0)
+        try:
+            await session.asave("s", agent=agent)
+        finally:
+            pause.over()
+        agent.events.append(3)
+        await session.asave("s", agent=agent)  # the object knows what it wrote: no conflict
+    stored = Agent()
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        await session.aload("s", agent=stored, allow_not_exist=False)
+    assert (stored.memory.note, stored.events) == ("rewritten", [0, 1, 2, 3])
+
+
+@pytest.mark.slow
+async def test_a_write_whose_reply_never_comes_says_it_may_have_been_applied(pausable: RedisServer) -> None:
+    """Past both budgets the outcome is unknown, and the error says so: here the write lands later."""
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix, timeout=1) as session:
+        await session.asave("s", counter=Counter(count=1))
+        await session.asave("s", counter=Counter(count=1))  # a compare-and-set: the server knows the script
+        pause = Pause(pausable, 3.5)  # past the save's 1 s and the 1 s of asking again
+        try:
+            with pytest.raises(WriteOutcomeUnknownError, match="may or may not have been applied") as caught:
+                await session.asave("s", counter=Counter(count=2))
+        finally:
+            pause.over()
+    assert isinstance(caught.value, BackendUnavailableError)
+    assert f"{pausable.host}:{pausable.port}/0" in str(caught.value)
+    assert await _stored(pausable, prefix, Kind("counter")) == 2
+
+
+# -- ACL users without @scripting (managed Redis): WATCH/MULTI instead of scripts ----------
+
+
+async def test_a_user_without_scripting_saves_and_updates(redis_server: RedisServer) -> None:
+    user, password = f"noscripts-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    async with Redis(host=redis_server.host, port=redis_server.port) as admin:
+        await admin.acl_setuser(
+            user, enabled=True, passwords=[f"+{password}"], keys=["*"], channels=["*"], commands=["+@all", "-@scripting"]
+        )
+    prefix = f"acl-{uuid.uuid4().hex}:"
+    address = (redis_server.host, redis_server.port)
+    try:
+        async with RedisSession(*address, key_prefix=prefix, username=user, password=password) as session:
+            with pytest.raises(NoPermissionError, match="'eval'"):  # the user really cannot run scripts
+                await session.get_client().eval("return 1", 0)
+            counter, agent = Counter(), Agent(events=[0])
+            await session.asave("s", counter=counter, agent=agent)
+            await session.asave("s", counter=Counter(count=1), agent=agent)  # a compare-and-set
+            for _ in range(3):
+                await session.aupdate("s", _bump_and_append(counter, agent), counter=counter, agent=agent)
+            async with RedisSession(*address, key_prefix=prefix) as other:
+                await other.aload("s", counter=Counter(), agent=Agent())
+                await other.asave("s", counter=Counter(count=99), agent=Agent())
+            with pytest.raises(ConflictError):
+                await session.asave("s", counter=counter, agent=agent)
+        stored_counter, stored_agent = Counter(), Agent()
+        async with RedisSession(*address, key_prefix=prefix) as session:
+            await session.aload("s", counter=stored_counter, agent=stored_agent)
+        assert (counter.count, agent.events) == (4, [0, 1, 2, 3])
+        assert (stored_counter.count, stored_agent.events) == (99, [])
+    finally:
+        async with Redis(host=redis_server.host, port=redis_server.port) as admin:
+            await admin.acl_deluser(user)
+
+
+def _bump_and_append(counter: Counter, agent: Agent) -> Callable[[], None]:
+    def change() -> None:
+        counter.count += 1
+        agent.events.append(len(agent.events))
+
+    return change

@@ -32,6 +32,7 @@ from statekit.errors import (
     StateLoadError,
     StateModuleNameError,
     StateVersionError,
+    WriteOutcomeUnknownError,
 )
 from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
 
@@ -74,6 +75,7 @@ __all__ = [
     "StateVersionError",
     "StoredDocument",
     "SupportsState",
+    "WriteOutcomeUnknownError",
     "StatekitError",
     "YAMLSession",
     "from_config",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -37,6 +38,8 @@ class RedisServer:
 
     host: str
     port: int
+    pid: int
+    """The server's process id (to pause it with ``SIGSTOP`` in a test, say)."""
 
 
 class RedisCluster:
@@ -51,6 +54,10 @@ class RedisCluster:
     def url(self) -> str:
         """A ``redis+cluster://`` URL for :meth:`statekit.session.redis.RedisSession.from_url`."""
         return f"redis+cluster://{self.host}:{self.ports[0]}"
+
+    def pid(self, port: int) -> int:
+        """The process id of the master on ``port`` (to pause it with ``SIGSTOP`` in a test, say)."""
+        return self._processes[port].pid
 
     def stop_node(self, port: int) -> None:
         """Stop one master (its slots become unavailable; the others keep serving theirs)."""
@@ -135,7 +142,7 @@ def local_redis_server(
 
         port, process = _started(start)
         try:
-            yield RedisServer("127.0.0.1", port)
+            yield RedisServer("127.0.0.1", port, process.pid)
         finally:
             _stop(process)
 
@@ -232,6 +239,8 @@ def _ask(port: int, command: bytes, size: int) -> bytes:
 def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is not None:
         return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGCONT)  # a paused server would not act on SIGTERM
     process.terminate()
     try:
         process.wait(timeout=5)

@@ -269,6 +269,15 @@ class BackendUnavailableError(SessionError, ConnectionError):
     """The storage could not be reached (a Redis server that is down or refuses)."""
 
 
+class WriteOutcomeUnknownError(BackendUnavailableError):
+    """A write was sent but the storage stopped answering before saying whether it was applied.
+
+    The write may or may not have been applied (the server may still run it):
+    load the session to see which. Raised instead of a plain
+    :class:`BackendUnavailableError`, which says that nothing was sent.
+    """
+
+
 class BackendAuthError(SessionError, PermissionError):
     """The storage refused our credentials (a wrong Redis password or ACL user).
 

@@ -13,9 +13,11 @@ would otherwise meet).
 Every operation touches one key, so a Redis Cluster works as a single server
 does (listing scans every primary). A conditional save is one Lua
 compare-and-set on that key (``WATCH``/``MULTI`` on servers that run no Lua,
-such as fakeredis without ``lupa``). Each operation is bounded by ``timeout`` seconds
+such as fakeredis without ``lupa``, or whose ACL refuses scripts). Each operation is bounded by ``timeout`` seconds
 in all (connecting, retries, the reply): a server that accepts connections but
-never answers is reported as unavailable, not waited on.
+never answers is reported as unavailable, not waited on. Writes are sent once;
+a write whose reply is lost gets one more ``timeout`` to learn whether it landed
+(see :mod:`._redis_once`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ try:
     from redis.asyncio.retry import Retry
     from redis.client import NEVER_DECODE
     from redis.backoff import ExponentialWithJitterBackoff
+
+    from statekit.session._redis_once import (  # it needs redis too
+        CAS_DONE,
+        IF_BASE_DONE,
+        Sending,
+        already_stored,
+        executed,
+        flag,
+        send_once,
+        write_once,
+    )
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
         "RedisSession needs the redis package: pip install 'statekit[redis]'"
@@ -78,7 +91,7 @@ _QUERY_VALUE = re.compile(r"([?&;]([^=&;]*)=)([^&;]*)")
 _URL_DELIMITERS = re.compile(r"[/?#@:&;=%]")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
 
-_COMPARE_AND_SET = """
+_COMPARE_AND_SET = CAS_DONE + """
 local current = redis.call('GET', KEYS[1])
 local revision = ''
 if current then revision = redis.sha1hex(current) end
@@ -92,14 +105,15 @@ else
 end
 return 1
 """
-"""Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL, '' or 'keep' (the key's own)."""
+"""Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL, '' or 'keep' (the key's own);
+the last ARGV: 'retry' after a lost reply (see _redis_once)."""
 
 _COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=False).hexdigest()
 
 # Deltas of append-only lists follow the document in the same key (one line
 # each, see _appends.py). Within one document token the value only grows, so
 # the token (in the document's first bytes) and the length say what is stored.
-_IF_BASE = """
+_IF_BASE = IF_BASE_DONE + """
 local head = redis.call('GETRANGE', KEYS[1], 0, 511)
 if not string.find(head, ARGV[1], 1, true) then return 0 end
 if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
@@ -162,7 +176,9 @@ class RedisSession(SessionBase):
             ``redis.asyncio.cluster.RedisCluster`` to use; it is not closed by
             :meth:`aclose` (whoever opened it closes it).
         timeout: Seconds one operation may take in all before it raises
-            ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s).
+            ``BackendUnavailableError`` (default :data:`TIMEOUT`, 5 s); a write
+            whose reply was lost gets as long again to learn whether it landed,
+            then raises ``WriteOutcomeUnknownError``.
         secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
             with the first of a list of keys, each of which decrypts (see
             :meth:`SessionBase.use_secret_key`).
@@ -170,8 +186,8 @@ class RedisSession(SessionBase):
             ``False`` (the default): such a save is refused with ``SecretError``.
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
-            ``retry`` two quick retries, so that a server that is down is
-            reported within a few seconds.
+            ``retry`` two quick retries (of reads: writes are never re-sent
+            blindly), so that a server that is down is reported within a few seconds.
 
     Raises:
         SessionError: ``key_ttl`` or ``timeout`` is not a positive number of seconds.
@@ -217,6 +233,7 @@ class RedisSession(SessionBase):
         self._in_flight = 0  # operations under _errors: aclose() lets them end before closing the client
         self._slots = _slots(client)  # more operations than the pool has connections wait their turn
         self._lua = True  # until the server says it runs no scripts
+        self._topology = asyncio.Lock()  # a cluster client learns its slot map once, before concurrent use
         self._keep_ttl = False  # with no key_ttl: saves keep the key's expiry (statekit's commands set it)
         self.address = _address(client)
 
@@ -285,8 +302,13 @@ class RedisSession(SessionBase):
         return None if value is None else self._joined(value)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
-        async with self._errors(key):
-            await self._client.set(self._key(key), data, **self._expiry())
+        name = self._key(key)
+        expiry = ("EX", self.key_ttl) if self.key_ttl is not None else ("KEEPTTL",) if self._keep_ttl else ()
+
+        async def attempt(retried: bool, sending: Sending) -> None:
+            await send_once(self._client, sending, name, "SET", name, data, *expiry)
+
+        await write_once(lambda: self._errors(key), attempt)
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         data = (b"\n" + header(base.token, 1) if base.log_len == 0 and line else b"") + line
@@ -305,28 +327,41 @@ class RedisSession(SessionBase):
         ttl = self._ttl_arg()
         at, field = ("", b"") if count is None else (str(count[0]), count[1])
         args = (f'"log":"{base.token}"', str(base.doc_len + base.log_len), data, mode, ttl, at, field)
-        async with self._errors(key):
+        name = self._key(key)
+
+        async def attempt(retried: bool, sending: Sending) -> bool:
             if self._lua:
                 try:
-                    return await self._eval(_IF_BASE, _IF_BASE_SHA, self._key(key), *args)
+                    return await self._eval(_IF_BASE, _IF_BASE_SHA, name, sending, *args, flag(retried))
                 except _redis_errors.ResponseError as err:
-                    if not _is_unknown_command(err):
+                    if not _refuses_scripts(err):
                         raise
                     self._lua = False
-            return await self._if_base_watch(self._key(key), base, data, mode, count)
+            return await self._if_base_watch(name, base, data, (mode, count), (retried, sending))
 
-    async def _eval(self, script: str, sha: str, name: str, *args: Any) -> bool:
+        return await write_once(lambda: self._errors(key), attempt)
+
+    async def _eval(self, script: str, sha: str, name: str, sending: Sending, *args: Any) -> bool:
         try:
-            return bool(await self._client.evalsha(sha, 1, name, *args))
+            return bool(await send_once(self._client, sending, name, "EVALSHA", sha, 1, name, *args))
         except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
-            return bool(await self._client.eval(script, 1, name, *args))
+            return bool(await send_once(self._client, sending, name, "EVAL", script, 1, name, *args))
 
     async def _if_base_watch(
-        self, name: str, base: DeltaBase, data: bytes, mode: str, count: tuple[int, bytes] | None
+        self,
+        name: str,
+        base: DeltaBase,
+        data: bytes,
+        change: tuple[str, tuple[int, bytes] | None],
+        attempt: tuple[bool, Sending],
     ) -> bool:
-        """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua."""
+        """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
+        (``change``: the mode and the header's count to write)."""
+        (mode, count), (retried, sending) = change, attempt
         async with self._client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
+            if retried and await already_stored(pipe, name, data, None if mode == "set" else base):
+                return True
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
             head = await pipe.execute_command("GETRANGE", name, 0, 511, **{NEVER_DECODE: True})
             if not isinstance(head, bytes) or doc_token(head) != base.token:
@@ -342,11 +377,7 @@ class RedisSession(SessionBase):
                 pipe.setrange(name, *count)
             if mode != "set" and self.key_ttl is not None:
                 pipe.expire(name, self.key_ttl)
-            try:
-                await pipe.execute()
-            except _redis_errors.WatchError:
-                return False
-        return True
+            return await executed(pipe, sending)
 
     def _ttl_arg(self) -> str:
         """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
@@ -368,39 +399,36 @@ class RedisSession(SessionBase):
         if expected.only_base:
             assert expected.base is not None
             return await self._if_base(key, expected.base, data, "set")
-        async with self._errors(key):
+        name = self._key(key)
+
+        async def attempt(retried: bool, sending: Sending) -> bool:
             if self._lua:
                 try:
-                    return await self._compare_and_set_lua(self._key(key), data, expected)
+                    args = (data, expected.revision, self._ttl_arg(), flag(retried))
+                    return await self._eval(_COMPARE_AND_SET, _COMPARE_AND_SET_SHA, name, sending, *args)
                 except _redis_errors.ResponseError as err:
-                    if not _is_unknown_command(err):
+                    if not _refuses_scripts(err):
                         raise
-                    self._lua = False  # a server without scripting (fakeredis, some proxies)
-            return await self._compare_and_set_watch(self._key(key), data, expected)
+                    self._lua = False  # a server without scripting (fakeredis, some proxies, an ACL)
+            return await self._compare_and_set_watch(name, data, expected, (retried, sending))
 
-    async def _compare_and_set_lua(self, name: str, data: bytes, expected: Expected) -> bool:
-        ttl = self._ttl_arg()
-        revision = expected.revision
-        try:
-            done = await self._client.evalsha(_COMPARE_AND_SET_SHA, 1, name, data, revision, ttl)
-        except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
-            done = await self._client.eval(_COMPARE_AND_SET, 1, name, data, revision, ttl)
-        return bool(done)
+        return await write_once(lambda: self._errors(key), attempt)
 
-    async def _compare_and_set_watch(self, name: str, data: bytes, expected: Expected) -> bool:
+    async def _compare_and_set_watch(
+        self, name: str, data: bytes, expected: Expected, attempt: tuple[bool, Sending]
+    ) -> bool:
         """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
+        retried, sending = attempt
         async with self._client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
+            if retried and await already_stored(pipe, name, data, None):
+                return True
             current = await pipe.get(name)
             if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
                 return False  # leaving the block resets the pipeline, which unwatches
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             pipe.set(name, data, **self._expiry())
-            try:
-                await pipe.execute()
-            except _redis_errors.WatchError:
-                return False  # another writer changed the key between GET and EXEC
-        return True
+            return await executed(pipe, sending)  # False: another writer changed the key between GET and EXEC
 
     async def _delete(self, key: SessionKey) -> bool:
         async with self._errors(key):
@@ -476,6 +504,8 @@ class RedisSession(SessionBase):
         self._in_flight += 1
         try:
             async with asyncio.timeout(self.timeout), self._slots or contextlib.nullcontext():
+                if isinstance(self._client, RedisCluster) and not closing:
+                    await self._ready(self._client)
                 yield
         except (_redis_errors.AuthenticationError, _redis_errors.AuthorizationError) as err:
             hint = password_hint(self._client) if isinstance(err, _redis_errors.AuthenticationError) else ""
@@ -493,6 +523,12 @@ class RedisSession(SessionBase):
             raise SessionError(f"Redis at {self._where(key)}: {_OTHER_LOOP}") from err
         finally:
             self._in_flight -= 1
+
+    async def _ready(self, client: RedisCluster) -> None:
+        """Learn the cluster's slot map once (again after a reset) before the commands of many tasks:
+        concurrent first commands race in redis-py and fail, or run twice."""
+        async with self._topology:
+            await client.initialize()  # returns at once when the map is known
 
     def _where(self, key: SessionKey | None) -> str:
         """The server, or for a cluster the node that holds ``key`` (errors only)."""
@@ -512,8 +548,12 @@ def _slots(client: Client) -> asyncio.Semaphore | None:
     return asyncio.Semaphore(limit) if isinstance(limit, int) and 0 < limit < 2**31 else None
 
 
-def _is_unknown_command(err: Exception) -> bool:
-    return str(err).lower().startswith("unknown command")
+def _refuses_scripts(err: Exception) -> bool:
+    """Whether the server runs no scripts: it does not know the command, or an ACL refuses it (``NOPERM``)."""
+    message = str(err).lower()
+    return message.startswith("unknown command") or (
+        isinstance(err, _redis_errors.NoPermissionError) and "'eval" in message
+    )
 
 
 def _middles(keys: list[Any], head: str, tail: str, *, allow_colon: bool = False) -> Iterator[str]:
