@@ -181,9 +181,9 @@ def test_a_load_of_part_of_the_document_saves_whole(tmp_path: Path) -> None:
     session = JSONSession(tmp_path)
     session.load("chat", agent=agent)
     agent.events.append(1)
-    session.save("chat", agent=agent)  # replaces the document, which then holds only agent
+    session.save("chat", agent=agent)  # rewrites the document whole, keeping memory, which it does not name
     assert _files(tmp_path) == ["chat.json"]
-    assert list(json.loads((tmp_path / "chat.json").read_bytes())) == ["__statekit__", "agent"]
+    assert list(json.loads((tmp_path / "chat.json").read_bytes())) == ["__statekit__", "agent", "memory"]
 
 
 @stateful(frozen=True)
@@ -255,8 +255,8 @@ class _Keyed(StateModule):
 
 def test_a_secret_left_out_for_want_of_a_key_does_not_stop_delta_saves(tmp_path: Path) -> None:
     """Without a key the secret is neither saved nor loaded (the load lists it as missing): no reason to rewrite."""
-    JSONSession(tmp_path).save("chat", keyed=_Keyed("sk-1", _msgs(2)))
-    session, keyed = JSONSession(tmp_path), _Keyed()
+    JSONSession(tmp_path, omit_secrets=True).save("chat", keyed=_Keyed("sk-1", _msgs(2)))
+    session, keyed = JSONSession(tmp_path, omit_secrets=True), _Keyed()
     assert session.load("chat", keyed=keyed)["keyed"].missing_keys == ["keyed.token"]
     before = (tmp_path / "chat.json").read_bytes()
     keyed.content.append(Msg("user", "more"))

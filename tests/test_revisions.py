@@ -144,7 +144,7 @@ class _Parent(StateModule):
 async def test_update_restarts_from_the_passed_child_and_secret_when_mutate_replaced_them(tmp_path: Path) -> None:
     """A load fills a child module in place and leaves an unkeyed secret alone: what mutate()
     did to them (a new child, a changed secret) is taken back too."""
-    session, meddler = JSONSession(tmp_path), JSONSession(tmp_path)
+    session, meddler = JSONSession(tmp_path, omit_secrets=True), JSONSession(tmp_path, omit_secrets=True)
     await meddler.asave("s", parent=_Parent(_Child(50), 50))
     child = _Child(7)
     parent = _Parent(child, 7, tries=7)
@@ -193,7 +193,7 @@ async def test_update_restarts_a_missing_session_with_its_secret_fields_too(tmp_
 @pytest.mark.parametrize("retries", [-1, 1.5, True, "3"])
 async def test_update_refuses_a_bad_retry_count(tmp_path: Path, retries: object) -> None:
     with pytest.raises(SessionError, match="retries must be a whole number >= 0"):
-        await JSONSession(tmp_path).aupdate("s", lambda: None, retries=retries, counter=Counter())  # type: ignore[arg-type]
+        await JSONSession(tmp_path).aupdate("s", lambda: None, retries=retries, counter=Counter())  # type: ignore[call-overload]
 
 
 async def test_update_refuses_a_mutate_it_cannot_call_before_loading(tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ async def test_update_refuses_a_mutate_it_cannot_call_before_loading(tmp_path: P
     await session.asave("s", counter=Counter(count=5))
     counter = Counter()
     with pytest.raises(SessionError, match="mutate must be a function of no arguments .*, got null"):
-        await session.aupdate("s", None, counter=counter)  # type: ignore[arg-type]
+        await session.aupdate("s", None, counter=counter)  # type: ignore[call-overload]
     assert counter.count == 0  # nothing was loaded into it
 
 

@@ -24,6 +24,7 @@ from statekit import (
     StateLoadError,
     StateVersionError,
     StateModule,
+    StatekitError,
     YAMLSession,
     from_config,
     generate_secret_key,
@@ -62,7 +63,8 @@ def agent_with_token() -> Agent:
     return agent
 
 
-Factory = Callable[[str | Sequence[str] | None], SessionBase]
+Factory = Callable[..., SessionBase]
+"""Makes a session given a key, keys or None (and omit=True to omit secret fields without a key)."""
 
 
 @attrs.frozen
@@ -85,13 +87,20 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
         def files() -> list[bytes]:
             return [p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()]
 
-        yield Place(lambda key: kind(tmp_path, secret_key=key), files, options)
+        def make_file(key: str | Sequence[str] | None, omit: bool = False) -> SessionBase:
+            return kind(tmp_path, secret_key=key, omit_secrets=omit)
+
+        yield Place(make_file, files, options)
         return
     server: RedisServer = request.getfixturevalue("redis_server")
     prefix = f"secrets-{uuid.uuid4().hex}:"
     raw = redis.Redis(host=server.host, port=server.port)
+
+    def make_redis(key: str | Sequence[str] | None, omit: bool = False) -> SessionBase:
+        return RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key, omit_secrets=omit)
+
     yield Place(
-        lambda key: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key),
+        make_redis,
         lambda: [_as_bytes(raw.get(k)) for k in sorted(raw.keys(f"{prefix}*"))],
         ["--host", server.host, "--port", str(server.port), "--key-prefix", prefix],
     )
@@ -109,9 +118,9 @@ def _as_bytes(value: object) -> bytes:
     return value
 
 
-def test_without_a_key_the_secret_is_left_out_and_not_required(store: Any) -> None:
+def test_without_a_key_the_secret_is_left_out_when_asked_and_not_required(store: Any) -> None:
     make, stored = store
-    with make(None) as session:
+    with make(None, omit=True) as session:
         session.save("s1", agent=agent_with_token())
         fresh = Agent()
         fresh.client.api_key = "kept"
@@ -544,7 +553,7 @@ def test_the_json_schema_accepts_the_encrypted_form_and_never_requires_it(tmp_pa
 
     schema = session_schema(agent=Agent)
     for key in (None, generate_secret_key()):
-        with JSONSession(tmp_path, secret_key=key) as session:
+        with JSONSession(tmp_path, secret_key=key, omit_secrets=key is None) as session:
             session.save("s1", agent=agent_with_token())
             jsonschema.Draft202012Validator(schema).validate(orjson.loads(session.session_path("s1").read_bytes()))
 
@@ -795,3 +804,44 @@ def test_rekey_keeps_the_expiry_of_a_redis_key(redis_server: RedisServer, keys: 
     assert rekey(capsys, *options)[:2] == (0, ["re-encrypted 1 of 1 secret with the new key", "rekeyed 1, already on the new key 0, without encrypted secrets 0, failed 0"])
     assert raw.get(key) != before and 0 < raw.ttl(key) <= 300
     raw.close()
+
+
+# -- issue 23: no secret lost without a word ---------------------------------------------
+
+
+@stateful
+class Notes(StateModule):
+    text: str = state_field(default="")
+
+
+def test_without_a_key_a_save_of_a_secret_is_refused_and_writes_nothing(place: Place) -> None:
+    make, stored = place.make, place.stored
+    with make(None) as session:
+        session.save("s1", other=Notes(text="no secrets here"))  # a module without secret fields saves as before
+        before = stored()
+        with pytest.raises(SecretError, match=r"agent\.client\.api_key is a secret field") as caught:
+            session.save("s1", agent=agent_with_token())
+        with pytest.raises(SecretError, match="omit_secrets=True"):
+            session.update("s2", lambda: None, agent=agent_with_token())
+        assert stored() == before and not session.exists("s2")
+        assert "secret_key=" in str(caught.value) and TOKEN not in str(caught.value)
+
+
+def test_omit_secrets_must_be_a_bool(tmp_path: Path) -> None:
+    with pytest.raises(StatekitError, match="omit_secrets must be True or False"):
+        JSONSession(tmp_path, omit_secrets="yes")  # type: ignore[arg-type]
+
+
+def test_a_partial_save_keeps_another_modules_sealed_secret_even_without_the_key(place: Place) -> None:
+    make, stored = place.make, place.stored
+    key = generate_secret_key()
+    with make(key) as keyed:
+        keyed.save("s1", agent=agent_with_token(), notes=Notes(text="first"))
+        sealed = [blob for blob in stored() if b"__secret__" in blob]
+        assert sealed
+    with make(None) as keyless:
+        keyless.save("s1", notes=Notes(text="second"))  # holds no secret of its own: saves, keeps agent as stored
+    with make(key) as keyed:
+        agent, notes = Agent(), Notes()
+        keyed.load("s1", agent=agent, notes=notes)
+    assert (agent.client.api_key, agent.client.turns, notes.text) == (TOKEN, 3, "second")

@@ -23,12 +23,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from strategies import examples
-from statekit.errors import DocumentError, InvalidSessionIdError, SessionError, StateLoadError
+from statekit.errors import ConflictError, DocumentError, InvalidSessionIdError, SessionError, StateLoadError
 from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
 from statekit.session import _files
 from statekit.session._files import USER_MARK, FileSession, decode_id, encode_id
-from append_models import Memory, Msg
+from append_models import Agent as AppendAgent, Memory, Msg
 from statekit.testing import (
     CHECKS,
     HOSTILE_IDS,
@@ -742,3 +742,148 @@ def test_a_raw_error_of_an_own_append_is_a_session_error_naming_it(tmp_path: Pat
         session.save("s", "u", memory=memory)
     assert caught.value.__cause__ is fault
     session.close()
+
+
+# -- issue 23, item 2: a save keeps the stored modules it does not name ------------------
+
+
+def _memory(*texts: str) -> Memory:
+    return Memory(content=[Msg("user", text) for text in texts])
+
+
+def test_a_partial_save_keeps_the_other_modules_with_their_appended_items(backend: SessionFactory) -> None:
+    with backend() as writer, backend() as blind:
+        agent = AppendAgent(memory=_memory("a"), events=[1])
+        writer.save("chat", agent=agent, counter=Counter(count=1))
+        agent.memory.content.append(Msg("user", "b"))
+        agent.events.append(2)
+        writer.save("chat", agent=agent)  # a delta where the backend stores them
+        blind.save("chat", counter=Counter(count=2))  # never loaded it: reads, keeps agent, writes over what it read
+        loaded, counter = AppendAgent(), Counter()
+        blind.load("chat", allow_not_exist=False, agent=loaded, counter=counter)
+        assert (loaded.memory.content, loaded.events, counter.count) == (agent.memory.content, [1, 2], 2)
+        agent.memory.content.append(Msg("user", "c"))
+        with pytest.raises(ConflictError):  # the blind save changed the session since writer saved it
+            writer.save("chat", agent=agent)
+        writer.update("chat", lambda: agent.memory.content.append(Msg("user", "d")), agent=agent)
+        writer.load("chat", agent=loaded, counter=counter)
+        assert [m.text for m in loaded.memory.content] == ["a", "b", "d"] and counter.count == 2
+
+
+def test_a_save_of_one_module_conflicts_rather_than_write_back_a_stale_copy_of_another(backend: SessionFactory) -> None:
+    with backend() as one, backend() as two:
+        agent = AppendAgent(memory=_memory("a"))
+        one.save("chat", agent=agent, counter=Counter(count=1))
+        two.load("chat", counter=Counter())  # remembers the document holding agent with one message
+        agent.memory.content.append(Msg("user", "b"))
+        one.save("chat", agent=agent)  # another writer appends to agent (a delta)
+        with pytest.raises(ConflictError):
+            two.save("chat", counter=Counter(count=2))
+        two.update("chat", lambda: None, counter=Counter(count=3))
+        loaded, counter = AppendAgent(), Counter()
+        one.load("chat", agent=loaded, counter=counter)
+        assert [m.text for m in loaded.memory.content] == ["a", "b"]
+
+
+def test_overwrite_keeps_the_modules_it_does_not_name_and_remove_modules_drops_them(backend: SessionFactory) -> None:
+    with backend() as session:
+        session.save("chat", counter=Counter(count=1), memory=_memory("kept"))
+        session.save("chat", overwrite=True, counter=Counter(count=2))
+        memory = Memory()
+        session.load("chat", memory=memory)
+        assert memory.content == [Msg("user", "kept")]
+        session.remove_modules("chat", "memory")
+        document = session.read_document("chat")
+        assert document is not None and [name for name in document.data if name != META_KEY] == ["counter"]
+        with pytest.raises(SessionError, match="holds no module 'memroy'"):
+            session.remove_modules("chat", "memroy")
+
+
+def test_a_save_naming_every_stored_module_reads_nothing_more(tmp_path: Path) -> None:
+    """The common save (the object knows the document holds only the modules named) reads nothing to keep."""
+    reads: list[SessionKey] = []
+
+    class Counting(JSONSession):
+        async def _read(self, key: SessionKey) -> bytes | None:
+            reads.append(key)
+            return await super()._read(key)
+
+    session = Counting(tmp_path)
+    session.save("chat", counter=Counter(count=1), memory=_memory("a"))
+    session.load("chat", counter=Counter(), memory=Memory())
+    reads.clear()
+    for count in range(3):
+        session.save("chat", counter=Counter(count=count), memory=_memory("a", "b"))
+    assert reads == []
+    session.close()
+
+
+def test_a_blind_save_over_a_damaged_document_is_refused_unless_it_overwrites(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path)
+    session.session_path("chat").write_bytes(b'{"counter": ')
+    with pytest.raises(DocumentError, match="overwrite=True to replace it whole"):
+        session.save("chat", counter=Counter(count=1))
+    assert session.session_path("chat").read_bytes() == b'{"counter": '
+    session.save("chat", overwrite=True, counter=Counter(count=1))
+    counter = Counter()
+    session.load("chat", counter=counter)
+    assert counter.count == 1
+    session.close()
+
+
+# -- issue 23, item 6: a load that finds nothing names what it may have meant ------------
+
+
+def test_a_missing_load_names_the_near_matches_at_warning(backend: SessionFactory, caplog: pytest.LogCaptureFixture) -> None:
+    with backend() as session:
+        session.save("chat-1", "alice", counter=Counter(count=1))
+        with caplog.at_level("INFO", logger="statekit"):
+            assert session.load("chat-1", "bob", counter=Counter()) == {}
+            assert session.load("caht-1", "alice", counter=Counter()) == {}
+            assert session.load("first-run", "carol", counter=Counter()) == {}
+    records = [(record.levelname, record.getMessage()) for record in caplog.records if "does not exist" in record.getMessage()]
+    assert len(records) == 3, records
+    (level_user, wrong_user), (level_id, wrong_id), (level_first, first_run) = records
+    assert level_user == "WARNING" and "the same id under user_id='alice'" in wrong_user, wrong_user
+    assert level_id == "WARNING" and "session 'chat-1' of this user" in wrong_id, wrong_id
+    assert level_first == "INFO" and "Did you mean" not in first_run, first_run
+
+
+def test_the_near_match_hint_looks_at_a_bounded_number_of_ids(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from statekit.session._near import NEAR_LIMIT
+
+    folder = tmp_path / "@alice"
+    folder.mkdir()
+    for index in range(NEAR_LIMIT + 5):
+        (folder / f"s{index:05}.json").write_bytes(b"{}")
+    with JSONSession(tmp_path) as session, caplog.at_level("INFO", logger="statekit"):
+        session.load("s00001x", "alice", counter=Counter())
+    messages = [record.getMessage() for record in caplog.records if "does not exist" in record.getMessage()]
+    assert len(messages) == 1 and f"looked at the first {NEAR_LIMIT} only" in messages[0], messages
+
+
+def test_a_full_rewrite_after_a_delta_save_keeps_the_other_modules_and_checks_the_base(backend: SessionFactory) -> None:
+    """After a delta save only the delta base is remembered: a rewrite that must keep another
+    module reads the stored document and keeps it only if it is still that base."""
+    with backend() as writer, backend() as other:
+        agent = AppendAgent(memory=_memory("a"))
+        writer.save("chat", agent=agent, counter=Counter(count=1))
+        agent.memory.content.append(Msg("user", "b"))
+        writer.save("chat", agent=agent)  # a delta where the backend stores them
+        agent.memory.note = "changed"  # not an append: the next save rewrites the document
+        writer.save("chat", agent=agent)
+        loaded, counter = AppendAgent(), Counter()
+        other.load("chat", agent=loaded, counter=counter)
+        assert (loaded.memory.note, [m.text for m in loaded.memory.content], counter.count) == ("changed", ["a", "b"], 1)
+        agent.memory.content.append(Msg("user", "c"))
+        writer.save("chat", agent=agent)  # a delta again: only its base is remembered
+        other.load("chat", agent=loaded, counter=counter)
+        loaded.memory.content.append(Msg("user", "from other"))
+        other.save("chat", agent=loaded, counter=counter)  # another writer changes the session
+        agent.memory.note = "stale"
+        with pytest.raises(ConflictError):
+            writer.save("chat", agent=agent)  # a rewrite over a base that is gone
+        final, counter = AppendAgent(), Counter()
+        writer.load("chat", agent=final, counter=counter)
+        assert final.memory.note == "changed" and final.memory.content[-1] == Msg("user", "from other")
+        assert counter.count == 1

@@ -18,6 +18,7 @@ import attr
 import attrs
 import cattrs
 
+from statekit._definitions import plain_annotations, refuse_plain, refuse_shared_defaults
 from statekit._flags import check_flag
 from statekit._foreign import SupportsState, speaks_protocol
 from statekit._fields import METADATA_KEY, FieldCodec, state_field
@@ -327,11 +328,13 @@ def stateful(
     def wrap(cls: type[T]) -> type[T]:
         if frozen and issubclass(cls, StateModule):
             raise StatekitError(f"{cls.__qualname__}: a StateModule cannot be frozen; it is loaded in place")
+        plain = plain_annotations(cls) if issubclass(cls, StateModule) else []
         _STATEFUL.active = True
         try:
             new = attrs.define(cls, kw_only=kw_only, eq=eq, repr=repr, frozen=frozen, slots=True)
         finally:
             _STATEFUL.active = False
+        refuse_shared_defaults(new)
         if issubclass(new, StateModule):
             new.__statekit_undecorated__ = False
         define_versions(new, version, migrations)
@@ -339,6 +342,7 @@ def stateful(
         new.__statekit_localns__ = dict(localns)  # type: ignore[attr-defined]
         _resolve(new, localns)
         if issubclass(new, StateModule):
+            refuse_plain(new, plain, StateModule)
             new.__statekit_plan__ = _plan_now_or_later(new, converter)
         else:
             check_record(new, converter)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import itertools
 import time
-from collections.abc import Callable, Mapping
+from functools import partial
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar, overload
 
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
@@ -23,7 +25,7 @@ from statekit._foreign import SupportsState
 from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
 from statekit._secrets import SecretBox, SecretKeys, secrets_with
-from statekit._dump import check_modules, dump_many
+from statekit._dump import dump_many
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec
 from statekit.errors import (
@@ -37,18 +39,23 @@ from statekit.session._revisions import (
     Expected,
     RevisionMemory,
     StoredDocument,
+    backoff,
     conflict_message,
     revision_of,
 )
 from statekit.session._appends import DeltaBase
+from statekit.session._arguments import check_modules_by_name, require_modules
 from statekit.session._cancel import finished, finished_despite_cancel
-from statekit.session._delta_save import META_KEY, is_joined, plain_document, save_with_appends, without_token
+from statekit.session._delta_save import META_KEY, Others, is_joined, plain_document, save_with_appends, without_token
+from statekit.session._keyless import refuse_secret_fields
+from statekit.session._kept import BLIND_ATTEMPTS, check_removed, json_names, others, refuse_removal, save_basis
 from statekit.session._faults import BackendFaults, listed_ids, read_bytes
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import check_meta, decode_stored, load_modules
-from statekit.session._log import log_missing, log_timed
+from statekit.session._log import log_timed
+from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._sync import BlockingTwins
-from statekit.session._update import update_modules
+from statekit.session._update import start_update, update_async
 
 T = TypeVar("T")
 
@@ -57,11 +64,8 @@ INLINE_DECODE_BYTES = 1 << 20
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
 
-
-def _check_names(modules: Mapping[str, object]) -> None:
-    check_modules(modules)
-    if META_KEY in modules:
-        raise SessionError(f"{META_KEY!r} is reserved for statekit's own metadata; give the module another name")
+SAVE_OPTIONS = ("user_id", "overwrite")
+LOAD_OPTIONS = ("user_id", "allow_not_exist", "strict")
 
 
 class SessionBase(BlockingTwins, abc.ABC):
@@ -93,9 +97,12 @@ class SessionBase(BlockingTwins, abc.ABC):
     offload_codec: ClassVar[bool] = False
     default_user_id: ClassVar[str] = ""
     _secret_box: SecretBox | None = None
+    omit_secrets: bool = False
+    """Without a ``secret_key``: save modules holding ``state_field(secret=True)``
+    without those fields (``False``: refuse such a save with ``SecretError``). See docs/secrets.md."""
 
     def use_secret_key(self, secret_key: SecretKeys | None) -> None:
-        """Encrypt ``state_field(secret=True)`` values with this key (``None``: leave them out).
+        """Encrypt ``state_field(secret=True)`` values with this key (``None``: no key, see ``omit_secrets``).
 
         The built-in backends take it as ``secret_key=`` in their constructor;
         an own backend may call this. See docs/secrets.md.
@@ -168,7 +175,8 @@ class SessionBase(BlockingTwins, abc.ABC):
         """
         if not expected.matches(await self._fetch(key)):
             return False
-        await self._write(key, data)
+        with self._faults("_write", key):
+            await self._write(key, data)
         return True
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
@@ -185,6 +193,27 @@ class SessionBase(BlockingTwins, abc.ABC):
     def _companion_source(self, key: SessionKey) -> str:
         """How error messages name the stored deltas of a session."""
         return f"{self._source(key)} (appended items)"
+
+    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` of the user's session ids and whether there are more (for a missing load's hint).
+
+        Lists them all by default; a backend whose stores may be huge bounds the work.
+        """
+        ids = await self._list(user_id)
+        return ids[:limit], len(ids) > limit
+
+    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` users holding a session with this id, and whether there are more
+        (for a missing load's hint; none known by default)."""
+        return [], False
+
+    async def _listed_some(self, user_id: str) -> tuple[list[str], bool]:
+        with self._faults("_list", lambda: f"sessions of user {user_id!r}"):
+            return await self._list_some(user_id, NEAR_LIMIT)
+
+    async def _owned_some(self, session_id: str) -> tuple[list[str], bool]:
+        with self._faults("_list", lambda: f"owners of session {session_id!r}"):
+            return await self._owners(session_id, NEAR_LIMIT)
 
     async def _exists(self, key: SessionKey) -> bool:
         """Whether the session exists (override when a cheaper test exists)."""
@@ -224,8 +253,9 @@ class SessionBase(BlockingTwins, abc.ABC):
                 saved it; nothing was written.
             SessionError: ``overwrite`` is not ``True`` or ``False``.
         """
+        check_modules_by_name("save", {"session_id": session_id, "user_id": user_id}, modules, SAVE_OPTIONS)
+        require_modules("save", session_id, modules)
         key = self.key(session_id, user_id)
-        _check_names(modules)
         await self._save_modules(key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
 
     async def aload(
@@ -255,14 +285,21 @@ class SessionBase(BlockingTwins, abc.ABC):
                 module was changed.
             SessionError: ``allow_not_exist`` or ``strict`` is not ``True`` or ``False``.
         """
+        positional = {"session_id": session_id, "user_id": user_id, "allow_not_exist": allow_not_exist, "strict": strict}
+        check_modules_by_name("load", positional, modules, LOAD_OPTIONS)
         key = self.key(session_id, user_id)
-        _check_names(modules)
         check_flag(allow_not_exist, "allow_not_exist", SessionError)
         results, _ = await self._load(key, modules, check_flag(strict, "strict", SessionError))
         if results is None:
             if not allow_not_exist:
                 raise SessionNotFoundError(f"no {self._source(key)}")
-            log_missing(self._source(key))
+            await log_missing_load(
+                self._source(key),
+                key.session_id,
+                key.user_id,
+                lambda: self._listed_some(key.user_id),
+                lambda: self._owned_some(key.session_id),
+            )
         return results or {}
 
     save_session_state = asave
@@ -271,21 +308,42 @@ class SessionBase(BlockingTwins, abc.ABC):
     load_session_state = aload
     """The reference name of :meth:`aload`."""
 
+    @overload
     async def aupdate(
         self,
         session_id: str,
-        mutate: Callable[[], object],
+        mutate: Callable[[], Awaitable[T]],
         *,
         user_id: str | None = None,
         retries: int = 10,
         **modules: StateModule | SupportsState,
-    ) -> None:
+    ) -> T: ...
+    @overload
+    async def aupdate(
+        self,
+        session_id: str,
+        mutate: Callable[[], T],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule | SupportsState,
+    ) -> T: ...
+    async def aupdate(
+        self,
+        session_id: str,
+        mutate: Callable[[], Any],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule | SupportsState,
+    ) -> Any:
         """Load, change and save modules, retrying when another writer got there first.
 
         Loads the modules (a missing session starts from the modules as they
         are), calls ``mutate()`` (sync or async; it closes over the modules) and
         saves. When the save raises ``ConflictError``, waits a short random
         backoff, reloads and calls ``mutate()`` again, up to ``retries`` times.
+        Returns what the last (saved) ``mutate()`` returned (awaited, when async).
 
         Args:
             session_id: The session.
@@ -295,20 +353,54 @@ class SessionBase(BlockingTwins, abc.ABC):
             **modules: The modules, by the names they are saved under.
 
         Raises:
-            ConflictError: Still conflicting after ``retries`` retries (the last one).
-            SessionError: ``retries`` is not a whole number >= 0, or ``mutate``
-                cannot be called (checked before anything is loaded).
+            ConflictError: Still conflicting after ``retries`` retries, saying so.
+            SessionError: No module, ``retries`` is not a whole number >= 0, or
+                ``mutate`` cannot be called without arguments (checked before anything is loaded).
             StateLoadError: A retry found the session deleted and could not put
                 back what an earlier attempt loaded (a property's setter or an
                 override's ``load_state_dict()`` refused).
         """
+        return await update_async(start_update(self, session_id, mutate, user_id, retries, modules), mutate)
+
+    async def aremove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None:
+        """Remove modules from a stored session, keeping the others as stored.
+
+        A save keeps the stored modules it does not name; this is how a module
+        leaves a session. Like a save, it checks the revision this object
+        remembers (else it reads the stored document and writes only over that).
+
+        Args:
+            session_id: The session.
+            *names: The modules to remove (at least one; the session must hold each).
+            user_id: Its owner (``None``: the backend's default user).
+
+        Raises:
+            SessionNotFoundError: No such session.
+            SessionError: No name, a name the session does not hold (nothing was
+                written), or every module of the session (delete it instead).
+            ConflictError: The session changed since this object last loaded or
+                saved it; nothing was written.
+        """
+        started = time.perf_counter()
         key = self.key(session_id, user_id)
-        _check_names(modules)
-        if type(retries) is not int or retries < 0:
-            raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
-        if not callable(mutate):
-            raise SessionError(f"mutate must be a function of no arguments that changes the modules, got {describe(mutate)}")
-        await update_modules(self, key, mutate, retries, modules)
+        gone = check_removed(names)
+        fetch = lambda: self._fetch(key)  # noqa: E731
+        for attempt in itertools.count(1):
+            basis = await save_basis(self._revisions.get(key), False, fetch)
+            if basis.expected.matches(None):
+                raise SessionNotFoundError(f"no {self._source(key)}")
+            decode = partial(decode_stored, self, key=key)
+            found = await others(gone, basis, fetch, decode, lambda: self._source(key), read=True)
+            refuse_removal(gone, found.order, self._source(key))
+            raw = await self._run_codec(self.codec.dumps, plain_document(found.states))
+            try:
+                await self._store(key, raw, found.expected, overwrite=False, names=frozenset(found.states))
+                break
+            except ConflictError:
+                if not basis.blind or attempt >= BLIND_ATTEMPTS:
+                    raise
+            await asyncio.sleep(backoff(attempt))
+        log_timed("removed", sorted(gone), lambda: self._source(key), len(raw), started)
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""
@@ -472,13 +564,31 @@ class SessionBase(BlockingTwins, abc.ABC):
         overwrite: bool = False,
         expected: Expected | None = None,
     ) -> None:
+        """Save ``modules`` over what is ``expected`` (else remembered; else, blind, what is stored now),
+        keeping the stored modules they do not name (see :mod:`._kept`)."""
         started = time.perf_counter()
-        if self._saves_deltas():
-            size = await save_with_appends(self, key, modules, expected, overwrite=overwrite)
-        else:
-            raw = await self._encode(modules)
-            await self._store(key, raw, expected, overwrite=overwrite, names=frozenset(modules))
-            size = len(raw)
+        if self._secret_box is None and not self.omit_secrets:
+            refuse_secret_fields(modules)
+        names = frozenset(modules)
+        fetch = lambda: self._fetch(key)  # noqa: E731
+        for attempt in itertools.count(1):
+            remembered = expected if expected is not None or overwrite else self._revisions.get(key)
+            basis = await save_basis(remembered, overwrite, fetch)
+            scan = json_names if self.codec.fast else None
+            kept = partial(others, names, basis, fetch, partial(decode_stored, self, key=key), lambda: self._source(key), scan=scan)
+            try:
+                if self._saves_deltas():
+                    size = await save_with_appends(self, key, modules, basis.expected, kept)
+                else:
+                    found = await kept()
+                    raw = await self._encode(modules, found)
+                    await self._store(key, raw, found.expected, overwrite=False, names=found.names(modules))
+                    size = len(raw)
+                break
+            except ConflictError:
+                if not basis.blind or attempt >= BLIND_ATTEMPTS:
+                    raise
+            await asyncio.sleep(backoff(attempt))
         log_timed("saved", list(modules), lambda: self._source(key), size, started)
 
     @finished_despite_cancel
@@ -537,13 +647,14 @@ class SessionBase(BlockingTwins, abc.ABC):
             return await asyncio.to_thread(work, *args)
         return work(*args)
 
-    async def _encode(self, modules: Mapping[str, SupportsState]) -> bytes:
-        """The document of ``modules``, encoded (a ``StateDumpError`` names any bad value)."""
+    async def _encode(self, modules: Mapping[str, SupportsState], found: Others) -> bytes:
+        """The document of ``modules`` with the ``found`` stored modules kept, encoded
+        (a ``StateDumpError`` names any bad value)."""
         if self.codec.fast:  # straight from the live objects, before anything can change them
             with paused_gc(), secrets_with(self._secret_box):
-                return self.codec.dumps(plain_document(dump_many(modules, live=True)))
+                return self.codec.dumps(plain_document(found.merged(dump_many(modules, live=True))))
         with paused_gc(), secrets_with(self._secret_box):
-            document = plain_document(dump_many(modules))  # a snapshot: encoded in another thread
+            document = plain_document(found.merged(dump_many(modules)))  # a snapshot: encoded in another thread
         return await self._run_codec(without_gc(self.codec.dumps), document)
 
 def _with_meta(data: object, source: str) -> dict[str, Any]:

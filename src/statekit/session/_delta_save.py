@@ -9,7 +9,7 @@ lists too and rewrites the document, with a new token.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -17,7 +17,6 @@ import attrs
 from statekit._foreign import SupportsState
 from statekit._gc import paused_gc
 from statekit._dump import Held, dump_many
-from statekit._module import StateModule
 from statekit._secrets import secrets_with
 from statekit.codecs import Codec, with_document_positions
 from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
@@ -56,6 +55,36 @@ DELTAS_KEY: Final = "deltas"
 :mod:`._companion`), so that a load refuses the document found without them."""
 
 
+@attrs.frozen
+class Others:
+    """The stored modules a save does not name (see :mod:`._kept`), and the stored order of every module.
+
+    Attributes:
+        states: The kept modules' stored states (plain data, as decoded).
+        order: Every module name of the stored document, in its order.
+        expected: What the compare-and-set must find (the bytes they were taken from).
+        read: Whether finding them read or decoded anything (the caller awaited:
+            a live dump made before is stale).
+    """
+
+    states: dict[str, Any]
+    order: tuple[str, ...]
+    expected: Expected
+    read: bool = True
+
+    def names(self, saved: Mapping[str, object]) -> frozenset[str]:
+        """The module names of the document written: the saved ones and the kept ones."""
+        return frozenset(saved).union(self.states)
+
+    def merged(self, states: dict[str, Any]) -> dict[str, Any]:
+        """``states`` (the saved modules) with the kept ones, in the stored order (new modules last)."""
+        if not self.states:
+            return states
+        out = {name: states[name] if name in states else self.states[name] for name in self.order}
+        out.update((name, state) for name, state in states.items() if name not in out)
+        return out
+
+
 def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
     """A session document without deltas: statekit's metadata, then the module states."""
     return {META_KEY: {"format": FORMAT_VERSION}, **states}
@@ -65,43 +94,67 @@ async def save_with_appends(
     session: SessionBase,
     key: SessionKey,
     modules: Mapping[str, SupportsState],
-    expected: Expected | None,
-    *,
-    overwrite: bool,
+    expected: Expected,
+    kept: Callable[[], Awaitable[Others]],
 ) -> int:
     """Save ``modules``: a delta when only appends happened, else the whole document.
+
+    Args:
+        session: The session.
+        key: Where.
+        modules: What.
+        expected: What the save must find stored.
+        kept: Finds the stored modules the save does not name (for a whole document).
 
     Returns:
         The bytes written.
     """
+    base = expected.base
     held: Held = []
-    with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - its helper
-        skeleton = dump_many(modules, live=True, held=held)
-        if not held:  # nothing append-only: the plain save
-            raw = session.codec.dumps(plain_document(skeleton))
-    if not held:
-        del skeleton  # its dicts are encoded: free them before the write (a large save's peak)
-        await session._store(key, raw, expected, overwrite=overwrite, names=frozenset(modules))  # noqa: SLF001
+    dumped = None
+    if base is not None:  # a delta may do: dump now, and decide
+        with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - its helper
+            skeleton = dump_many(modules, live=True, held=held)
+        shape = skeleton_bytes(skeleton)
+        parts = new_items(base, shape, held) if held else None
+        if parts is not None:
+            line = delta_line(parts)
+            if not base.compacts(len(line)):
+                items = {entry.path: tuple(entry.value) for entry in held}  # what the line holds: taken before any await
+                await _save_delta(session, key, base, line, items, expected.names)
+                return len(line)
+        dumped = skeleton, shape
+    others = await kept()
+    raw = None
+    if dumped is None or others.read:  # the live dump is taken after the last await: nothing changes it before encoding
+        held = []
+        with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - one block: the collector stays off
+            skeleton = dump_many(modules, live=True, held=held)
+            if not held:  # nothing append-only: the plain save
+                raw = session.codec.dumps(plain_document(others.merged(skeleton)))
+        shape = skeleton_bytes(skeleton) if held else b""
+    else:
+        skeleton, shape = dumped
+        if not held:
+            with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001
+                raw = session.codec.dumps(plain_document(others.merged(skeleton)))
+    if raw is not None:
+        del skeleton, dumped  # its dicts are encoded: free them before the write (a large save's peak)
+        await session._store(key, raw, others.expected, overwrite=False, names=others.names(modules))  # noqa: SLF001
         return len(raw)
-    shape = skeleton_bytes(skeleton)
-    if expected is None and not overwrite:
-        expected = session._revisions.get(key)  # noqa: SLF001
-    base = None if overwrite or expected is None else expected.base
-    parts = new_items(base, shape, held)
-    if base is not None and parts is not None:
-        line = delta_line(parts)
-        if not base.compacts(len(line)):
-            items = {entry.path: tuple(entry.value) for entry in held}  # what the line holds: taken before any await
-            await _save_delta(session, key, base, line, items)
-            return len(line)
-    return await _save_full(session, key, skeleton, shape, held, expected, overwrite)
+    return await _save_full(session, key, skeleton, shape, held, others, modules)
 
 
 @finished_despite_cancel
 async def _save_delta(
-    session: SessionBase, key: SessionKey, base: DeltaBase, line: bytes, items: Mapping[Path, tuple[Any, ...]]
+    session: SessionBase,
+    key: SessionKey,
+    base: DeltaBase,
+    line: bytes,
+    items: Mapping[Path, tuple[Any, ...]],
+    names: frozenset[str] | None,
 ) -> None:
-    """Append ``line`` and remember that the lists then hold ``items``.
+    """Append ``line`` and remember that the lists then hold ``items`` (and the document still ``names``).
 
     ``items`` is taken by the caller along with ``line``: on backends that write in
     threads this runs as a task of its own, after other tasks may have appended more.
@@ -112,7 +165,7 @@ async def _save_delta(
     if written is None:
         source = session._source(key)  # noqa: SLF001
         raise ConflictError(conflict_message(source, created=False), source=source)
-    session._revisions.remember(key, Expected(base=base.after(written, items, chain)))  # noqa: SLF001
+    session._revisions.remember(key, Expected(base=base.after(written, items, chain), names=names))  # noqa: SLF001
 
 
 async def _save_full(
@@ -121,15 +174,15 @@ async def _save_full(
     skeleton: dict[str, Any],
     shape: bytes,
     held: Held,
-    expected: Expected | None,
-    overwrite: bool,
+    others: Others,
+    modules: Mapping[str, SupportsState],
 ) -> int:
     token = new_token()
     with paused_gc():
         fill(held)
-        raw = session.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0}, **skeleton})
+        raw = session.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0}, **others.merged(skeleton)})
     base = base_after_write(token, len(raw), shape, held)
-    await session._store(key, raw, expected, overwrite=overwrite, base=base)  # noqa: SLF001
+    await session._store(key, raw, others.expected, overwrite=False, base=base, names=others.names(modules))  # noqa: SLF001
     return len(raw)
 
 

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 from urllib.parse import unquote
 
+from statekit._flags import check_flag
 from statekit._secrets import SecretKeys
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._agentscope import (
@@ -245,11 +246,45 @@ def _list_folder(folder: Path, suffix: str) -> list[str]:
     return [session_id for session_id in map(decode_id, names) if session_id is not None]
 
 
+def _some_ids(folder: Path, suffix: str, limit: int) -> tuple[list[str], bool]:
+    """Up to ``limit`` session ids of one folder, and whether there are more."""
+    ids: list[str] = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as entries:
+        for entry in entries:
+            if len(ids) >= limit:
+                return ids, True
+            if entry.name.endswith(suffix) and (session_id := decode_id(entry.name[: -len(suffix)])) is not None:
+                ids.append(session_id)
+    return ids, False
+
+
+def _some_owners(save_dir: Path, name: str, limit: int) -> tuple[list[str], bool]:
+    """Up to ``limit`` users whose folder under ``save_dir`` holds the file ``name``, and whether there were more folders."""
+    owners = [""] if (save_dir / name).is_file() else []
+    looked = 0
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(save_dir) as entries:
+        for entry in entries:
+            if not entry.name.startswith(USER_MARK) or not entry.is_dir(follow_symlinks=False):
+                continue
+            looked += 1
+            if looked > limit:
+                return owners, True
+            user = decode_id(entry.name[len(USER_MARK) :])
+            if user is not None and os.path.isfile(os.path.join(entry.path, name)):
+                owners.append(user)
+    return owners, False
+
+
 def _check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
     """``save_dir`` as a path; refused now when no file system could hold it (its first use would raise a bare ValueError)."""
     path = Path(save_dir)
     if "\x00" in str(path):
         raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
+    if path.exists() and not path.is_dir():
+        raise SessionError(
+            f"save_dir {str(path)!r} is a file, not a folder: sessions are files inside save_dir; "
+            "give the folder that holds them (or a new one, created on the first save)"
+        )
     return path
 
 
@@ -264,10 +299,13 @@ class FileSession(SessionBase):
             :mod:`statekit.session._agentscope`).
         secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
             with the first of a list of keys, each of which decrypts (see
-            :meth:`SessionBase.use_secret_key`); without one they are not saved.
+            :meth:`SessionBase.use_secret_key`).
+        omit_secrets: Without a key, leave secret fields out of what is saved;
+            ``False`` (the default): such a save is refused with ``SecretError``.
 
     Raises:
-        SessionError: An unknown layout, or a ``save_dir`` holding a NUL character.
+        SessionError: An unknown layout, or a ``save_dir`` holding a NUL character or
+            naming an existing file that is not a folder.
     """
 
     offload_codec: ClassVar[bool] = True
@@ -276,11 +314,17 @@ class FileSession(SessionBase):
     """Seconds a save waits for another writer of the same session before giving up."""
 
     def __init__(
-        self, save_dir: str | os.PathLike[str] = "./", layout: Layout = "statekit", *, secret_key: SecretKeys | None = None
+        self,
+        save_dir: str | os.PathLike[str] = "./",
+        layout: Layout = "statekit",
+        *,
+        secret_key: SecretKeys | None = None,
+        omit_secrets: bool = False,
     ) -> None:
         self.save_dir = _check_save_dir(save_dir)
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
+        self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
 
     def _saves_deltas(self) -> bool:
         # AgentScope 1.x reads only the document: in its layout every save writes the whole state
@@ -396,6 +440,19 @@ class FileSession(SessionBase):
             return await asyncio.to_thread(work)
         except OSError as err:  # save_dir is a file, unreadable...
             raise SessionError(f"cannot list the sessions in {folder}: {err.strerror or err}") from err
+
+    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
+        if self.layout == "agentscope":
+            return await super()._list_some(user_id, limit)
+        folder = self._folder(user_id)
+        if not await asyncio.to_thread(check_path, self.save_dir, folder, folder=True):
+            return [], False
+        return await asyncio.to_thread(_some_ids, folder, self.codec.suffix, limit)
+
+    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
+        if self.layout == "agentscope":
+            return [], False
+        return await asyncio.to_thread(_some_owners, self.save_dir, encode_id(session_id) + self.codec.suffix, limit)
 
     async def _list_users(self) -> list[str]:
         if self.layout == "agentscope":  # {user_id}_{session_id}.json: a name does not say where the user ends

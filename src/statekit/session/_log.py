@@ -4,7 +4,8 @@
   bytes and the time taken.
 - INFO: a load skipped because the session does not exist and
   ``allow_not_exist`` is true, so that a silent fresh start shows in the logs
-  (AgentScope logs the same words).
+  (AgentScope logs the same words); WARNING instead when stored sessions are
+  near the one asked for (see :mod:`._near`).
 - WARNING: keys a non-strict load ignored (logged by the state layer).
 
 Values never reach the log: they may hold secrets.

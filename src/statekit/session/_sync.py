@@ -15,9 +15,10 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast, overload
 
 from statekit.errors import SessionError
+from statekit.session._update import start_update, update_blocking
 
 if TYPE_CHECKING:
     from statekit._foreign import SupportsState
@@ -145,17 +146,43 @@ class BlockingTwins:
         """Blocking :meth:`aload`, for code that runs no event loop."""
         return self._block("load", lambda: self._async.aload(session_id, user_id, allow_not_exist, strict, **modules))
 
+    @overload
     def update(
         self,
         session_id: str,
-        mutate: Callable[[], object],
+        mutate: Callable[[], Awaitable[T]],
         *,
         user_id: str | None = None,
         retries: int = 10,
         **modules: StateModule | SupportsState,
-    ) -> None:
-        """Blocking :meth:`aupdate` (``mutate`` runs in the helper thread)."""
-        self._block("update", lambda: self._async.aupdate(session_id, mutate, user_id=user_id, retries=retries, **modules))
+    ) -> T: ...
+    @overload
+    def update(
+        self,
+        session_id: str,
+        mutate: Callable[[], T],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule | SupportsState,
+    ) -> T: ...
+    def update(
+        self,
+        session_id: str,
+        mutate: Callable[[], Any],
+        *,
+        user_id: str | None = None,
+        retries: int = 10,
+        **modules: StateModule | SupportsState,
+    ) -> Any:
+        """Blocking :meth:`aupdate`: ``mutate`` runs on this thread (it may call the blocking methods)."""
+        refuse_inside_loop("update")
+        attempts = start_update(self._async, session_id, mutate, user_id, retries, modules)
+        return update_blocking(attempts, mutate, lambda make: self._block("update", make))
+
+    def remove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None:
+        """Blocking :meth:`aremove_modules`."""
+        self._block("remove_modules", lambda: self._async.aremove_modules(session_id, *names, user_id=user_id))
 
     def revision(self, session_id: str, user_id: str | None = None) -> str | None:
         """Blocking :meth:`arevision`."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -22,10 +23,10 @@ from statekit._dump import dump_many
 from statekit._foreign import SupportsState
 from statekit._gc import paused_gc
 from statekit._load import Commit, journaled, load_many, modules_below, state_keys, undo_loads
-from statekit._module import StateModule
 from statekit._secrets import SecretBox, secrets_with
-from statekit.errors import ConflictError
-from statekit.session._revisions import backoff
+from statekit.errors import ConflictError, SessionError
+from statekit.session._arguments import check_modules_by_name, check_mutate, require_modules
+from statekit.session._revisions import Expected, backoff
 
 if TYPE_CHECKING:
     from statekit.session._base import SessionBase
@@ -35,32 +36,119 @@ Attributes = list[tuple[SupportsState, dict[str, Any]]]
 """Modules with their state attributes (references, not copies)."""
 
 
-async def update_modules(
-    session: SessionBase, key: SessionKey, mutate: Callable[[], object], retries: int, modules: Mapping[str, SupportsState]
-) -> None:
-    """The loop of :meth:`~statekit.session.SessionBase.aupdate` (arguments checked).
+UPDATE_OPTIONS = ("user_id", "retries")
+
+
+def start_update(
+    session: SessionBase,
+    session_id: str,
+    mutate: object,
+    user_id: str | None,
+    retries: int,
+    modules: Mapping[str, SupportsState],
+) -> Attempts:
+    """Check ``update()``'s arguments (before anything is loaded) and start its attempts.
 
     Raises:
-        ConflictError: Still conflicting after ``retries`` retries (the last one).
+        SessionError: No module, a module by position, a misspelled option, ``retries``
+            not a whole number >= 0, or a ``mutate`` that cannot be called without arguments.
+    """
+    check_modules_by_name("update", {"session_id": session_id, "mutate": mutate}, modules, UPDATE_OPTIONS)
+    require_modules("update", session_id, modules)
+    key = session.key(session_id, user_id)
+    if type(retries) is not int or retries < 0:
+        raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
+    check_mutate(mutate)
+    return Attempts(session, key, retries, modules)
+
+
+class Attempts:
+    """One ``update()``'s attempts: each loads, lets ``mutate()`` change the modules, and saves.
+
+    The loop that drives them runs ``mutate()`` where the caller is: in its task
+    (:func:`update_async`) or on its thread (:func:`update_blocking`), so that a plain
+    ``mutate`` may call the session's blocking methods.
+    """
+
+    def __init__(self, session: SessionBase, key: SessionKey, retries: int, modules: Mapping[str, SupportsState]) -> None:
+        self.session, self.key, self.retries, self.modules = session, key, retries, modules
+        self.passed = _attributes_of(modules)  # references only: no copy
+        self.loads: list[Commit] = []  # what earlier attempts' loads replaced
+        self.fresh: bytes | None = None
+
+    async def load(self) -> Expected:
+        """Load the modules (a missing session: put them back as passed); what was read."""
+        with journaled(self.loads):
+            results, seen = await self.session._load(self.key, self.modules, True)  # noqa: SLF001 - its helper
+        if results is None:
+            self.fresh = _as_passed(self.modules, (self.passed, self.loads, self.fresh), self.session._secret_box)  # noqa: SLF001
+        return seen
+
+    async def save(self, seen: Expected, attempt: int) -> bool:
+        """Save against what attempt ``attempt`` (0-based) loaded; ``False``: lost a race, try again.
+
+        Raises:
+            ConflictError: Lost the race of the last attempt allowed, saying so.
+        """
+        try:  # against what this attempt loaded, not what the object saw last: tasks may share it
+            await self.session._save_modules(self.key, self.modules, expected=seen)  # noqa: SLF001
+        except ConflictError as err:
+            if attempt >= self.retries:
+                raise ConflictError(_gave_up(err.source, self.retries), source=err.source) from err
+            return False
+        return True
+
+
+def _gave_up(source: str, retries: int) -> str:
+    return (
+        f"update() gave up on {source} after {retries + 1} attempts (retries={retries}): every time, another "
+        "writer changed it between the load and the save; nothing of the last attempt was written. "
+        "Raise retries= for more attempts, or let fewer writers change this session at once"
+    )
+
+
+async def update_async(attempts: Attempts, mutate: Callable[[], object]) -> Any:
+    """The loop of :meth:`~statekit.session.SessionBase.aupdate` (arguments checked): what ``mutate`` returned.
+
+    Raises:
+        ConflictError: Still conflicting after ``retries`` retries.
         StateLoadError: What an earlier attempt loaded could not be put back.
     """
-    passed = _attributes_of(modules)  # references only: no copy
-    loads: list[Commit] = []  # what earlier attempts' loads replaced
-    fresh: bytes | None = None
     for attempt in itertools.count():
-        with journaled(loads):
-            results, seen = await session._load(key, modules, True)  # noqa: SLF001 - its helper
-        if results is None:
-            fresh = _as_passed(modules, (passed, loads, fresh), session._secret_box)  # noqa: SLF001
-        if inspect.isawaitable(outcome := mutate()):
-            await outcome
-        try:  # against what this attempt loaded, not what the object saw last: tasks may share it
-            await session._save_modules(key, modules, expected=seen)  # noqa: SLF001
-            return
-        except ConflictError:
-            if attempt >= retries:
-                raise
+        seen = await attempts.load()
+        outcome = mutate()
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        if await attempts.save(seen, attempt):
+            return outcome
         await asyncio.sleep(backoff(attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def update_blocking(
+    attempts: Attempts, mutate: Callable[[], object], block: Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any]
+) -> Any:
+    """The loop of the blocking ``update()``: loads and saves through ``block``, ``mutate()`` on this thread.
+
+    Args:
+        attempts: The update.
+        mutate: The user's function; an awaitable it returns is awaited through ``block``.
+        block: Runs a coroutine (made by its argument) on the session's loop and waits.
+    """
+    for attempt in itertools.count():
+        seen = block(attempts.load)
+        outcome = mutate()
+        if inspect.isawaitable(outcome):
+            awaitable = outcome
+            outcome = block(lambda: _awaited(awaitable))
+        if block(lambda: attempts.save(seen, attempt)):  # noqa: B023 - called at once
+            return outcome
+        time.sleep(backoff(attempt))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 def _as_passed(

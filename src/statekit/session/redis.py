@@ -30,6 +30,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
+from statekit._flags import check_flag
 from statekit._secrets import SecretKeys
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
@@ -134,6 +135,9 @@ _OTHER_LOOP = (
     "redis-py binds connections to the loop that opened them): make one session object per event loop"
 )
 
+SCAN_ROUNDS = 10
+"""A missing load's hint (near session ids) looks at most at the keys of this many ``SCAN`` calls of 1000."""
+
 _GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 _QUOTED = re.compile("%25|%3A")
 
@@ -177,7 +181,9 @@ class RedisSession(SessionBase):
             then raises ``WriteOutcomeUnknownError``.
         secret_key: Encrypt ``state_field(secret=True)`` values with this key, or
             with the first of a list of keys, each of which decrypts (see
-            :meth:`SessionBase.use_secret_key`); without one they are not saved.
+            :meth:`SessionBase.use_secret_key`).
+        omit_secrets: Without a key, leave secret fields out of what is saved;
+            ``False`` (the default): such a save is refused with ``SecretError``.
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
             ``retry`` two quick retries (of reads: writes are never re-sent
@@ -207,12 +213,14 @@ class RedisSession(SessionBase):
         client: Client | None = None,
         timeout: float = TIMEOUT,
         secret_key: SecretKeys | None = None,
+        omit_secrets: bool = False,
         **kwargs: Any,
     ) -> None:
         if key_ttl is not None and not _is_positive_int(key_ttl):
             raise SessionError(f"key_ttl must be a positive whole number of seconds or None, got {key_ttl!r}")
         self.timeout = _check_timeout(timeout)
         self.use_secret_key(secret_key)
+        self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
         self.key_ttl = key_ttl
         self.key_prefix = key_prefix
         self._owns_client = client is None
@@ -244,13 +252,13 @@ class RedisSession(SessionBase):
         Args:
             url: Where Redis is; query options of redis-py are understood.
             cluster: Build a ``RedisCluster`` client even for a ``redis://`` URL.
-            **options: ``key_prefix``, ``key_ttl``, ``timeout`` and ``secret_key`` go to the
+            **options: ``key_prefix``, ``key_ttl``, ``timeout``, ``secret_key`` and ``omit_secrets`` go to the
                 session; the rest to the redis-py client (``socket_timeout``...).
 
         Raises:
             SessionError: The URL is not one of these (the password is never echoed).
         """
-        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout", "secret_key") if name in options}
+        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout", "secret_key", "omit_secrets") if name in options}
         scheme, sep, rest = url.partition("://")
         if scheme in CLUSTER_SCHEMES:
             url, cluster = f"{CLUSTER_SCHEMES[scheme]}{sep}{rest}", True
@@ -437,6 +445,32 @@ class RedisSession(SessionBase):
         async with self._errors():
             keys = [key async for key in self._client.scan_iter(match=pattern, count=1000)]
         return [_unquote(middle) for middle in _middles(keys, head, tail)]
+
+    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
+        head, tail = self.SESSION_KEY.split("{session_id}")
+        head = self.key_prefix + head.format(user_id=_quote(user_id))
+        return await self._scan_some(head, tail, limit)
+
+    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
+        head, tail = self.SESSION_KEY.split("{user_id}")
+        return await self._scan_some(self.key_prefix + head, tail.format(session_id=_quote(session_id)), limit)
+
+    async def _scan_some(self, head: str, tail: str, limit: int) -> tuple[list[str], bool]:
+        """The middles of keys ``head*tail``, from at most :data:`SCAN_ROUNDS` ``SCAN`` calls
+        (a Redis Cluster: none), and whether the scan stopped before the end."""
+        if isinstance(self._client, RedisCluster):
+            return [], False
+        pattern = _GLOB_SPECIAL.sub(r"\\\1", head) + "*" + _GLOB_SPECIAL.sub(r"\\\1", tail)
+        keys: list[Any] = []
+        cursor: Any = 0
+        async with self._errors():
+            for _ in range(SCAN_ROUNDS):
+                cursor, found = await self._client.scan(cursor, match=pattern, count=1000)
+                keys += found
+                if not cursor or len(keys) >= limit:
+                    break
+        names = [_unquote(middle) for middle in _middles(keys, head, tail)]
+        return names[:limit], bool(cursor) or len(names) > limit
 
     async def _list_users(self) -> list[str]:
         head, rest = self.SESSION_KEY.split("{user_id}")

@@ -1,0 +1,40 @@
+"""A save through a session without ``secret_key``: refused when a module holds secret fields, unless they are to be omitted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from statekit._foreign import SupportsState
+from statekit._load import state_keys
+from statekit._module import StateModule, plan_of
+from statekit.errors import SecretError
+
+
+def refuse_secret_fields(modules: Mapping[str, SupportsState]) -> None:
+    """Refuse to save modules holding ``state_field(secret=True)`` where there is no key to seal them with.
+
+    Leaving them out without a word would lose them at the next load (issue 23):
+    the session must be given a key, or be told to omit them (``omit_secrets=True``).
+
+    Raises:
+        SecretError: Naming the first secret field found and both ways out; nothing was written.
+    """
+    seen: set[int] = set()
+    stack = [(module, name) for name, module in modules.items() if isinstance(module, StateModule)]  # a foreign one's state is its own
+    while stack:
+        module, path = stack.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for plan in plan_of(module).fields:
+            if plan.secret:
+                raise SecretError(
+                    f"{path}.{plan.name} is a secret field (state_field(secret=True)), but this session has no "
+                    "secret_key to encrypt it with; nothing was written. Give the session a key "
+                    "(secret_key=..., made once with statekit.generate_secret_key() and kept outside the code), "
+                    "or pass omit_secrets=True to the session to leave secret fields out of what it saves"
+                )
+        for name in state_keys(module):
+            value = getattr(module, name, None)
+            if isinstance(value, StateModule):
+                stack.append((value, f"{path}.{name}"))
