@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import StateModule, StateDefinitionError, StateLoadError, make_converter, state_field, stateful
-from statekit._convert import lenient
+from statekit._converter import lenient
 from statekit._problems import problems_of
 from statekit._plan import FieldPlan
 

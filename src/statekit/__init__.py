@@ -7,7 +7,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from statekit._config import from_config, seed
-from statekit._convert import make_converter
+from statekit._converter import make_converter
 from statekit._foreign import SupportsState
 from statekit._fields import state_field
 from statekit._module import LoadResult, StateModule, stateful

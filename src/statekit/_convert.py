@@ -1,4 +1,4 @@
-"""The cattrs converter statekit uses for value fields, and error-path translation.
+"""The strict hooks of statekit's cattrs converter for value fields, and the type helpers they share.
 
 The converter is strict where cattrs is lenient by default: ``None`` is not a
 ``str``, ``"web"`` is not a ``list[str]``, ``True`` is not an ``int``. JSON-typed
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import contextlib
 import math
 import typing
 import uuid
@@ -30,51 +29,11 @@ from cattrs.errors import (
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
 
 from statekit._json import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
-from statekit._pydantic import register_models
 from statekit._unstructure import JSON_HOOK, SCALAR_KIND, exactly
 from statekit.codecs._positions import value_problem
 
 Hook = Callable[[Any], Any]
 SHook = Callable[[Any, Any], Any]
-
-
-def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
-    """Build a cattrs converter with statekit's strict hooks.
-
-    Users may register more hooks on it and pass it to ``@stateful(converter=...)``.
-
-    Args:
-        forbid_extra_keys: Reject unknown keys in value records (strict loads).
-
-    Returns:
-        A new :class:`cattrs.Converter`.
-    """
-    conv = StatekitConverter(
-        forbid_extra_keys=forbid_extra_keys,
-        detailed_validation=True,
-        unstructure_fallback_factory=_unsupported,
-        structure_fallback_factory=_unsupported,
-    )
-    _register_scalars(conv)
-    _register_json(conv)
-    _register_collections(conv)
-    from statekit._records import register_records  # noqa: PLC0415 - _records builds on this module
-
-    register_records(conv)
-    register_models(conv)
-    return conv
-
-
-class UnsupportedTypeError(StructureHandlerNotFoundError):
-    """No hook of statekit's (nor of the user's converter) handles ``type``."""
-
-
-def _unsupported(tp: Any) -> Any:
-    raise UnsupportedTypeError(
-        f"statekit cannot save or load {type_name(tp)}: give the field to_json/from_json, "
-        "or register a hook on a converter",
-        tp,
-    )
 
 
 def _from_string(build: Callable[[str], Any], what: str) -> SHook:
@@ -88,7 +47,7 @@ def _from_string(build: Callable[[str], Any], what: str) -> SHook:
     return structure
 
 
-def _register_scalars(conv: cattrs.Converter) -> None:
+def register_scalars(conv: cattrs.Converter) -> None:
     simple: list[tuple[type, Callable[[Any], str], str, Callable[[str], Any], str]] = [
         (dt.datetime, dt.datetime.isoformat, "a datetime", dt.datetime.fromisoformat, "an ISO 8601 date-time string"),
         (dt.date, dt.date.isoformat, "a date", dt.date.fromisoformat, "an ISO 8601 date string"),
@@ -211,7 +170,7 @@ def _enum_structure(tp: type[enum.Enum]) -> SHook:
     return structure
 
 
-def _register_json(conv: cattrs.Converter) -> None:
+def register_json(conv: cattrs.Converter) -> None:
     """JSON-typed values (scalars, Any, lists and dicts of them) use copiers."""
 
     def structure(tp: Any) -> SHook:
@@ -240,13 +199,13 @@ def _is_collection(tp: Any) -> bool:
     )
 
 
-def _register_collections(conv: cattrs.Converter) -> None:
+def register_collections(conv: cattrs.Converter) -> None:
     """Collections must arrive as JSON lists/objects; sets dump sorted."""
 
     def structure(tp: Any, conv: cattrs.Converter) -> SHook:
         if _is_mapping(tp):
-            return _guarded(mapping_structure_factory(tp, conv), dict, "an object")
-        return _guarded(_sequence_structure(conv, tp), list, "a list")
+            return guarded(mapping_structure_factory(tp, conv), dict, "an object")
+        return guarded(_sequence_structure(conv, tp), list, "a list")
 
     conv.register_structure_hook_factory(lambda t: _is_collection(t) and not is_json_type(t), structure)
     conv.register_unstructure_hook_factory(lambda t: _is_set(t) and not is_json_type(t), _set_unstructure)
@@ -308,7 +267,7 @@ def _noted(exc: Exception, index: int, item_type: Any) -> Exception:
     return exc
 
 
-def _guarded(inner: SHook, expected: type, what: str) -> SHook:
+def guarded(inner: SHook, expected: type, what: str) -> SHook:
     def structure(value: Any, tp: Any) -> Any:
         if type(value) is not expected:
             raise TypeError(f"expected {what}, got {describe(value)}")
@@ -373,56 +332,6 @@ def _tuple_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
 
 def is_record(tp: Any) -> bool:
     return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
-
-
-class StatekitConverter(cattrs.Converter):
-    """A cattrs converter that knows when a hook is registered on it.
-
-    Its lenient twin (:func:`lenient`) is a copy; registering a hook drops the
-    copy, so that a hook registered after first use reaches both.
-    """
-
-    __slots__ = ("_lenient", "generation")
-    _lenient: cattrs.Converter
-    generation: int
-    """How many times a hook was registered: caches of generated code key on it."""
-
-    def _changed(self) -> None:
-        with contextlib.suppress(AttributeError):
-            del self._lenient
-        self.generation = getattr(self, "generation", 0) + 1
-
-    def register_structure_hook(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - cattrs documents these
-        self._changed()
-        return super().register_structure_hook(*args, **kwargs)
-
-    def register_structure_hook_func(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
-        self._changed()
-        return super().register_structure_hook_func(*args, **kwargs)
-
-    def register_structure_hook_factory(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
-        self._changed()
-        return super().register_structure_hook_factory(*args, **kwargs)
-
-
-def generation(conv: cattrs.Converter) -> int:
-    """A number that changes whenever a hook is registered on ``conv`` (0 for plain cattrs ones)."""
-    return getattr(conv, "generation", 0)
-
-
-def lenient(conv: cattrs.Converter) -> cattrs.Converter:
-    """The same converter, but ignoring unknown keys in value records.
-
-    Made again after any hook is registered on ``conv`` (a plain cattrs
-    converter, which cannot say so, gets a fresh copy every time).
-    """
-    if not isinstance(conv, StatekitConverter):
-        return conv.copy(forbid_extra_keys=False)
-    try:
-        return conv._lenient  # noqa: SLF001 - our own cache
-    except AttributeError:
-        conv._lenient = conv.copy(forbid_extra_keys=False)  # noqa: SLF001
-        return conv._lenient
 
 
 def type_hints(cls: type) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import cattrs
 
 from statekit._checkers import checks_in_place, fast_checker
-from statekit._convert import make_converter
+from statekit._converter import make_converter
 from statekit._json import is_json_type
 from statekit._unstructure import JSON_CHECK
 

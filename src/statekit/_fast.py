@@ -19,7 +19,8 @@ import cattrs
 
 from statekit._codegen import compile_function
 from statekit._fields import field_codec
-from statekit._convert import generation, is_ours, iter_types, type_hints
+from statekit._convert import is_ours, iter_types, type_hints
+from statekit._converter import generation
 from statekit._pydantic import is_model
 from statekit._versions import VERSION_KEY, tag
 from statekit._checkers import checks_in_place, fast_checker, union_check_lines

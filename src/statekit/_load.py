@@ -17,16 +17,16 @@ from typing import Any, TypeVar
 
 import attrs
 
-from statekit._convert import lenient
+from statekit._converter import lenient
 from statekit._dump import check_modules, converter_of
 from statekit._flags import check_flag
 from statekit._foreign import SupportsState
 from statekit._hints import migration_hint
 from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit._module import LoadResult, StateModule, is_module, late_plan, plan_of, state_extras, walks_load
 from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
 from statekit._plan import ClassPlan, FieldPlan
+from statekit._state_base import LoadResult, StateBase, is_module, late_plan, plan_of, state_extras, state_keys, walks_load
 from statekit._problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
 from statekit._secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
 from statekit._versions import is_older, upgrade
@@ -74,7 +74,7 @@ class Loader:
         if item is not None:
             self.deferred.append(item)
 
-    def plan(self, module: StateModule, state: Any, path: Path) -> None:
+    def plan(self, module: StateBase, state: Any, path: Path) -> None:
         """Plan the load of one module (and, recursively, its children)."""
         self.paths[id(module)] = path
         if not isinstance(state, Mapping):
@@ -96,7 +96,7 @@ class Loader:
         finally:
             self.fresh = True
 
-    def _plan_keys(self, module: StateModule, state: Mapping[str, Any], path: Path) -> None:
+    def _plan_keys(self, module: StateBase, state: Mapping[str, Any], path: Path) -> None:
         keys = state_keys(module)
         for name, spec in keys.items():
             if name in state:
@@ -117,7 +117,7 @@ class Loader:
         else:
             self.unexpected.append(format_path(path))
 
-    def plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
+    def plan_key(self, module: StateBase, name: str, spec: Any, data: Any, path: Path) -> None:
         if _is_secret(spec):
             self._plan_secret(module, spec, data, path)
             return
@@ -131,7 +131,7 @@ class Loader:
         elif spec is not None:
             self._plan_value(module, name, spec[1], data, path)
 
-    def _plan_secret(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+    def _plan_secret(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         try:
             data = open_secret(data)
         except SecretError as exc:
@@ -154,7 +154,7 @@ class Loader:
         if len(self.unexpected) > mark:
             self.unexpected[mark:] = [format_path(path)]
 
-    def _plan_field(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+    def _plan_field(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         if plan.module_type is not None:
             self._plan_new_module(module, plan, data, path)
             return
@@ -187,7 +187,7 @@ class Loader:
         self.assignments.append((module, name, new))
         return new
 
-    def _plan_new_module(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+    def _plan_new_module(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         """The field names a module class but holds ``None``: build one (or keep ``None``)."""
         if data is None:
             self.assignments.append((module, plan.name, None))
@@ -314,32 +314,6 @@ def _run_deferred(loaders: list[Loader]) -> None:
 _FAILED = object()
 
 
-def state_keys(module: SupportsState) -> dict[str, Any]:
-    """Every state key of ``module`` with what loads it, in dump order; of a foreign
-    module, the attributes holding modules (all statekit sees of it)."""
-    if not isinstance(module, StateModule):
-        return {name: None for name, value in getattr(module, "__dict__", {}).items() if is_module(value)}
-    keys: dict[str, Any] = {}
-    for plan in plan_of(module).fields:
-        if plan.is_state or plan.module_type is not None or is_module(getattr(module, plan.name, None)):
-            keys[plan.name] = plan
-    keys.update(state_extras(module))
-    return keys
-
-
-def modules_below(roots: Iterable[SupportsState]) -> list[SupportsState]:
-    """``roots`` and every module reachable from them through state, each once."""
-    found: dict[int, SupportsState] = {}
-    stack = list(roots)
-    while stack:
-        module = stack.pop()
-        if id(module) not in found:
-            found[id(module)] = module
-            values = (getattr(module, name, None) for name in state_keys(module))
-            stack.extend(value for value in values if is_module(value))
-    return list(found.values())
-
-
 def load_many(
     modules: Mapping[str, SupportsState], document: Mapping[str, Any], *, strict: bool = True, fresh: bool = False
 ) -> dict[str, LoadResult]:
@@ -385,7 +359,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool =
     """
     refuse_too_deep(data)
     loader = Loader(check_flag(strict, "strict"), saved=False)  # configs (written by hand) and the CLI's checks: no hint
-    if issubclass(cls, StateModule):
+    if issubclass(cls, StateBase):
         obj: T = _build_module(cls, data, loader, (), fill_defaults=fill_defaults)
     else:
         obj = _build_record(cls, data, loader)
@@ -408,7 +382,7 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     if not isinstance(data, Mapping):
         loader.problem(path, f"expected an object of state, got {describe(data)}")
         return None
-    if getattr(cls, "load_state_dict", None) is not StateModule.load_state_dict:
+    if not getattr(cls, "__statekit_walks_load__", False):  # a foreign class, or its own load_state_dict()
         return _build_by_override(cls, data, loader, path)  # its load upgrades the data, once
     if loader.fresh and is_older(cls, data):
         with loader.copying():
@@ -463,7 +437,7 @@ def _construct(cls: type, kwargs: dict[str, Any], loader: Loader, path: Path) ->
 
 
 def _plan_extras(
-    module: StateModule, data: Mapping[str, Any], names: tuple[list[str], list[str]], loader: Loader, path: Path, fill_defaults: bool
+    module: StateBase, data: Mapping[str, Any], names: tuple[list[str], list[str]], loader: Loader, path: Path, fill_defaults: bool
 ) -> None:
     """Load the state the new module declared when it was built: attributes it
     registered, or set to a module, in ``__init__`` / ``__attrs_post_init__``
@@ -484,7 +458,7 @@ def _plan_extras(
 
 def overrides_load(cls: object) -> bool:
     """Whether ``cls`` is a module class with its own ``load_state_dict()`` (built and loaded through it)."""
-    return isinstance(cls, type) and issubclass(cls, StateModule) and cls.load_state_dict is not StateModule.load_state_dict
+    return isinstance(cls, type) and issubclass(cls, StateBase) and not cls.__statekit_walks_load__
 
 
 def _build_by_override(cls: type, data: Mapping[str, Any], loader: Loader, path: Path) -> Any:
@@ -510,7 +484,7 @@ def _plan_of_class(cls: type) -> ClassPlan:
 def secret_paths(cls: type, path: Path = (), seen: frozenset[type] = frozenset()) -> set[Path]:
     """The paths of the secret fields of module class ``cls`` and of the module classes
     its module fields name (a document may leave any of them out)."""
-    if cls in seen or not issubclass(cls, StateModule) or cls is StateModule:
+    if cls in seen or not issubclass(cls, StateBase):  # StateBase itself: an empty plan
         return set()
     found: set[Path] = set()
     for plan in _plan_of_class(cls).fields:
@@ -527,12 +501,12 @@ def holds_secrets(cls: type, values: Iterable[Any], seen: frozenset[int] = froze
     if any(p.secret for p in _plan_of_class(cls).fields):
         return True
     return any(
-        isinstance(v, StateModule) and id(v) not in seen and holds_secrets(type(v), _field_values(v), seen | {id(v)})
+        isinstance(v, StateBase) and id(v) not in seen and holds_secrets(type(v), _field_values(v), seen | {id(v)})
         for v in values
     )
 
 
-def _field_values(module: StateModule) -> list[Any]:
+def _field_values(module: StateBase) -> list[Any]:
     return [getattr(module, p.name, None) for p in plan_of(module).fields]
 
 
@@ -621,6 +595,5 @@ __all__ = [
     "overrides_load",
     "refuse_too_deep",
     "secret_paths",
-    "state_keys",
     "undo_loads",
 ]

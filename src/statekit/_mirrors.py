@@ -31,7 +31,8 @@ import cattrs
 import msgspec
 
 from statekit._codegen import compile_function
-from statekit._convert import generation, is_ours, type_hints
+from statekit._convert import is_ours, type_hints
+from statekit._converter import generation
 from statekit._fast import by_keyword, runs_from_json
 from statekit._json import is_json_type
 from statekit._versions import VERSION_KEY, tag

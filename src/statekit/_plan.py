@@ -18,7 +18,8 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit._encode import make_encode_converter
-from statekit._convert import UnsupportedTypeError, iter_types, lenient, make_converter, prepare, type_hints
+from statekit._convert import iter_types, prepare, type_hints
+from statekit._converter import UnsupportedTypeError, lenient, make_converter
 from statekit._fast import fast_structure, runs_from_json, with_fallback
 from statekit._records import dump_with, load_with, refuse_secret_values_in
 from statekit._fields import FieldCodec, field_codec

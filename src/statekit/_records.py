@@ -15,7 +15,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from statekit._convert import Hook, SHook, _guarded, exact_container, fields_of, is_record, iter_types, type_hints
+from statekit._convert import Hook, SHook, guarded, exact_container, fields_of, is_record, iter_types, type_hints
 from statekit._fields import field_codec
 from statekit._json import copy_any, copy_loose, with_article
 from statekit._unstructure import exactly, record_unstructure, refusal
@@ -40,7 +40,7 @@ def register_records(conv: cattrs.Converter) -> None:
         refuse_secret_values(tp)
         overrides = {**_untyped_loads(tp, conv), **_overrides(tp, dump=False)}
         hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **overrides))
-        return _guarded(hook, dict, f"an object ({tp.__name__})")
+        return guarded(hook, dict, f"an object ({tp.__name__})")
 
     conv.register_unstructure_hook_factory(is_record, unstructure)
     conv.register_structure_hook_factory(is_record, structure)

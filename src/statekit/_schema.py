@@ -28,7 +28,8 @@ import attrs
 from statekit._secrets import SECRET_KEY
 from statekit._fields import field_codec
 from statekit._iso_patterns import DATETIME_PATTERN, TIME_PATTERN
-from statekit._module import StateModule, module_class
+from statekit._module import StateModule
+from statekit._plan import module_class
 from statekit._pydantic import is_model, model_schema
 from statekit._versions import VERSION_KEY, tag
 from statekit.errors import StateDefinitionError

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from statekit._foreign import SupportsState
-from statekit._load import state_keys
-from statekit._module import StateModule, plan_of
+from statekit._module import StateModule
+from statekit._state_base import plan_of, state_keys
 from statekit.errors import SecretError
 
 

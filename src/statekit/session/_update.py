@@ -22,7 +22,8 @@ import orjson
 from statekit._dump import dump_many
 from statekit._foreign import SupportsState
 from statekit._gc import paused_gc
-from statekit._load import Commit, journaled, load_many, modules_below, state_keys, undo_loads
+from statekit._load import Commit, journaled, load_many, undo_loads
+from statekit._state_base import modules_below, state_keys
 from statekit._secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError, SessionError
 from statekit.session._arguments import check_modules_by_name, check_mutate, require_modules
