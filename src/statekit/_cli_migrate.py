@@ -18,12 +18,12 @@ import attrs
 from statekit._cli_batch import FAILED, Tally, Target, reason, where
 from statekit._cli_sealed import NEEDS_KEY, is_current, only_sealed
 from statekit._cli_support import _under
-from statekit._config import Document
-from statekit._dump import dump_many
-from statekit._load import build, secret_paths
-from statekit._module import StateModule
-from statekit._secrets import SecretBox, secrets_with
-from statekit._versions import VERSION_KEY, versions_of
+from statekit.state.config import Document
+from statekit.state.dump import dump_many
+from statekit.state.load import build, secret_paths
+from statekit.state.module import StateModule
+from statekit.values.secrets import SecretBox, secrets_with
+from statekit.values.versions import VERSION_KEY, versions_of
 from statekit.errors import PathSegment, Problem, StatekitError, StateLoadError, StateVersionError
 from statekit.session import SessionBase
 

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from statekit._cli_batch import FAILED, Tally, reason, where
 from statekit._cli_support import UsageError
-from statekit._secrets import SecretBox, is_sealed
+from statekit.values.secrets import SecretBox, is_sealed
 from statekit.errors import ConflictError, PathSegment, SecretError, SessionNotFoundError, StatekitError, format_path
 from statekit.session import SessionBase
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from statekit._cli_support import without_sealed
-from statekit._dump import dump_many
-from statekit._load import build, secret_paths
-from statekit._secrets import is_sealed
+from statekit.state.dump import dump_many
+from statekit.state.load import build, secret_paths
+from statekit.values.secrets import is_sealed
 from statekit.errors import StatekitError, StateLoadError
 
 NEEDS_KEY = (

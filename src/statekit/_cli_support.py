@@ -19,11 +19,11 @@ from typing import Any
 
 import attrs
 
-from statekit._config import Document, codec_for, read_document
-from statekit._hints import MISSING
-from statekit._load import build, overrides_load, secret_paths
-from statekit._secrets import is_sealed
-from statekit._schema import require_stateful_class
+from statekit.state.config import Document, codec_for, read_document
+from statekit.state.hints import MISSING
+from statekit.state.load import build, overrides_load, secret_paths
+from statekit.values.secrets import is_sealed
+from statekit.state.schema import require_stateful_class
 from statekit.codecs import JSON, Codec
 from statekit.errors import (
     DocumentError,
@@ -252,7 +252,7 @@ def read_file(name: str) -> Document:
     (not of the merged data), so that problems are placed in the file on disk.
 
     Raises:
-        DocumentError: As :func:`~statekit._config.read_document`, or a
+        DocumentError: As :func:`~statekit.state.config.read_document`, or a
             companion that belongs to another document.
     """
     document = read_document(name)

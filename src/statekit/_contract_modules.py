@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from statekit._contract_revisions import Tally
-from statekit._fields import state_field
-from statekit._module import StateModule, stateful
+from statekit.values.fields import state_field
+from statekit.state.module import StateModule, stateful
 from statekit.errors import ConflictError, SessionError, SessionNotFoundError, StateLoadError
 from statekit.session._base import SessionBase
 

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from statekit._fields import state_field
-from statekit._module import StateModule, stateful
+from statekit.values.fields import state_field
+from statekit.state.module import StateModule, stateful
 from statekit.errors import ConflictError
 from statekit.session._base import SessionBase
 from statekit.session._revisions import MISSING_REVISION

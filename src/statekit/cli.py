@@ -38,11 +38,11 @@ from statekit._cli_hints import show_target_hint
 from statekit._cli_import import import_folder
 from statekit._cli_migrate import migrate_sessions
 from statekit._cli_rekey import REKEY_EPILOG, REKEY_SUMMARY, add_rekey_arguments, rekey_box, rekey_sessions
-from statekit._checkers import refuse_non_json
-from statekit._config import Document
-from statekit._module import StateModule
-from statekit._secrets import SecretBox, mask_secrets
-from statekit._schema import json_schema, session_schema
+from statekit.values.checks import refuse_non_json
+from statekit.state.config import Document
+from statekit.state.module import StateModule
+from statekit.values.secrets import SecretBox, mask_secrets
+from statekit.state.schema import json_schema, session_schema
 from statekit.codecs import JSON, YAML
 from statekit.errors import SecretError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase

@@ -30,9 +30,9 @@ from typing import Any
 
 from statekit._contract_modules import MODULE_CHECKS
 from statekit._contract_revisions import REVISION_CHECKS
-from statekit._fields import state_field
+from statekit.values.fields import state_field
 from statekit._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
-from statekit._module import StateModule, stateful
+from statekit.state.module import StateModule, stateful
 from statekit.errors import (
     ConflictError,
     DocumentError,

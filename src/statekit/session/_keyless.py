@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from statekit._foreign import SupportsState
-from statekit._module import StateModule
-from statekit._state_base import plan_of, state_keys
+from statekit.state.foreign import SupportsState
+from statekit.state.module import StateModule
+from statekit.state.base import plan_of, state_keys
 from statekit.errors import SecretError
 
 

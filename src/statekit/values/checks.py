@@ -2,7 +2,7 @@
 
 A session encodes its document at once, and a session load owns the document
 it decoded: in both, a copy of a JSON value would protect nothing, so these
-checkers validate and return the value itself (see :mod:`statekit._json` for
+checkers validate and return the value itself (see :mod:`statekit.values.plain` for
 the copiers that ``state_dict()`` and ``load_state_dict()`` use). They raise a
 bare error; the caller then runs the copying hook, which names every problem.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from statekit._census import check_any, defer
-from statekit._json import (
+from statekit.values.census import check_any, defer
+from statekit.values.plain import (
     _NONE,
     _SCALARS,
     Copier,

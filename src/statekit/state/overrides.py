@@ -21,10 +21,10 @@ from typing import Any
 
 import attrs
 
-from statekit._foreign import SupportsState
-from statekit._problems import problems_of
-from statekit._state_base import REGISTERED, LoadResult, modules_below
-from statekit._json import JSONValueError, copy_any, copy_loose, describe
+from statekit.state.foreign import SupportsState
+from statekit.values.problems import problems_of
+from statekit.state.base import REGISTERED, LoadResult, modules_below
+from statekit.values.plain import JSONValueError, copy_any, copy_loose, describe
 from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, StateVersionError, format_path
 
 

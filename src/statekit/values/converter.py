@@ -8,10 +8,10 @@ from typing import Any
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
-from statekit._json import type_name
-from statekit._convert import register_collections, register_json, register_scalars
-from statekit._pydantic import register_models
-from statekit._records import register_records
+from statekit.values.plain import type_name
+from statekit.values.hooks import register_collections, register_json, register_scalars
+from statekit.values.pydantic import register_models
+from statekit.values.records import register_records
 
 
 def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:

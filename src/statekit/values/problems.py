@@ -15,7 +15,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
-from statekit._convert import (
+from statekit.values.hooks import (
     Hook,
     _field_types,
     _is_collection,
@@ -24,9 +24,9 @@ from statekit._convert import (
     _is_tuple,
     fields_of,
 )
-from statekit._fields import field_codec
-from statekit._records import dump_with
-from statekit._json import JSONValueError, describe, is_json_type
+from statekit.values.fields import field_codec
+from statekit.values.records import dump_with
+from statekit.values.plain import JSONValueError, describe, is_json_type
 from statekit.errors import PathSegment, StateVersionError
 
 Problems = list[tuple[tuple[PathSegment, ...], str]]

@@ -1,8 +1,8 @@
 """``StateModule`` and ``@stateful``: declaring state.
 
 What a module's state is (declared fields, held modules, registered
-attributes) lives here; walking it lives in :mod:`statekit._dump` and, all or
-nothing, :mod:`statekit._load`, which the two methods of :class:`StateModule`
+attributes) lives here; walking it lives in :mod:`statekit.state.dump` and, all or
+nothing, :mod:`statekit.state.load`, which the two methods of :class:`StateModule`
 call (imported when called: those modules build on this one).
 """
 
@@ -18,17 +18,17 @@ import attr
 import attrs
 import cattrs
 
-from statekit._definitions import plain_annotations, refuse_plain, refuse_shared_defaults
-from statekit._flags import check_flag
-from statekit._fields import METADATA_KEY, FieldCodec, state_field
-from statekit._gc import paused_gc
-from statekit._json import JSONValueError, copy_loose
+from statekit.state.definitions import plain_annotations, refuse_plain, refuse_shared_defaults
+from statekit.state.flags import check_flag
+from statekit.values.fields import METADATA_KEY, FieldCodec, state_field
+from statekit.state.gc import paused_gc
+from statekit.values.plain import JSONValueError, copy_loose
 from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit._dump import dump_root
-from statekit._load import Loader, refuse_too_deep
-from statekit._plan import ClassPlan, any_hooks, check_record, make_plan
-from statekit._state_base import REGISTERED, LoadResult, StateBase, is_module
-from statekit._versions import VERSION_KEY, Migration, define_versions
+from statekit.state.dump import dump_root
+from statekit.state.load import Loader, refuse_too_deep
+from statekit.state.plan import ClassPlan, any_hooks, check_record, make_plan
+from statekit.state.base import REGISTERED, LoadResult, StateBase, is_module
+from statekit.values.versions import VERSION_KEY, Migration, define_versions
 from statekit.errors import (
     PathSegment,
     Problem,

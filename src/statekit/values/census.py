@@ -21,7 +21,7 @@ from collections.abc import Callable
 from itertools import compress, repeat
 from typing import Any, TypeVar
 
-from statekit._json import _NONE, _PLAIN, _Bad
+from statekit.values.plain import _NONE, _PLAIN, _Bad
 from statekit._limits import MAX_DEPTH
 
 T = TypeVar("T")

@@ -2,10 +2,10 @@
 
 For the modules a load asks for, statekit describes the document it expects
 as msgspec types: a Struct per module with exactly its state keys (and its
-``__version__``), the mirrors of its fields (:mod:`statekit._mirrors`), and a
+``__version__``), the mirrors of its fields (:mod:`statekit.values.mirror`), and a
 document Struct with the requested module names. msgspec decodes and checks
 the whole document in C; generated code builds the records; the usual
-:class:`~statekit._load.Loader` collects the assignments, and commits them
+:class:`~statekit.state.load.Loader` collects the assignments, and commits them
 all or nothing.
 
 This is the fast path for well-formed data only, and it never reports: on any
@@ -29,15 +29,15 @@ import attrs
 import msgspec
 import orjson
 
-from statekit._bounded import bounded, levels
-from statekit._dump import check_modules, converter_of
-from statekit._foreign import SupportsState
+from statekit.values.bounded import bounded, levels
+from statekit.state.dump import check_modules, converter_of
+from statekit.state.foreign import SupportsState
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
-from statekit._load import Loader, commit_all
-from statekit._mirrors import compile_build, value_mirror
-from statekit._state_base import LoadResult, StateBase, is_module, plan_of, state_extras, state_keys, walks_load
-from statekit._plan import DEFAULT_CONVERTER, FieldPlan
-from statekit._versions import VERSION_KEY, tag
+from statekit.state.load import Loader, commit_all
+from statekit.values.mirror import compile_build, value_mirror
+from statekit.state.base import LoadResult, StateBase, is_module, plan_of, state_extras, state_keys, walks_load
+from statekit.state.plan import DEFAULT_CONVERTER, FieldPlan
+from statekit.values.versions import VERSION_KEY, tag
 
 Shape = tuple[Any, ...]
 Planner = Callable[[Loader, StateBase, Any, tuple[str, ...]], None]
@@ -53,7 +53,7 @@ class _NoMirror(Exception):
 
 
 BOUNDED_FROM = 1 << 20
-"""Documents from this size up try the bounded decoder (:mod:`statekit._bounded`)
+"""Documents from this size up try the bounded decoder (:mod:`statekit.values.bounded`)
 first. Below it the depth pass costs less than a third of a millisecond, and
 the decoder (made at the first such document) several."""
 

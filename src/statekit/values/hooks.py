@@ -2,7 +2,7 @@
 
 The converter is strict where cattrs is lenient by default: ``None`` is not a
 ``str``, ``"web"`` is not a ``list[str]``, ``True`` is not an ``int``. JSON-typed
-fields get the generated copiers of :mod:`statekit._json`; unsupported types fail
+fields get the generated copiers of :mod:`statekit.values.plain`; unsupported types fail
 when the hook is made (that is, when a ``@stateful`` class is defined), not when
 state is saved.
 """
@@ -28,8 +28,8 @@ from cattrs.errors import (
 )
 from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
 
-from statekit._json import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
-from statekit._unstructure import JSON_HOOK, SCALAR_KIND, exactly
+from statekit.values.plain import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
+from statekit.values.unstructure import JSON_HOOK, SCALAR_KIND, exactly
 from statekit.codecs._positions import value_problem
 
 Hook = Callable[[Any], Any]

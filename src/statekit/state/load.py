@@ -17,19 +17,19 @@ from typing import Any, TypeVar
 
 import attrs
 
-from statekit._converter import lenient
-from statekit._dump import check_modules, converter_of
-from statekit._flags import check_flag
-from statekit._foreign import SupportsState
-from statekit._hints import migration_hint
-from statekit._json import describe
+from statekit.values.converter import lenient
+from statekit.state.dump import check_modules, converter_of
+from statekit.state.flags import check_flag
+from statekit.state.foreign import SupportsState
+from statekit.state.hints import migration_hint
+from statekit.values.plain import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
-from statekit._plan import ClassPlan, FieldPlan
-from statekit._state_base import LoadResult, StateBase, is_module, late_plan, plan_of, state_extras, state_keys, walks_load
-from statekit._problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
-from statekit._secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
-from statekit._versions import is_older, upgrade
+from statekit.state.overrides import Deferred, defer, join_paths, restore_all, run_overrides
+from statekit.state.plan import ClassPlan, FieldPlan
+from statekit.state.base import LoadResult, StateBase, is_module, late_plan, plan_of, state_extras, state_keys, walks_load
+from statekit.values.problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
+from statekit.values.secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
+from statekit.values.versions import is_older, upgrade
 from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
 
 T = TypeVar("T")

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 import attrs
 
-from statekit._foreign import SupportsState, speaks_protocol
-from statekit._plan import ClassPlan, make_plan
+from statekit.state.foreign import SupportsState, speaks_protocol
+from statekit.state.plan import ClassPlan, make_plan
 from statekit.errors import PathSegment
 
 Path = tuple[PathSegment, ...]
@@ -62,7 +62,7 @@ def late_plan(cls: type) -> ClassPlan:
 
 
 def is_module(value: object) -> TypeGuard[SupportsState]:
-    """Whether ``value`` is nested state: a statekit module, or a foreign one (:mod:`statekit._foreign`)."""
+    """Whether ``value`` is nested state: a statekit module, or a foreign one (:mod:`statekit.state.foreign`)."""
     return isinstance(value, StateBase) or speaks_protocol(value)
 
 

@@ -14,17 +14,17 @@ from typing import Any
 import attrs
 import cattrs
 
-from statekit._census import checks_deferred
-from statekit._cycles import TooDeep, module_problem, value_problem
-from statekit._foreign import SupportsState, protocol_class
-from statekit._json import JSONValueError, copy_loose, describe, with_article
+from statekit.values.census import checks_deferred
+from statekit.values.cycles import TooDeep, module_problem, value_problem
+from statekit.state.foreign import SupportsState, protocol_class
+from statekit.values.plain import JSONValueError, copy_loose, describe, with_article
 from statekit._limits import MAX_DEPTH
-from statekit._overrides import dump_override
-from statekit._plan import DEFAULT_CONVERTER, FieldPlan
-from statekit._problems import dump_problems, problems_of
-from statekit._secrets import seal_into
-from statekit._state_base import StateBase, is_module, plan_of, state_extras, walks_dump
-from statekit._versions import VERSION_KEY, tag
+from statekit.state.overrides import dump_override
+from statekit.state.plan import DEFAULT_CONVERTER, FieldPlan
+from statekit.values.problems import dump_problems, problems_of
+from statekit.values.secrets import seal_into
+from statekit.state.base import StateBase, is_module, plan_of, state_extras, walks_dump
+from statekit.values.versions import VERSION_KEY, tag
 from statekit.errors import PathSegment, Problem, StatekitError, StateDumpError
 
 Path = tuple[PathSegment, ...]
@@ -216,7 +216,7 @@ def dump_many(
 
 def check_modules(modules: Mapping[str, object]) -> None:
     """Refuse anything but modules (``StateModule`` instances, or foreign ones such as
-    AgentScope's: see :mod:`statekit._foreign`), naming the keyword argument.
+    AgentScope's: see :mod:`statekit.state.foreign`), naming the keyword argument.
 
     Raises:
         StatekitError: ``name=`` is a class, a value record or any other value.

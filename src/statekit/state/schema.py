@@ -25,13 +25,13 @@ from typing import Any
 
 import attrs
 
-from statekit._secrets import SECRET_KEY
-from statekit._fields import field_codec
-from statekit._iso_patterns import DATETIME_PATTERN, TIME_PATTERN
-from statekit._module import StateModule
-from statekit._plan import module_class
-from statekit._pydantic import is_model, model_schema
-from statekit._versions import VERSION_KEY, tag
+from statekit.values.secrets import SECRET_KEY
+from statekit.values.fields import field_codec
+from statekit.values.iso_patterns import DATETIME_PATTERN, TIME_PATTERN
+from statekit.state.module import StateModule
+from statekit.state.plan import module_class
+from statekit.values.pydantic import is_model, model_schema
+from statekit.values.versions import VERSION_KEY, tag
 from statekit.errors import StateDefinitionError
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
