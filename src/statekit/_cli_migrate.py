@@ -20,7 +20,8 @@ from statekit._cli_sealed import NEEDS_KEY, is_current, only_sealed
 from statekit._cli_support import _under
 from statekit.state.config import Document
 from statekit.state.dump import dump_many
-from statekit.state.load import build, secret_paths
+from statekit.state.load import build
+from statekit.state.secret_fields import secret_paths
 from statekit.state.module import StateModule
 from statekit.values.secrets import SecretBox, secrets_with
 from statekit.values.versions import VERSION_KEY, versions_of

@@ -7,7 +7,8 @@ from typing import Any
 
 from statekit._cli_support import without_sealed
 from statekit.state.dump import dump_many
-from statekit.state.load import build, secret_paths
+from statekit.state.load import build
+from statekit.state.secret_fields import secret_paths
 from statekit.values.secrets import is_sealed
 from statekit.errors import StatekitError, StateLoadError
 

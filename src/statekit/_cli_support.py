@@ -21,7 +21,9 @@ import attrs
 
 from statekit.state.config import Document, codec_for, read_document
 from statekit.state.hints import MISSING
-from statekit.state.load import build, overrides_load, secret_paths
+from statekit.state.base import overrides_load
+from statekit.state.load import build
+from statekit.state.secret_fields import secret_paths
 from statekit.values.secrets import is_sealed
 from statekit.state.schema import require_stateful_class
 from statekit.codecs import JSON, Codec

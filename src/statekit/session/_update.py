@@ -22,7 +22,8 @@ import orjson
 from statekit.state.dump import dump_many
 from statekit.state.foreign import SupportsState
 from statekit.state.gc import paused_gc
-from statekit.state.load import Commit, journaled, load_many, undo_loads
+from statekit.state.commit import Commit, journaled, undo_loads
+from statekit.state.load import load_many
 from statekit.state.base import modules_below, state_keys
 from statekit.values.secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError, SessionError

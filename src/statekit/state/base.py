@@ -54,6 +54,12 @@ def plan_of(obj: object) -> ClassPlan:
     return plan if plan is not None else late_plan(type(obj))
 
 
+def class_plan(cls: type) -> ClassPlan:
+    """The plan of a module class (made now if its annotations named classes defined after it)."""
+    plan: ClassPlan | None = cls.__statekit_plan__  # type: ignore[attr-defined]
+    return plan if plan is not None else late_plan(cls)
+
+
 def late_plan(cls: type) -> ClassPlan:
     """Plan a class whose annotations named classes defined after it."""
     plan = make_plan(cls, cls.__statekit_converter__, StateBase)  # type: ignore[attr-defined]
@@ -112,3 +118,8 @@ def modules_below(roots: Iterable[SupportsState]) -> list[SupportsState]:
             values = (getattr(module, name, None) for name in state_keys(module))
             stack.extend(value for value in values if is_module(value))
     return list(found.values())
+
+
+def overrides_load(cls: object) -> bool:
+    """Whether ``cls`` is a module class with its own ``load_state_dict()`` (built and loaded through it)."""
+    return isinstance(cls, type) and issubclass(cls, StateBase) and not cls.__statekit_walks_load__

@@ -4,38 +4,37 @@ The *plan* phase walks the whole tree, builds every new value and collects
 every problem; only when there is none does the *commit* phase assign the new
 values (running overriding ``load_state_dict()`` methods first, restored
 together if one raises). A failed load leaves every object exactly as it was.
-:func:`build` makes new instances from data (configs, the command line).
+:func:`build` makes new instances from data (configs, the command line);
+:mod:`statekit.state.commit` holds what a plan collects and commits it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import attrs
 
-from statekit.values.converter import lenient
+from statekit._limits import depth_message, path_too_deep, too_deep
+from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
+from statekit.state.base import LoadResult, StateBase, class_plan, is_module, state_extras, state_keys, walks_load
+from statekit.state.commit import FAILED, Pending, commit_all
 from statekit.state.dump import check_modules, converter_of
 from statekit.state.flags import check_flag
 from statekit.state.foreign import SupportsState
-from statekit.state.hints import migration_hint
-from statekit.values.plain import describe
-from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit.state.overrides import Deferred, defer, join_paths, restore_all, run_overrides
+from statekit.state.overrides import defer
 from statekit.state.plan import ClassPlan, FieldPlan
-from statekit.state.base import LoadResult, StateBase, is_module, late_plan, plan_of, state_extras, state_keys, walks_load
-from statekit.values.problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
+from statekit.state.secret_fields import holds_secrets
+from statekit.values.converter import lenient
+from statekit.values.plain import describe
+from statekit.values.problems import problems_of
 from statekit.values.secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
 from statekit.values.versions import is_older, upgrade
-from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
 
 T = TypeVar("T")
 Path = tuple[PathSegment, ...]
 
-_LOG = logging.getLogger("statekit")
 
 
 def refuse_too_deep(data: Any) -> None:
@@ -48,22 +47,8 @@ def refuse_too_deep(data: Any) -> None:
         raise StateLoadError([Problem(path_too_deep(data) or (), depth_message())])
 
 
-class Loader:
-    """Collects new values and problems (plan), then assigns them (commit)."""
-
-    def __init__(self, strict: bool, fresh: bool = False, *, saved: bool = True) -> None:
-        self.strict = strict
-        self.fresh = fresh
-        self.saved = saved  # the data was saved by code: a mismatch may be a class that changed since
-        self.problems: list[Problem] = []
-        self.assignments: list[tuple[object, str, Any]] = []
-        self.missing: list[str] = []
-        self.unexpected: list[str] = []
-        self.deferred: list[Deferred] = []
-        self.paths: dict[int, Path] = {}  # id(module) -> its path, to name a refused assignment
-
-    def problem(self, path: Path, message: str) -> None:
-        self.problems.append(Problem(path, message))
+class Loader(Pending):
+    """Plans a load: walks the data against the modules, collecting new values and problems (then commits them)."""
 
     def plan_child(self, module: SupportsState, state: Any, path: Path) -> None:
         """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden (or foreign)."""
@@ -107,15 +92,7 @@ class Loader:
                 self.missing.append(format_path((*path, name)))
         for name in state:
             if name not in keys:
-                self._unknown((*path, name), keys)
-
-    def _unknown(self, path: Path, known: Iterable[str]) -> None:
-        if not isinstance(path[-1], str):  # Python data only; a problem even when lenient
-            self.problem(path[:-1], not_a_string_key(path[-1]))
-        elif self.strict:
-            self.problem(path, unknown_key(str(path[-1]), known))
-        else:
-            self.unexpected.append(format_path(path))
+                self.unknown((*path, name), keys)
 
     def plan_key(self, module: StateBase, name: str, spec: Any, data: Any, path: Path) -> None:
         if _is_secret(spec):
@@ -129,7 +106,7 @@ class Loader:
         elif isinstance(spec, FieldPlan):
             self._plan_field(module, spec, data, path)
         elif spec is not None:
-            self._plan_value(module, name, spec[1], data, path)
+            self.plan_value(module, name, spec[1], data, path)
 
     def _plan_secret(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         try:
@@ -149,11 +126,6 @@ class Loader:
         hidden(self.problems, marks[0], path)
         self.hide_unexpected(marks[1], path)
 
-    def hide_unexpected(self, mark: int, path: Path) -> None:
-        """Name the keys ignored since ``mark`` inside a secret by the secret's path alone (they could be secret too)."""
-        if len(self.unexpected) > mark:
-            self.unexpected[mark:] = [format_path(path)]
-
     def _plan_field(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         if plan.module_type is not None:
             self._plan_new_module(module, plan, data, path)
@@ -163,29 +135,10 @@ class Loader:
             load = plan.load_fresh
         assert load is not None and plan.load_strict is not None
         if not self.strict:
-            load = self._lenient_load(plan.load_strict, load, data, path)
-        new = self._plan_value(module, plan.name, load, data, path)
-        if new is not _FAILED and plan.field.validator is not None:
-            self._validate(module, plan.field, new, path)
-
-    def _lenient_load(self, strict: Callable[[Any], Any], loose: Callable[[Any], Any], data: Any, path: Path) -> Callable[[Any], Any]:
-        """Report unknown record keys before ignoring them (strict first: it is the common case)."""
-        try:
-            value = strict(data)
-        except Exception as exc:  # noqa: BLE001 - re-raised by the loose hook if real
-            if only_extra_keys(exc):
-                self.unexpected.extend(format_path(p) for p, _ in problems_of(exc, path))
-            return loose
-        return lambda _: value
-
-    def _plan_value(self, module: object, name: str, load: Callable[[Any], Any], data: Any, path: Path) -> Any:
-        try:
-            new = load(data)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a problem
-            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
-            return _FAILED
-        self.assignments.append((module, name, new))
-        return new
+            load = self.lenient_load(plan.load_strict, load, data, path)
+        new = self.plan_value(module, plan.name, load, data, path)
+        if new is not FAILED and plan.field.validator is not None:
+            self.validate(module, plan.field, new, path)
 
     def _plan_new_module(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         """The field names a module class but holds ``None``: build one (or keep ``None``)."""
@@ -198,120 +151,9 @@ class Loader:
         if len(self.problems) == before:
             self.assignments.append((module, plan.name, new))
 
-    def _validate(self, module: object, field: attrs.Attribute[Any], value: Any, path: Path) -> None:
-        try:
-            field.validator(module, field, value)  # type: ignore[misc]
-        except Exception as exc:  # noqa: BLE001 - a validator's refusal is a problem
-            at = path[:-1] if refused_field(exc) is field else path  # problems_of names the field itself
-            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, at))
-
     def commit(self) -> LoadResult:
         """Raise every problem, or assign every planned value."""
         return commit_all([self])[0]
-
-
-def commit_all(loaders: list[Loader]) -> list[LoadResult]:
-    """Run the deferred overrides of every loader (restored together if one
-    raises), then assign every planned value."""
-    problems = [p for loader in loaders for p in loader.problems]
-    if problems:
-        saved = all(loader.strict and loader.saved for loader in loaders)
-        raise StateLoadError(problems, hint=migration_hint(problems) if saved else None)
-    if any(loader.deferred for loader in loaders):
-        _run_deferred(loaders)
-    done = _assign_all(loaders)
-    if (journal := _JOURNAL.get()) is not None:
-        journal.append((done, loaders))
-    ignored = [key for loader in loaders for key in loader.unexpected]
-    if ignored:
-        _LOG.warning("a non-strict load ignored %d unknown key(s): %s", len(ignored), ", ".join(ignored))
-    return [LoadResult(loader.missing, loader.unexpected) for loader in loaders]
-
-
-_UNSET = object()  # an attribute that had no value (a slot never set), deleted again on undo
-
-Assigned = tuple[object, str, Any]
-"""An assignment of a commit: the object, the attribute, the value it replaced."""
-
-Commit = tuple[list[Assigned], list[Loader]]
-"""A committed load, as :func:`undo_loads` takes it back."""
-
-_JOURNAL: ContextVar[list[Commit] | None] = ContextVar("statekit_load_journal", default=None)
-
-
-@contextlib.contextmanager
-def journaled(journal: list[Commit]) -> Iterator[None]:
-    """Record in ``journal`` every load committed inside the block (in this task or thread)."""
-    token = _JOURNAL.set(journal)
-    try:
-        yield
-    finally:
-        _JOURNAL.reset(token)
-
-
-def undo_loads(journal: list[Commit]) -> None:
-    """Take back the loads ``journal`` recorded, last first, and empty it.
-
-    Raises:
-        StateLoadError: A value could not be put back (a property's setter, an
-            override's ``load_state_dict()`` refused).
-    """
-    failed = [problem for done, loaders in reversed(journal) for problem in _undo(done, loaders)]
-    journal.clear()
-    if failed:
-        raise StateLoadError(failed)
-
-
-def _assign_all(loaders: list[Loader]) -> list[Assigned]:
-    """Assign every planned value; when one is refused (a property's setter raised),
-    put back every value assigned and every override run, and raise.
-
-    Returns:
-        What each assignment replaced, for :func:`undo_loads`.
-    """
-    done: list[Assigned] = []
-    for loader in loaders:
-        for target, name, value in loader.assignments:
-            try:
-                before = getattr(target, name, _UNSET)
-                object.__setattr__(target, name, value)
-            except Exception as exc:  # noqa: BLE001 - reported with its path, nothing kept
-                path = (*loader.paths.get(id(target), ()), name)
-                problem = Problem(path, f"setting it raised {type(exc).__name__}: {exc}")
-                raise StateLoadError([problem, *_undo(done, loaders)]) from exc
-            done.append((target, name, before))
-    return done
-
-
-def _undo(done: list[Assigned], loaders: list[Loader]) -> list[Problem]:
-    """Put back the values ``done`` replaced and the modules the overrides loaded; what could not be."""
-    failed: list[Problem] = []
-    for target, name, before in reversed(done):
-        try:
-            if before is _UNSET:
-                object.__delattr__(target, name)
-            else:
-                object.__setattr__(target, name, before)
-        except Exception as exc:  # noqa: BLE001 - reported, never hidden
-            path = (*_path_of(loaders, target), name)
-            failed.append(Problem(path, f"could not be restored ({type(exc).__name__}: {exc}); it may be half-loaded"))
-    return failed + restore_all([item for loader in loaders for item in loader.deferred])
-
-
-def _path_of(loaders: list[Loader], target: object) -> Path:
-    return next((loader.paths[id(target)] for loader in loaders if id(target) in loader.paths), ())
-
-
-def _run_deferred(loaders: list[Loader]) -> None:
-    owners = [loader for loader in loaders for _ in loader.deferred]
-    items = [item for loader in loaders for item in loader.deferred]
-    for loader, item, result in zip(owners, items, run_overrides(items), strict=True):
-        if result is not None:
-            loader.missing.extend(join_paths(item.path, result.missing_keys))
-            loader.unexpected.extend(join_paths(item.path, result.unexpected_keys))
-
-
-_FAILED = object()
 
 
 def load_many(
@@ -392,7 +234,7 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
 
 def _build_upgraded(cls: type, data: Mapping[str, Any], loader: Loader, path: Path, *, fill_defaults: bool) -> Any:
     """A new module from ``data`` at ``cls``'s version."""
-    plan = _plan_of_class(cls)
+    plan = class_plan(cls)
     kwargs: dict[str, Any] = {}
     before = len(loader.problems)
     for field_plan in plan.fields:
@@ -414,7 +256,7 @@ def _unbuilt_extras(cls: type, plan: ClassPlan, extra: list[str], declared: list
         return
     arguments = {p.name for p in plan.fields if _needs_argument(p)}  # reported as such, not as unknown keys
     for name in (name for name in extra if name not in arguments):
-        loader._unknown((*path, name), declared)  # noqa: SLF001 - same module's helper
+        loader.unknown((*path, name), declared)
 
 
 def _may_register(cls: type) -> bool:
@@ -453,12 +295,7 @@ def _plan_extras(
             loader.missing.append(format_path((*path, name)))
     for name in extra:
         if name not in keys:
-            loader._unknown((*path, name), [*declared, *keys])  # noqa: SLF001 - same module's helper
-
-
-def overrides_load(cls: object) -> bool:
-    """Whether ``cls`` is a module class with its own ``load_state_dict()`` (built and loaded through it)."""
-    return isinstance(cls, type) and issubclass(cls, StateBase) and not cls.__statekit_walks_load__
+            loader.unknown((*path, name), [*declared, *keys])
 
 
 def _build_by_override(cls: type, data: Mapping[str, Any], loader: Loader, path: Path) -> Any:
@@ -474,40 +311,6 @@ def _build_by_override(cls: type, data: Mapping[str, Any], loader: Loader, path:
         item.fresh = True
         loader.deferred.append(item)
     return module
-
-
-def _plan_of_class(cls: type) -> ClassPlan:
-    plan: ClassPlan | None = cls.__statekit_plan__  # type: ignore[attr-defined]
-    return plan if plan is not None else late_plan(cls)
-
-
-def secret_paths(cls: type, path: Path = (), seen: frozenset[type] = frozenset()) -> set[Path]:
-    """The paths of the secret fields of module class ``cls`` and of the module classes
-    its module fields name (a document may leave any of them out)."""
-    if cls in seen or not issubclass(cls, StateBase):  # StateBase itself: an empty plan
-        return set()
-    found: set[Path] = set()
-    for plan in _plan_of_class(cls).fields:
-        if plan.secret:
-            found.add((*path, plan.name))
-        elif plan.module_type is not None:
-            found |= secret_paths(plan.module_type, (*path, plan.name), seen | {cls})
-    return found
-
-
-def holds_secrets(cls: type, values: Iterable[Any], seen: frozenset[int] = frozenset()) -> bool:
-    """Whether module class ``cls`` has secret fields, or one of ``values`` (its new
-    fields) is a module that does, at any depth (``seen``: the ids on the way, against cycles)."""
-    if any(p.secret for p in _plan_of_class(cls).fields):
-        return True
-    return any(
-        isinstance(v, StateBase) and id(v) not in seen and holds_secrets(type(v), _field_values(v), seen | {id(v)})
-        for v in values
-    )
-
-
-def _field_values(module: StateBase) -> list[Any]:
-    return [getattr(module, p.name, None) for p in plan_of(module).fields]
 
 
 def _is_secret(spec: Any) -> bool:
@@ -555,7 +358,7 @@ def _build_value(plan: FieldPlan, data: Any, loader: Loader, path: Path) -> Any:
     if loader.strict:
         return plan.load_strict(data)
     mark = len(loader.unexpected)
-    value = loader._lenient_load(plan.load_strict, plan.load_lenient, data, path)(data)  # noqa: SLF001
+    value = loader.lenient_load(plan.load_strict, plan.load_lenient, data, path)(data)
     if plan.secret:
         loader.hide_unexpected(mark, path)
     return value
@@ -586,14 +389,8 @@ def _missing_field(plan: FieldPlan, loader: Loader, path: Path, fill_defaults: b
 
 
 __all__ = [
-    "Commit",
     "Loader",
     "build",
-    "commit_all",
-    "journaled",
     "load_many",
-    "overrides_load",
     "refuse_too_deep",
-    "secret_paths",
-    "undo_loads",
 ]

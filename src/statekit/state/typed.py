@@ -33,7 +33,8 @@ from statekit.values.bounded import bounded, levels
 from statekit.state.dump import check_modules, converter_of
 from statekit.state.foreign import SupportsState
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
-from statekit.state.load import Loader, commit_all
+from statekit.state.commit import commit_all
+from statekit.state.load import Loader
 from statekit.values.mirror import compile_build, value_mirror
 from statekit.state.base import LoadResult, StateBase, is_module, plan_of, state_extras, state_keys, walks_load
 from statekit.state.plan import DEFAULT_CONVERTER, FieldPlan
