@@ -1,5 +1,7 @@
-"""Committing a planned load: the values and problems a plan collects, assigned all
-together or not at all, undone on request, and journaled for an update to take back."""
+"""Committing a planned load: what a plan collects, assigned all together or not at all, undone, journaled.
+
+An update journals the loads committed inside it, to take them back if it fails.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a class's JSON Schema reads of it: its fields (attrs or dataclass) with their
-defaults as JSON, and the descriptions its docstring gives the class and its fields."""
+"""What a class's JSON Schema reads of it: its fields, their defaults as JSON, and its docstring's descriptions."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit.values.plain import type_name
-from statekit.values.hooks import register_collections, register_json, register_scalars
+from statekit.values.containers import register_collections
+from statekit.values.hooks import register_json, register_scalars
 from statekit.values.pydantic import register_models
 from statekit.values.records import register_records
 

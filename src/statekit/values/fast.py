@@ -19,7 +19,8 @@ import cattrs
 
 from statekit.values.codegen import compile_function
 from statekit.values.fields import field_codec
-from statekit.values.hooks import is_ours, iter_types, type_hints
+from statekit.values.containers import is_ours
+from statekit.values.hooks import iter_types, type_hints
 from statekit.values.converter import generation
 from statekit.values.pydantic import is_model
 from statekit.values.versions import VERSION_KEY, tag

@@ -31,7 +31,8 @@ import cattrs
 import msgspec
 
 from statekit.values.codegen import compile_function
-from statekit.values.hooks import is_ours, type_hints
+from statekit.values.containers import is_ours
+from statekit.values.hooks import type_hints
 from statekit.values.converter import generation
 from statekit.values.fast import by_keyword, runs_from_json
 from statekit.values.plain import is_json_type

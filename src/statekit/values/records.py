@@ -15,7 +15,8 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from statekit.values.hooks import Hook, SHook, guarded, exact_container, fields_of, is_record, iter_types, type_hints
+from statekit.values.containers import Hook, SHook, exact_container, guarded
+from statekit.values.hooks import fields_of, is_record, iter_types, type_hints
 from statekit.values.fields import field_codec
 from statekit.values.plain import copy_any, copy_loose, with_article
 from statekit.values.unstructure import exactly, record_unstructure, refusal
