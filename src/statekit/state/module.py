@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dis
 import sys
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, overload
 
@@ -59,7 +58,7 @@ class StateModule(StateBase):
         super().__init_subclass__(**kwargs)
         cls.__statekit_walks_dump__ = cls.state_dict is StateModule.state_dict
         cls.__statekit_walks_load__ = cls.load_state_dict is StateModule.load_state_dict
-        if _STATEFUL.active or not _declares_state_fields(cls):
+        if _BEING_MADE in cls.__dict__ or not _declares_state_fields(cls):
             return
         cls.__statekit_undecorated__ = True  # checked again by __new__, for @dataclass
         if "__attrs_attrs__" in cls.__dict__ or _no_decorator_follows():
@@ -152,12 +151,9 @@ class StateModule(StateBase):
             return loader.commit()
 
 
-class _StatefulFlag(threading.local):
-    active = False
-
-
-_STATEFUL = _StatefulFlag()
-"""Set while ``@stateful`` builds a class, so that ``__init_subclass__`` lets it be."""
+_BEING_MADE = "__statekit_being_made__"
+"""Set in a class's own namespace while ``@stateful`` makes the attrs class from it (attrs
+copies it into the new class), so that ``__init_subclass__`` lets that class, and only it, be."""
 
 
 def _declares_state_fields(cls: type) -> bool:
@@ -271,11 +267,13 @@ def stateful(
         if frozen and issubclass(cls, StateModule):
             raise StatekitError(f"{cls.__qualname__}: a StateModule cannot be frozen; it is loaded in place")
         plain = plain_annotations(cls) if issubclass(cls, StateModule) else []
-        _STATEFUL.active = True
+        setattr(cls, _BEING_MADE, True)
         try:
             new = attrs.define(cls, kw_only=kw_only, eq=eq, repr=repr, frozen=frozen, slots=True)
         finally:
-            _STATEFUL.active = False
+            delattr(cls, _BEING_MADE)
+        if _BEING_MADE in new.__dict__:
+            delattr(new, _BEING_MADE)
         refuse_shared_defaults(new)
         if issubclass(new, StateModule):
             new.__statekit_undecorated__ = False
