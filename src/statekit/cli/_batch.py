@@ -12,7 +12,7 @@ from typing import TextIO
 
 import attrs
 
-from statekit._cli_hints import found_elsewhere
+from statekit.cli._hints import found_elsewhere
 from statekit.errors import StatekitError
 from statekit.session import SessionBase
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from statekit._contract_revisions import Tally
+from statekit.testing._revisions import Tally
 from statekit._fields import state_field
 from statekit._module import StateModule, stateful
 from statekit.errors import ConflictError, SessionError, SessionNotFoundError, StateLoadError

@@ -1,8 +1,4 @@
-"""The ``statekit`` command: look at, check, convert and tidy saved sessions.
-
-Exit status: 0 when all went well, 1 when the data is invalid or an operation
-failed (a missing session, a server that is down), 2 for a usage error.
-"""
+"""The ``statekit`` command's parser and its run: every subcommand, and the exit statuses."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from typing import Any, TextIO
 import orjson
 
 from statekit import __version__
-from statekit._cli_support import (
+from statekit.cli._support import (
     read_file,
     read_whole,
     StoreOptions,
@@ -32,12 +28,12 @@ from statekit._cli_support import (
     open_store,
     read_session,
 )
-from statekit._cli_batch import Target, targets
-from statekit._cli_compact import compact_sessions
-from statekit._cli_hints import show_target_hint
-from statekit._cli_import import import_folder
-from statekit._cli_migrate import migrate_sessions
-from statekit._cli_rekey import REKEY_EPILOG, REKEY_SUMMARY, add_rekey_arguments, rekey_box, rekey_sessions
+from statekit.cli._batch import Target, targets
+from statekit.cli._compact import compact_sessions
+from statekit.cli._hints import show_target_hint
+from statekit.cli._import import import_folder
+from statekit.cli._migrate import migrate_sessions
+from statekit.cli._rekey import REKEY_EPILOG, REKEY_SUMMARY, add_rekey_arguments, rekey_box, rekey_sessions
 from statekit._checkers import refuse_non_json
 from statekit._config import Document
 from statekit._module import StateModule
@@ -46,8 +42,6 @@ from statekit._schema import json_schema, session_schema
 from statekit.codecs import JSON, YAML
 from statekit.errors import SecretError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
-
-__all__ = ["main"]
 
 OK, INVALID, USAGE = 0, 1, 2
 INTERRUPTED = 130
@@ -161,7 +155,7 @@ def _add_store_options(sub: argparse.ArgumentParser, *, all_users: bool = False)
 
 
 async def _targets(store: SessionBase, args: argparse.Namespace) -> list[Target]:
-    """The sessions a command over many goes over (see :func:`~statekit._cli_batch.targets`)."""
+    """The sessions a command over many goes over (see :func:`~statekit.cli._batch.targets`)."""
     session_ids: list[str] = getattr(args, "session_ids", [])
     if args.all_users and (args.user is not None or session_ids):
         raise UsageError("--all-users goes over every session of every user: give no --user and no SESSION_ID")
@@ -604,6 +598,3 @@ def _run_import_agentscope(args: argparse.Namespace) -> int:
     )
     return OK if done else INVALID
 
-
-if __name__ == "__main__":  # pragma: no cover - python -m statekit.cli (python -m statekit: __main__.py)
-    sys.exit(main())

@@ -15,9 +15,9 @@ from typing import Any, TextIO
 
 import attrs
 
-from statekit._cli_batch import FAILED, Tally, Target, reason, where
-from statekit._cli_sealed import NEEDS_KEY, is_current, only_sealed
-from statekit._cli_support import _under
+from statekit.cli._batch import FAILED, Tally, Target, reason, where
+from statekit.cli._sealed import NEEDS_KEY, is_current, only_sealed
+from statekit.cli._support import _under
 from statekit._config import Document
 from statekit._dump import dump_many
 from statekit._load import build, secret_paths

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from statekit._cli_support import without_sealed
+from statekit.cli._support import without_sealed
 from statekit._dump import dump_many
 from statekit._load import build, secret_paths
 from statekit._secrets import is_sealed

@@ -1,25 +1,4 @@
-"""The session backend contract: one suite that every backend must pass.
-
-statekit runs it against ``JSONSession``, ``YAMLSession`` and ``RedisSession``;
-run it against your own :class:`~statekit.session.SessionBase` subclass too.
-
-With pytest, subclass :class:`SessionContract` and say how to make a session
-(one test per check is collected)::
-
-    from statekit.testing import SessionContract
-
-    class TestMyBackend(SessionContract):
-        def make_session(self):
-            return MyBackend(dsn="...")
-
-Without pytest, ``asyncio.run(check_backend(make_session))`` runs every check
-and raises ``AssertionError`` at the first broken promise.
-
-``make_session`` is called inside the event loop of each check (clients that
-bind to a loop are safe) and every session it returns must see the same
-storage. Each check uses fresh random user ids, so a shared, non-empty storage
-is fine.
-"""
+"""The session backend contract's checks of saving, loading, listing and deleting, and the suite that runs them all."""
 
 from __future__ import annotations
 
@@ -28,10 +7,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from statekit._contract_modules import MODULE_CHECKS
-from statekit._contract_revisions import REVISION_CHECKS
+from statekit.testing._modules import MODULE_CHECKS
+from statekit.testing._revisions import REVISION_CHECKS
 from statekit._fields import state_field
-from statekit._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
+from statekit.testing._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
 from statekit._module import StateModule, stateful
 from statekit.errors import (
     ConflictError,
@@ -44,23 +23,6 @@ from statekit.errors import (
 )
 from statekit.session._base import SessionBase
 from statekit.session._delta_save import META_KEY
-
-__all__ = [
-    "CHECKS",
-    "Chat",
-    "Counter",
-    "Journal",
-    "Message",
-    "RedisCluster",
-    "RedisServer",
-    "SessionContract",
-    "SessionFactory",
-    "check_backend",
-    "check_blocking_twins",
-    "free_port",
-    "local_redis_cluster",
-    "local_redis_server",
-]
 
 SessionFactory = Callable[[], SessionBase]
 Check = Callable[[SessionFactory], Coroutine[Any, Any, None]]
@@ -555,7 +517,7 @@ class SessionContract:
     def test_blocking_twins(self) -> None:  # noqa: D102
         check_blocking_twins(self.make_session)
 
-    def test_revisions(self) -> None:  # noqa: D102 - see statekit._contract_revisions
+    def test_revisions(self) -> None:  # noqa: D102 - see statekit.testing._revisions
         self._run("revisions")
 
     def test_stale_save_conflicts(self) -> None:  # noqa: D102
@@ -576,7 +538,7 @@ class SessionContract:
     def test_update_async_mutate(self) -> None:  # noqa: D102
         self._run("update_async_mutate")
 
-    def test_save_keeps_other_modules(self) -> None:  # noqa: D102 - see statekit._contract_modules
+    def test_save_keeps_other_modules(self) -> None:  # noqa: D102 - see statekit.testing._modules
         self._run("save_keeps_other_modules")
 
     def test_kept_module_is_not_stale(self) -> None:  # noqa: D102

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from statekit._cli_batch import FAILED, Tally, reason, where
-from statekit._cli_support import UsageError
+from statekit.cli._batch import FAILED, Tally, reason, where
+from statekit.cli._support import UsageError
 from statekit._secrets import SecretBox, is_sealed
 from statekit.errors import ConflictError, PathSegment, SecretError, SessionNotFoundError, StatekitError, format_path
 from statekit.session import SessionBase

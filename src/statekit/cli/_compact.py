@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TextIO
 
-from statekit._cli_batch import FAILED, Tally, Target, label, reason
+from statekit.cli._batch import FAILED, Tally, Target, label, reason
 from statekit.errors import ConflictError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase
 from statekit.session._revisions import backoff, revision_of
@@ -29,7 +29,7 @@ async def compact_sessions(
 
     Args:
         store: Where the sessions are.
-        sessions: The sessions (see :func:`~statekit._cli_batch.targets`).
+        sessions: The sessions (see :func:`~statekit.cli._batch.targets`).
         out: Where the sessions done or left alone, and the counts, are printed.
         err: Where the sessions that failed are printed, with why.
         all_users: The sessions are every user's: each line names the user too.
