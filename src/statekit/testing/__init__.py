@@ -21,19 +21,10 @@ storage. Each check uses fresh random user ids, so a shared, non-empty storage
 is fine.
 """
 
-from statekit.testing._contract import (
-    CHECKS,
-    HOSTILE_IDS as HOSTILE_IDS,  # not in __all__, as before: the suite's data, for statekit's own tests
-    TRICKY_TEXTS as TRICKY_TEXTS,
-    Chat,
-    Counter,
-    Journal,
-    Message,
-    SessionContract,
-    SessionFactory,
-    check_backend,
-    check_blocking_twins,
-)
+from statekit.testing._contract import CHECKS, SessionContract, check_backend, check_blocking_twins
+from statekit.testing._models import HOSTILE_IDS as HOSTILE_IDS  # the suite's data: importable, not in __all__ (as before)
+from statekit.testing._models import TRICKY_TEXTS as TRICKY_TEXTS
+from statekit.testing._models import Chat, Counter, Journal, Message, SessionFactory
 from statekit.testing._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
 
 __all__ = [
