@@ -24,9 +24,8 @@ import attrs
 from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
 from statekit.codecs._nonjson import repaired
 from statekit.errors import ConflictError, DocumentError, StatekitError, format_path
-from statekit.session import MISSING_REVISION, JSONSession
+from statekit.session import META_KEY, MISSING_REVISION, JSONSession
 from statekit.session._agentscope import legacy_files, split_stem
-from statekit.session._delta_save import META_KEY
 from statekit.session._safe_files import read_regular
 
 SUFFIX = ".json"
