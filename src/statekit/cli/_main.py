@@ -1,4 +1,4 @@
-"""The ``statekit`` command's parser and its run: every subcommand, and the exit statuses."""
+"""The top of the ``statekit`` command: the parser of every subcommand, and main(), which turns each failure into an exit status."""
 
 from __future__ import annotations
 
