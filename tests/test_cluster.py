@@ -19,7 +19,7 @@ from statekit.errors import BackendUnavailableError
 from statekit.session import SessionBase
 from statekit.session.redis import RedisSession
 from redis.asyncio.cluster import RedisCluster as ClusterClient
-from statekit import _servers
+from statekit.testing import _servers
 from statekit.testing import Counter, RedisCluster, SessionContract, local_redis_cluster, local_redis_server
 from workers import run_workers
 
