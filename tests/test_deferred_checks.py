@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from statekit import StateModule, state_field, stateful
 from statekit.values.census import _checking_at_once, all_json, check_any, checks_deferred
 from statekit.state.dump import dump_many
-from statekit.values.plain import _Bad
+from statekit.values.plain import BadValue
 from statekit._limits import MAX_DEPTH
 from statekit.codecs import JSON
 from statekit.errors import StateDumpError
@@ -49,7 +49,7 @@ class Text(str):
 def at_once_accepts(value: Any) -> bool:
     try:
         check_any(value)
-    except (_Bad, RecursionError):
+    except (BadValue, RecursionError):
         return False
     return True
 
