@@ -732,7 +732,15 @@ async def test_the_write_id_lives_beside_the_value_unseen_by_listing(redis_serve
         assert 0 < await client.ttl(companion) <= 2 * TIMEOUT + 60  # the delete's id, for a delete sent again
         assert await session.alist_sessions("u") == []
         assert await session.adelete("s", "u") is False
-        assert await client.keys(f"{prefix}*") == []  # nothing left
+        assert await client.keys(f"{prefix}*") == [companion.encode()]  # another delete's id is left to expire
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:  # no TTL
+        client = session.get_client()
+        await session.asave("t", "u", counter=Counter(count=1))
+        await session.asave("t", "u", counter=Counter(count=2))
+        await client.delete(session.session_key("t", "u"))  # another program deletes the value alone
+        assert await client.ttl(f"{session.session_key('t', 'u')}:write-id") == -1
+        assert await session.adelete("t", "u") is False
+        assert await client.keys(f"{prefix}*") == [companion.encode()]  # the leftover id went with it
 
 
 @pytest.mark.slow

@@ -43,13 +43,15 @@ end
 DELETE = """
 if ARGV[#ARGV] == 'retry' and redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end
 if redis.call('DEL', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[2])
+  if redis.call('PTTL', KEYS[2]) == -1 then redis.call('DEL', KEYS[2]) end
   return 0
 end
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
 return 1
 """
-"""Delete KEYS[1]; when there was one, leave the delete's id (ARGV[1]) for ARGV[2] seconds."""
+"""Delete KEYS[1]; when there was one, leave the delete's id (ARGV[1]) for ARGV[2] seconds. When there was
+none, a write id left without expiry (its value deleted by another program) goes too; one that expires may be
+another delete's, which its own retry may still look for."""
 
 
 def new_id() -> str:

@@ -457,6 +457,8 @@ class RedisSession(SessionBase):
                 if retried and await mine(pipe, companion, write_id):
                     return True
                 if not await pipe.exists(name):
+                    if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
+                        await pipe.delete(companion)
                     return False
                 pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
                 pipe.delete(name)
