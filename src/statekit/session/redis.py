@@ -358,13 +358,13 @@ class RedisSession(SessionBase):
             await pipe.watch(name)
             if retried and await mine(pipe, companion, write_id):
                 return True
+            expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
             head = await pipe.execute_command("GETRANGE", name, 0, 511, **{NEVER_DECODE: True})
             if not isinstance(head, bytes) or doc_token(head) != base.token:
                 return False
             if await pipe.strlen(name) != base.doc_len + base.log_len:
                 return False
-            expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             if mode == "set":
                 pipe.set(name, data, **self._expiry())
@@ -422,10 +422,10 @@ class RedisSession(SessionBase):
             await pipe.watch(name)
             if retried and await mine(pipe, companion, write_id):
                 return True
+            expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
             current = await pipe.get(name)
             if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
                 return False  # leaving the block resets the pipeline, which unwatches
-            expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             pipe.set(name, data, **self._expiry())
             pipe.set(companion, write_id, **expiry)
