@@ -184,6 +184,7 @@ async def test_a_write_id_lives_in_its_value_s_slot_whatever_braces_the_ids_hold
         await session.asave("s", user, counter=counter)
         await session.aupdate("s", _bump(counter), user_id=user, counter=counter)  # a compare-and-set
         client = session.get_client()
+        assert isinstance(client, ClusterClient)
         keys = [key async for key in client.scan_iter(match=f"{prefix}*", target_nodes=ClusterClient.PRIMARIES)]
         assert len(keys) == 2  # the value and its write id
         assert len({client.keyslot(key) for key in keys}) == 1

@@ -93,7 +93,7 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
     yield Place(
         lambda key: RedisSession(server.host, server.port, key_prefix=prefix, secret_key=key),
         # the values; not their write ids (random, new at each compare-and-set: see sessions.md's RedisSession)
-        lambda: [_as_bytes(raw.get(k)) for k in sorted(raw.keys(f"{prefix}*")) if not k.endswith(b":write-id")],
+        lambda: [_as_bytes(raw.get(k)) for k in sorted(raw.keys(f"{prefix}*")) if not _as_bytes(k).endswith(b":write-id")],
         ["--host", server.host, "--port", str(server.port), "--key-prefix", prefix],
     )
     raw.close()

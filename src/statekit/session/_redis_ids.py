@@ -21,10 +21,13 @@ import secrets
 from binascii import crc_hqx
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
-from redis.asyncio.cluster import ClusterPipeline
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.client import NEVER_DECODE
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from statekit.session._redis_once import Sending, executed
 
 ID_SUFFIX = ":write-id"
 """What follows the session key in its companion's name (never ``:state``: listing does not see it)."""
@@ -110,3 +113,26 @@ async def companion_expiry(
         return {}
     left = await pipe.pttl(name)
     return {"px": left} if left > 0 else {}
+
+
+async def deleted_watching(
+    client: Redis | RedisCluster, keys: tuple[str, str], delete: tuple[str, int], attempt: tuple[bool, Sending]
+) -> bool:
+    """:data:`DELETE` with ``WATCH``/``MULTI``, for servers that run no Lua (``keys``: the value's and
+    its companion's; ``delete``: the delete's id and how long it stays; ``attempt``: sent again?, its ``Sending``)."""
+    (name, companion), (write_id, seconds), (retried, sending) = keys, delete, attempt
+    while True:
+        async with client.pipeline(transaction=True) as pipe:
+            await pipe.watch(name)
+            if retried and await mine(pipe, companion, write_id):
+                return True
+            if not await pipe.exists(name):
+                if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
+                    await pipe.delete(companion)
+                return False
+            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            pipe.delete(name)
+            pipe.set(companion, write_id, ex=seconds)
+            if await executed(pipe, sending):
+                return True
+        # the value changed between EXISTS and EXEC: look again (within the operation's timeout)

@@ -49,7 +49,16 @@ try:
     from redis.client import NEVER_DECODE
     from redis.backoff import ExponentialWithJitterBackoff
 
-    from statekit.session._redis_ids import DELETE, MINE, companion_expiry, id_key, mine, new_id, tombstone_seconds
+    from statekit.session._redis_ids import (
+        DELETE,
+        MINE,
+        companion_expiry,
+        deleted_watching,
+        id_key,
+        mine,
+        new_id,
+        tombstone_seconds,
+    )
     from statekit.session._redis_once import Sending, executed, flag, send_once, write_once  # they need redis too
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
@@ -443,29 +452,9 @@ class RedisSession(SessionBase):
                     if not _refuses_scripts(err):
                         raise
                     self._lua = False
-            return await self._delete_watch(name, args, (retried, sending))
+            return await deleted_watching(self._client, (name, self._id_key(name)), args, (retried, sending))
 
         return await write_once(lambda: self._errors(key), attempt)
-
-    async def _delete_watch(self, name: str, args: tuple[str, int], attempt: tuple[bool, Sending]) -> bool:
-        """The same as ``DELETE`` with ``WATCH``/``MULTI``, for servers that run no Lua."""
-        (write_id, seconds), (retried, sending) = args, attempt
-        companion = self._id_key(name)
-        while True:
-            async with self._client.pipeline(transaction=True) as pipe:
-                await pipe.watch(name)
-                if retried and await mine(pipe, companion, write_id):
-                    return True
-                if not await pipe.exists(name):
-                    if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
-                        await pipe.delete(companion)
-                    return False
-                pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-                pipe.delete(name)
-                pipe.set(companion, write_id, ex=seconds)
-                if await executed(pipe, sending):
-                    return True
-            # the value changed between EXISTS and EXEC: look again (within the operation's timeout)
 
     async def _exists(self, key: SessionKey) -> bool:
         async with self._errors(key):
