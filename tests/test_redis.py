@@ -715,8 +715,12 @@ async def test_a_retry_does_not_take_identical_bytes_from_another_writer_for_its
     assert await _stored(server, prefix, change) == 3  # both acknowledged updates are stored
 
 
-async def test_the_write_id_lives_beside_the_value_unseen_by_listing(redis_server: RedisServer, prefix: str) -> None:
-    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=600) as session:
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_the_write_id_lives_beside_the_value_unseen_by_listing(
+    redis_server: RedisServer, scriptless_server: RedisServer, prefix: str, lua: bool
+) -> None:
+    server = redis_server if lua else scriptless_server
+    async with RedisSession(server.host, server.port, key_prefix=prefix, key_ttl=600) as session:
         client, key = session.get_client(), session.session_key("s", "u")
         await session.asave("s", "u", counter=Counter(count=1))
         blind = await client.get(key)
@@ -733,7 +737,7 @@ async def test_the_write_id_lives_beside_the_value_unseen_by_listing(redis_serve
         assert await session.alist_sessions("u") == []
         assert await session.adelete("s", "u") is False
         assert await client.keys(f"{prefix}*") == [companion.encode()]  # another delete's id is left to expire
-    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:  # no TTL
+    async with RedisSession(server.host, server.port, key_prefix=prefix) as session:  # no TTL
         client = session.get_client()
         await session.asave("t", "u", counter=Counter(count=1))
         await session.asave("t", "u", counter=Counter(count=2))
