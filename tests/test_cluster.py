@@ -61,6 +61,27 @@ async def test_sessions_spread_over_every_master_and_list_together(cluster: Redi
         assert await session.alist_sessions("u") == sorted(ids)
 
 
+async def test_a_missing_load_names_the_near_matches_across_every_master(
+    cluster: RedisCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The near-match hint of a missing session looks at every master of a cluster (bounded rounds)."""
+    async with RedisSession.from_url(cluster.url, key_prefix=f"near-{uuid.uuid4().hex}:", timeout=TIMEOUT) as session:
+        for index in range(12):  # ids spread over the three masters
+            await session.asave(f"chat-{index}", "alice", counter=Counter(count=index))
+        assert len({_node_port(session, f"chat-{index}") for index in range(12)}) == 3
+        with caplog.at_level("INFO", logger="statekit"):
+            for index in range(12):
+                assert await session.aload(f"chat-{index}", "bob", counter=Counter()) == {}
+            assert await session.aload("caht-7", "alice", counter=Counter()) == {}
+            assert await session.aload("first-run", "carol", counter=Counter()) == {}
+    records = [(record.levelname, record.getMessage()) for record in caplog.records if "does not exist" in record.getMessage()]
+    assert len(records) == 14, records
+    for level, message in records[:12]:
+        assert level == "WARNING" and "the same id under user_id='alice'" in message, message
+    assert records[12][0] == "WARNING" and "session 'chat-7' of this user" in records[12][1], records[12]
+    assert records[13][0] == "INFO" and "Did you mean" not in records[13][1], records[13]
+
+
 def test_eight_processes_lose_no_update_on_the_cluster(cluster: RedisCluster) -> None:
     prefix = f"proof-{uuid.uuid4().hex}:"
     run_workers("redis", cluster.url, prefix=prefix)

@@ -487,20 +487,38 @@ class RedisSession(SessionBase):
 
     async def _scan_some(self, head: str, tail: str, limit: int) -> tuple[list[str], bool]:
         """The middles of keys ``head*tail``, from at most :data:`SCAN_ROUNDS` ``SCAN`` calls
-        (a Redis Cluster: none), and whether the scan stopped before the end."""
-        if isinstance(self._client, RedisCluster):
-            return [], False
+        (a Redis Cluster: rounds, each one ``SCAN`` per master), and whether the scan stopped before the end."""
         pattern = _GLOB_SPECIAL.sub(r"\\\1", head) + "*" + _GLOB_SPECIAL.sub(r"\\\1", tail)
-        keys: list[Any] = []
-        cursor: Any = 0
         async with self._errors():
-            for _ in range(SCAN_ROUNDS):
-                cursor, found = await self._client.scan(cursor, match=pattern, count=1000)
-                keys += found
-                if not cursor or len(keys) >= limit:
-                    break
+            if isinstance(self._client, RedisCluster):
+                keys, more = await self._scan_cluster(self._client, pattern, limit)
+            else:
+                keys, cursor = [], 0
+                for _ in range(SCAN_ROUNDS):
+                    cursor, found = await self._client.scan(cursor, match=pattern, count=1000)
+                    keys += found
+                    if not cursor or len(keys) >= limit:
+                        break
+                more = bool(cursor)
         names = [_unquote(middle) for middle in _middles(keys, head, tail)]
-        return names[:limit], bool(cursor) or len(names) > limit
+        return names[:limit], more or len(names) > limit
+
+    async def _scan_cluster(self, client: RedisCluster, pattern: str, limit: int) -> tuple[list[Any], bool]:
+        """Keys matching ``pattern`` from at most :data:`SCAN_ROUNDS` rounds of one ``SCAN`` on each
+        master that has more, and whether any master had more when it stopped."""
+        keys: list[Any] = []
+        cursors: dict[str, Any] = {node.name: 0 for node in client.get_primaries()}
+        for _ in range(SCAN_ROUNDS):
+            for name, cursor in list(cursors.items()):
+                node = client.get_node(node_name=name)
+                reply: Any = await client.scan(cursor, match=pattern, count=1000, target_nodes=node)
+                answer, found = reply  # a cluster answers {node name: cursor}, keys
+                keys += found
+                cursors[name] = answer[name]
+            cursors = {name: cursor for name, cursor in cursors.items() if cursor}
+            if not cursors or len(keys) >= limit:
+                break
+        return keys, bool(cursors)
 
     async def _list_users(self) -> list[str]:
         head, rest = self.SESSION_KEY.split("{user_id}")
