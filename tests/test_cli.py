@@ -277,6 +277,7 @@ def test_show_list_delete_on_redis(
     with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
         session.save("chat-1", "alice", agent=agents.Agent(name="Friday"))
         session.save("chat-2", "alice", agent=agents.Agent(name="Saturday"))
+        session.save("chat-2", "alice", agent=agents.Agent(name="Saturday"))  # a compare-and-set: a write id beside it
     url = f"redis://{redis_server.host}:{redis_server.port}/0"
     where = ["--redis-url", url, "--key-prefix", prefix, "--user", "alice"]
     assert run(capsys, "list", *where) == (0, "chat-1\nchat-2\n", "")

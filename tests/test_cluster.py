@@ -61,6 +61,27 @@ async def test_sessions_spread_over_every_master_and_list_together(cluster: Redi
         assert await session.alist_sessions("u") == sorted(ids)
 
 
+async def test_a_missing_load_names_the_near_matches_across_every_master(
+    cluster: RedisCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The near-match hint of a missing session looks at every master of a cluster (bounded rounds)."""
+    async with RedisSession.from_url(cluster.url, key_prefix=f"near-{uuid.uuid4().hex}:", timeout=TIMEOUT) as session:
+        for index in range(12):  # ids spread over the three masters
+            await session.asave(f"chat-{index}", "alice", counter=Counter(count=index))
+        assert len({_node_port(session, f"chat-{index}") for index in range(12)}) == 3
+        with caplog.at_level("INFO", logger="statekit"):
+            for index in range(12):
+                assert await session.aload(f"chat-{index}", "bob", counter=Counter()) == {}
+            assert await session.aload("caht-7", "alice", counter=Counter()) == {}
+            assert await session.aload("first-run", "carol", counter=Counter()) == {}
+    records = [(record.levelname, record.getMessage()) for record in caplog.records if "does not exist" in record.getMessage()]
+    assert len(records) == 14, records
+    for level, message in records[:12]:
+        assert level == "WARNING" and "the same id under user_id='alice'" in message, message
+    assert records[12][0] == "WARNING" and "session 'chat-7' of this user" in records[12][1], records[12]
+    assert records[13][0] == "INFO" and "Did you mean" not in records[13][1], records[13]
+
+
 def test_eight_processes_lose_no_update_on_the_cluster(cluster: RedisCluster) -> None:
     prefix = f"proof-{uuid.uuid4().hex}:"
     run_workers("redis", cluster.url, prefix=prefix)
@@ -170,6 +191,27 @@ async def test_a_fresh_session_object_serves_a_cold_burst_of_sixty_four_tasks(cl
     assert [counter.count for counter in stored] == [20] * 64  # none lost, none applied twice
     assert calls == [20] * 64  # every task's keys are its own: no conflict, so mutate() ran once per update
 
+
+
+@pytest.mark.parametrize("user", ["u", "{tag}", "a{b", "x}y", "{}"], ids=["plain", "tag", "open", "close", "empty"])
+async def test_a_write_id_lives_in_its_value_s_slot_whatever_braces_the_ids_hold(
+    cluster: RedisCluster, user: str
+) -> None:
+    """The compare-and-set and delete scripts touch the value and its write id together, which a
+    cluster refuses (CROSSSLOT) unless both keys hash alike: a tag is added where the key has none."""
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=TIMEOUT) as session:
+        counter = Counter()
+        await session.asave("s", user, counter=counter)
+        await session.aupdate("s", _bump(counter), user_id=user, counter=counter)  # a compare-and-set
+        client = session.get_client()
+        assert isinstance(client, ClusterClient)
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", target_nodes=ClusterClient.PRIMARIES)]
+        assert len(keys) == 2  # the value and its write id
+        assert len({client.keyslot(key) for key in keys}) == 1
+        assert await session.alist_sessions(user) == ["s"]
+        assert await session.adelete("s", user) is True
+        assert not await session.aexists("s", user)
 
 @pytest.mark.slow
 async def test_an_update_whose_node_pauses_before_the_save_applies_its_change_once() -> None:
