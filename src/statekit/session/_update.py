@@ -4,7 +4,7 @@ Each attempt loads the modules, calls ``mutate()`` and saves against what that
 attempt read. A missing session starts from the modules as they were passed:
 an attempt that finds the session gone after an earlier one loaded it takes
 back what those loads replaced (they are journaled, see
-:func:`~statekit.state.load.journaled`), so that no failed attempt's change, nor
+:func:`~statekit.state.commit.journaled`), so that no failed attempt's change, nor
 the deleted state, is saved.
 """
 
