@@ -9,7 +9,8 @@ call (imported when called: those modules build on this one).
 from __future__ import annotations
 
 import dis
-import sys
+import inspect
+import types
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, overload
 
@@ -168,10 +169,16 @@ def _no_decorator_follows() -> bool:
     ``__init_subclass__`` runs inside the statement (its frame is two up); with no
     decorator, the next instruction stores the class under its name.
     """
-    frame = sys._getframe(2)  # noqa: SLF001 - the frame of the class statement
+    frame = _caller(_caller(inspect.currentframe()))  # from this function's, up past __init_subclass__ to the statement
+    if frame is None:  # a Python without frames: only @attrs.define is caught
+        return False
     following = (i for i in dis.get_instructions(frame.f_code) if i.offset > frame.f_lasti and i.opname != "CACHE")
     step = next(following, None)
     return step is not None and step.opname.startswith("STORE_")
+
+
+def _caller(frame: types.FrameType | None) -> types.FrameType | None:
+    return frame.f_back if frame is not None else None
 
 
 def _undecorated_message(cls: type) -> str:
@@ -261,7 +268,8 @@ def stateful(
             step missing, a migration for a version >= ``version``).
     """
 
-    localns = sys._getframe(1).f_locals  # noqa: SLF001 - for classes defined in functions
+    caller = _caller(inspect.currentframe())  # the namespace of classes defined in functions
+    localns = caller.f_locals if caller is not None else {}
 
     def wrap(cls: type[T]) -> type[T]:
         if frozen and issubclass(cls, StateModule):

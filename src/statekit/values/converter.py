@@ -69,6 +69,14 @@ class StatekitConverter(cattrs.Converter):
             del self._lenient
         self.generation = getattr(self, "generation", 0) + 1
 
+    def lenient_twin(self) -> cattrs.Converter:
+        """This converter ignoring unknown keys in value records: a copy, kept until a hook is registered."""
+        try:
+            return self._lenient
+        except AttributeError:
+            self._lenient = self.copy(forbid_extra_keys=False)
+            return self._lenient
+
     def register_structure_hook(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - cattrs documents these
         self._changed()
         return super().register_structure_hook(*args, **kwargs)
@@ -95,8 +103,4 @@ def lenient(conv: cattrs.Converter) -> cattrs.Converter:
     """
     if not isinstance(conv, StatekitConverter):
         return conv.copy(forbid_extra_keys=False)
-    try:
-        return conv._lenient  # noqa: SLF001 - our own cache
-    except AttributeError:
-        conv._lenient = conv.copy(forbid_extra_keys=False)  # noqa: SLF001
-        return conv._lenient
+    return conv.lenient_twin()
