@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statekit import StateModule, state_field, stateful
-from statekit._config import from_config
+from statekit.state.config import from_config
 from statekit.errors import StatekitError
 from statekit.session import JSONSession, YAMLSession
 from statekit.session._files import FileSession

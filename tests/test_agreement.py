@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import StateModule, StateDefinitionError, StateLoadError, make_converter, state_field, stateful
-from statekit._convert import lenient
-from statekit._problems import problems_of
-from statekit._plan import FieldPlan
+from statekit.values.converter import lenient
+from statekit.values.problems import problems_of
+from statekit.state.plan import FieldPlan
 
 from strategies import data_for, examples, json_data, json_union_records, record_type, record_types, value_types
 
@@ -82,7 +82,7 @@ def test_fast_and_cattrs_paths_agree_on_random_types_and_data(data: st.DataObjec
         plan = holder_plan(tp)
     except StateDefinitionError:
         return  # a type statekit refuses at definition: nothing to compare
-    from statekit._plan import DEFAULT_CONVERTER
+    from statekit.state.plan import DEFAULT_CONVERTER
 
     values = st.one_of(data_for(tp), data_for(tp, noisy=True), data_for(tp, noisy=True), json_data)
     for value in data.draw(st.lists(values, min_size=4, max_size=4), label="data"):
@@ -169,7 +169,7 @@ class Level(enum.IntEnum):
     ],
 )
 def test_edge_cases_agree(tp: Any, data: Any) -> None:
-    from statekit._plan import DEFAULT_CONVERTER
+    from statekit.state.plan import DEFAULT_CONVERTER
 
     assert_agree(holder_plan(tp), DEFAULT_CONVERTER, tp, data)
     record = record_type([tp, str])  # the same inside a record, where generated code checks it inline
@@ -197,7 +197,7 @@ class HoldsLoose(StateModule):
     [{"x": [1, {"a": None}], "y": 2}, {"x": [1, {"a": None}]}, {"x": "s", "zz": 1}, {"y": 2}],
 )
 def test_an_untyped_attribute_takes_any_json_data_on_both_paths(data: dict[str, Any]) -> None:
-    from statekit._plan import DEFAULT_CONVERTER
+    from statekit.state.plan import DEFAULT_CONVERTER
 
     plan = holder_plan(Loose)
     assert_agree(plan, DEFAULT_CONVERTER, Loose, data)
@@ -228,7 +228,7 @@ def _dump_outcome(run: Callable[[], Any]) -> Outcome:
 def test_generated_record_dumps_agree_with_cattrs_generated_ones(data: st.DataObject) -> None:
     from cattrs.gen import make_dict_unstructure_fn
 
-    from statekit._plan import DEFAULT_CONVERTER
+    from statekit.state.plan import DEFAULT_CONVERTER
 
     tp = data.draw(record_types, label="record")
     try:
@@ -271,8 +271,8 @@ _BAD = [float("nan"), float("inf"), float("-inf"), (1, 2), Level.LOW, {1: "a"}, 
 @given(st.data())
 def test_a_live_save_refuses_exactly_what_the_snapshot_refuses(data: st.DataObject) -> None:
     """The save's in-place checks (generated, unions inline) against the copying dump, a bad value anywhere."""
-    from statekit._dump import dump_many
-    from statekit._plan import DEFAULT_CONVERTER
+    from statekit.state.dump import dump_many
+    from statekit.state.plan import DEFAULT_CONVERTER
     from statekit.codecs import JSON
 
     tp = data.draw(st.one_of(record_types, json_union_records), label="record")

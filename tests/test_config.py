@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from statekit import LoadResult, StateModule, state_field, stateful
-from statekit._config import from_config, seed
+from statekit.state.config import from_config, seed
 from statekit.errors import DocumentError, StateDefinitionError, StateLoadError
 
 

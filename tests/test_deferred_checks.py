@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import StateModule, state_field, stateful
-from statekit._census import _checking_at_once, all_json, check_any, checks_deferred
-from statekit._dump import dump_many
-from statekit._json import _Bad
+from statekit.values.census import _checking_at_once, all_json, check_any, checks_deferred
+from statekit.state.dump import dump_many
+from statekit.values.plain import BadValue
 from statekit._limits import MAX_DEPTH
 from statekit.codecs import JSON
 from statekit.errors import StateDumpError
@@ -34,8 +34,8 @@ from strategies import examples, json_data, record_types, json_union_records, da
 from test_agreement import _put, _slots
 from test_depth import nested
 
-import statekit._census as census
-import statekit._dump
+import statekit.values.census as census
+import statekit.state.dump
 
 
 class Color(enum.Enum):
@@ -49,7 +49,7 @@ class Text(str):
 def at_once_accepts(value: Any) -> bool:
     try:
         check_any(value)
-    except (_Bad, RecursionError):
+    except (BadValue, RecursionError):
         return False
     return True
 
@@ -173,7 +173,7 @@ def _problems(run: Callable[[], Any]) -> Any:
 def test_deferring_names_the_problem_the_walk_names(data: st.DataObject) -> None:
     """One or two bad values anywhere (under ``Any`` or in a typed field): the same bytes
     or the same first problem as checking value by value."""
-    from statekit._plan import DEFAULT_CONVERTER
+    from statekit.state.plan import DEFAULT_CONVERTER
 
     tp = data.draw(st.one_of(record_types, json_union_records), label="record")
     try:
@@ -194,13 +194,13 @@ def test_deferring_names_the_problem_the_walk_names(data: st.DataObject) -> None
         container, key = data.draw(st.sampled_from(slots), label="slot")
         _put(container, key, data.draw(st.sampled_from(_NOT_JSON[:5] + ["x", 7, None]), label="bad"))
     modules = {"m": holder, "o": other}
-    with mock.patch.object(statekit._dump, "checks_deferred", _checking_at_once):  # value by value
+    with mock.patch.object(statekit.state.dump, "checks_deferred", _checking_at_once):  # value by value
         at_once = _problems(lambda: dump_many(modules, live=True))
     assert _problems(lambda: dump_many(modules, live=True)) == at_once
 
 
 def test_deferrals_belong_to_their_thread_and_nest() -> None:
-    from statekit._dump import _dump_top
+    from statekit.state.dump import _dump_top
 
     bad, good = Notes(anything=[math.nan]), Notes(anything=[1])
     entered, dumped = threading.Event(), threading.Event()

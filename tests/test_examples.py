@@ -12,8 +12,8 @@ import orjson
 import pytest
 import yaml
 
-from statekit._config import from_config
-from statekit._schema import json_schema
+from statekit.state.config import from_config
+from statekit.state.schema import json_schema
 from statekit.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -26,7 +26,7 @@ from fuzz import sample_agent
 
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH, path_too_deep, shallow_indented, too_deep
-from statekit._config import from_config
+from statekit.state.config import from_config
 from statekit.codecs import JSON, YAML, Codec
 from statekit.cli import main as cli_main
 from statekit.errors import DocumentError, SessionError, StateDumpError, StatekitError, StateLoadError

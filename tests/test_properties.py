@@ -415,7 +415,7 @@ class Shout:
 
 
 def _shout_converter() -> cattrs.Converter:
-    from statekit._convert import make_converter
+    from statekit.values.converter import make_converter
 
     conv = make_converter()
     conv.register_structure_hook(Shout, lambda data, _: Shout(data["text"].upper()))

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from statekit import StatekitError, StateModule, from_config, state_field, stateful
-from statekit._schema import DRAFT, json_schema, session_schema
+from statekit.state.schema import DRAFT, json_schema, session_schema
 from statekit.errors import StateDefinitionError
 
 from strategies import data_for, examples, json_data, record_type, value_types

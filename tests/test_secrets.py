@@ -32,7 +32,7 @@ from statekit import (
     stateful,
 )
 from statekit._limits import MAX_DEPTH
-from statekit._secrets import SecretBox
+from statekit.values.secrets import SecretBox
 from statekit.cli import main
 from statekit.errors import StateDefinitionError, StateDumpError
 from statekit.session import SessionBase

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 
 from agent_models import Team
 from statekit import StateModule, state_field, stateful
-from statekit._gc import paused_gc
-from statekit._dump import dump_many
-from statekit._load import load_many
+from statekit.state.gc import paused_gc
+from statekit.state.dump import dump_many
+from statekit.state.load import load_many
 from statekit.codecs import JSON
 from statekit.errors import DocumentError, StateDumpError, StateLoadError, format_path
 from statekit.session import JSONSession

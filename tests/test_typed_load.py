@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import JSONSession, LoadResult, StateDefinitionError, StateLoadError, StateModule, state_field, stateful
-from statekit._bounded import ANY_LEVELS
+from statekit.values.bounded import ANY_LEVELS
 from statekit._limits import MAX_DEPTH
-from statekit._load import load_many
-from statekit import _typed
-from statekit._typed import decode, load_typed, typed_document
+from statekit.state.load import load_many
+from statekit.state import typed as _typed
+from statekit.state.typed import decode, load_typed, typed_document
 from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
 from statekit.session._delta_save import META_KEY

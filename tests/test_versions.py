@@ -235,7 +235,7 @@ def test_callers_data_is_never_mutated() -> None:
     data = v1_agent().state_dict()
     before = copy.deepcopy(data)
     Agent().load_state_dict(data)
-    statekit._load.build(Agent, data)
+    statekit.state.load.build(Agent, data)
     assert data == before
 
 

@@ -6,14 +6,14 @@ import logging
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from statekit._config import from_config, seed
-from statekit._convert import make_converter
-from statekit._foreign import SupportsState
-from statekit._fields import state_field
-from statekit._module import LoadResult, StateModule, stateful
-from statekit._secrets import generate_secret_key
-from statekit._versions import Migration
-from statekit._schema import json_schema, session_schema
+from statekit.state.config import from_config, seed
+from statekit.values.converter import make_converter
+from statekit.state.foreign import SupportsState
+from statekit.values.fields import state_field
+from statekit.state.module import LoadResult, StateModule, stateful
+from statekit.values.secrets import generate_secret_key
+from statekit.values.versions import Migration
+from statekit.state.schema import json_schema, session_schema
 from statekit.errors import (
     SecretError,
     BackendAuthError,

@@ -17,7 +17,7 @@ import pytest
 
 from agentscope_like import InMemoryMemory, Msg, Toolkit
 from statekit import JSONSession, StateModule, from_config, state_field, stateful
-from statekit._load import build
+from statekit.state.load import build
 from statekit.errors import (
     SessionError,
     SessionNotFoundError,

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from statekit._load import overrides_load
-from statekit._schema import require_stateful_class
+from statekit.state.base import overrides_load
+from statekit.state.schema import require_stateful_class
 from statekit.cli._shared import UsageError
 from statekit.errors import StatekitError
 

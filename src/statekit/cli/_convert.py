@@ -6,7 +6,7 @@ import argparse
 import os
 import stat
 
-from statekit._checkers import refuse_non_json
+from statekit.values.checks import refuse_non_json
 from statekit.cli._files import file_codec, output, read_whole, write_bytes
 from statekit.cli._shared import OK, Commands, command
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from statekit._config import Document, codec_for, read_document
+from statekit.state.config import Document, codec_for, read_document
 from statekit.cli._shared import UsageError
 from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError, StatekitError
@@ -37,7 +37,7 @@ def read_file(name: str) -> Document:
     (not of the merged data), so that problems are placed in the file on disk.
 
     Raises:
-        DocumentError: As :func:`~statekit._config.read_document`, or a
+        DocumentError: As :func:`~statekit.state.config.read_document`, or a
             companion that belongs to another document.
     """
     document = read_document(name)

@@ -24,12 +24,13 @@ from statekit.cli._sealed import NEEDS_KEY, is_current, only_sealed
 from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
 from statekit.cli._store import add_store_options, with_store
 from statekit.cli._validate import under
-from statekit._config import Document
-from statekit._dump import dump_many
-from statekit._load import build, secret_paths
-from statekit._module import StateModule
-from statekit._secrets import SecretBox, secrets_with
-from statekit._versions import VERSION_KEY, versions_of
+from statekit.state.config import Document
+from statekit.state.dump import dump_many
+from statekit.state.load import build
+from statekit.state.secret_fields import secret_paths
+from statekit.state.module import StateModule
+from statekit.values.secrets import SecretBox, secrets_with
+from statekit.values.versions import VERSION_KEY, versions_of
 from statekit.errors import PathSegment, Problem, SecretError, StatekitError, StateLoadError, StateVersionError
 from statekit.session import SessionBase
 

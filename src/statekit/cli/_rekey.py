@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from statekit.cli._batch import FAILED, Tally, reason, where
 from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
 from statekit.cli._store import add_store_options, with_store
-from statekit._secrets import SecretBox, is_sealed
+from statekit.values.secrets import SecretBox, is_sealed
 from statekit.errors import ConflictError, PathSegment, SecretError, SessionNotFoundError, StatekitError, format_path
 from statekit.session import SessionBase
 

@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-from statekit._schema import json_schema, session_schema
+from statekit.state.schema import json_schema, session_schema
 from statekit.cli._classes import load_class, named_classes
 from statekit.cli._files import output, write_bytes
 from statekit.cli._shared import OK, Commands, UsageError, command

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from statekit._dump import dump_many
-from statekit._load import build, secret_paths
-from statekit._secrets import is_sealed
+from statekit.state.dump import dump_many
+from statekit.state.load import build
+from statekit.state.secret_fields import secret_paths
+from statekit.values.secrets import is_sealed
 from statekit.errors import PathSegment, StatekitError, StateLoadError
 
 NEEDS_KEY = (

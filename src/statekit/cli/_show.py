@@ -7,9 +7,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from statekit._checkers import refuse_non_json
-from statekit._config import Document
-from statekit._secrets import mask_secrets
+from statekit.values.checks import refuse_non_json
+from statekit.state.config import Document
+from statekit.values.secrets import mask_secrets
 from statekit.cli._files import file_codec, read_file
 from statekit.cli._hints import show_target_hint
 from statekit.cli._shared import OK, Commands, UsageError, command

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from statekit._config import Document
+from statekit.state.config import Document
 from statekit.cli._shared import UsageError
 from statekit.errors import SessionError, SessionNotFoundError, StatekitError
 from statekit.session import JSONSession, SessionBase, YAMLSession

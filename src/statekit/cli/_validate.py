@@ -8,9 +8,10 @@ from typing import Any
 
 import attrs
 
-from statekit._config import Document
-from statekit._hints import MISSING
-from statekit._load import build, secret_paths
+from statekit.state.config import Document
+from statekit.state.hints import MISSING
+from statekit.state.load import build
+from statekit.state.secret_fields import secret_paths
 from statekit.cli._classes import load_class, named_classes
 from statekit.cli._files import file_codec, read_file
 from statekit.cli._sealed import without_sealed

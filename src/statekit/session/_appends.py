@@ -23,8 +23,8 @@ from typing import Any, Final
 
 import attrs
 
-from statekit._census import checks_deferred
-from statekit._dump import Held, HeldList, encode_held, item_problem
+from statekit.values.census import checks_deferred
+from statekit.state.dump import Held, HeldList, encode_held, item_problem
 from statekit._limits import depth_message, too_deep_below
 from statekit.codecs import json as _json
 from statekit.errors import DocumentError, PathSegment, Problem, StateDumpError

@@ -7,9 +7,9 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 
-from statekit._dump import check_modules
-from statekit._json import describe
-from statekit._module import is_module
+from statekit.state.dump import check_modules
+from statekit.values.plain import describe
+from statekit.state.base import is_module
 from statekit.errors import SessionError
 from statekit.session._delta_save import META_KEY
 

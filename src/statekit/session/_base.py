@@ -19,14 +19,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar, overload
 
-from statekit._checkers import refuse_non_json
-from statekit._flags import check_flag
-from statekit._foreign import SupportsState
-from statekit._gc import paused_gc, without_gc
-from statekit._json import describe
-from statekit._secrets import SecretBox, SecretKeys, secrets_with
-from statekit._dump import dump_many
-from statekit._module import LoadResult, StateModule
+from statekit.values.checks import refuse_non_json
+from statekit.state.flags import check_flag
+from statekit.state.foreign import SupportsState
+from statekit.state.gc import paused_gc, without_gc
+from statekit.values.plain import describe
+from statekit.values.secrets import SecretBox, SecretKeys, secrets_with
+from statekit.state.dump import dump_many
+from statekit.state.module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec
 from statekit.errors import (
     ConflictError,

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from statekit._foreign import SupportsState
-from statekit._gc import paused_gc
-from statekit._dump import Held, dump_many
-from statekit._secrets import secrets_with
+from statekit.state.foreign import SupportsState
+from statekit.state.gc import paused_gc
+from statekit.state.dump import Held, dump_many
+from statekit.values.secrets import secrets_with
 from statekit.codecs import Codec, with_document_positions
 from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
 from statekit.session._appends import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 
-from statekit._json import describe
+from statekit.values.plain import describe
 from statekit.errors import SessionError, StatekitError
 
 

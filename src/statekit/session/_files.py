@@ -40,8 +40,8 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 from urllib.parse import unquote
 
-from statekit._flags import check_flag
-from statekit._secrets import SecretKeys
+from statekit.state.flags import check_flag
+from statekit.values.secrets import SecretKeys
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._agentscope import (
     Layout,

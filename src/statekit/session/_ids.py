@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from statekit._json import describe
+from statekit.values.plain import describe
 from statekit.errors import InvalidSessionIdError
 
 MAX_ID_LENGTH = 200

@@ -26,7 +26,7 @@ from typing import Any, Final
 import attrs
 import msgspec
 
-from statekit._json import describe
+from statekit.values.plain import describe
 from statekit.errors import ConflictError, DocumentError, SessionError
 from statekit.session._companion import doc_token, split
 from statekit.session._delta_save import META_KEY, Others

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from statekit._foreign import SupportsState
-from statekit._load import state_keys
-from statekit._module import StateModule, plan_of
+from statekit.state.foreign import SupportsState
+from statekit.state.module import StateModule
+from statekit.state.base import plan_of, state_keys
 from statekit.errors import SecretError
 
 

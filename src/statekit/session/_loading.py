@@ -2,8 +2,8 @@
 
 :class:`~statekit.session._base.SessionBase`'s load path, kept apart from the
 class so that each stays readable: :func:`load_modules` reads the stored bytes,
-tries the typed load of well-formed JSON (:mod:`statekit._typed`) and falls back
-to decoding plain data and :func:`~statekit._load.load_many`, which reports every
+tries the typed load of well-formed JSON (:mod:`statekit.state.typed`) and falls back
+to decoding plain data and :func:`~statekit.state.load.load_many`, which reports every
 problem; the document's metadata and deltas are checked on the way.
 """
 
@@ -15,14 +15,14 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from statekit._foreign import SupportsState
-from statekit._gc import paused_gc, without_gc
-from statekit._json import describe
-from statekit._load import load_many
-from statekit._module import LoadResult, StateModule
-from statekit._secrets import secrets_with
-from statekit._typed import decode, load_typed, typed_document
-from statekit._versions import migrations_run
+from statekit.state.foreign import SupportsState
+from statekit.state.gc import paused_gc, without_gc
+from statekit.values.plain import describe
+from statekit.state.load import load_many
+from statekit.state.module import LoadResult, StateModule
+from statekit.values.secrets import secrets_with
+from statekit.state.typed import decode, load_typed, typed_document
+from statekit.values.versions import migrations_run
 from statekit.codecs import JSON, JSON_COMPACT
 from statekit.errors import DocumentError, StateLoadError, StateVersionError
 from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
@@ -74,7 +74,7 @@ async def load_modules(
 async def _load_typed(
     session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> dict[str, LoadResult] | None:
-    """The fast load (see :mod:`statekit._typed`); ``None``, nothing changed, when it does not apply."""
+    """The fast load (see :mod:`statekit.state.typed`); ``None``, nothing changed, when it does not apply."""
     seen = session._revisions.get(key)
     if not session.codec.fast or is_joined(raw) or not _may_hold_only(seen, modules):
         return None

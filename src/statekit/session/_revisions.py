@@ -82,7 +82,7 @@ class Expected:
 
     ``names`` are the module names the document holds, when known: a hint that
     lets a load that asks for other modules skip the typed decode, which would
-    fail on them (see :mod:`statekit._typed`).
+    fail on them (see :mod:`statekit.state.typed`).
     """
 
     __slots__ = ("_revision", "base", "names", "raw")

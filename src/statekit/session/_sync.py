@@ -21,8 +21,8 @@ from statekit.errors import SessionError
 from statekit.session._update import start_update, update_blocking
 
 if TYPE_CHECKING:
-    from statekit._foreign import SupportsState
-    from statekit._module import LoadResult, StateModule
+    from statekit.state.foreign import SupportsState
+    from statekit.state.module import LoadResult, StateModule
     from statekit.session._base import SessionBase
     from statekit.session._revisions import StoredDocument
 

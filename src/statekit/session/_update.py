@@ -4,7 +4,7 @@ Each attempt loads the modules, calls ``mutate()`` and saves against what that
 attempt read. A missing session starts from the modules as they were passed:
 an attempt that finds the session gone after an earlier one loaded it takes
 back what those loads replaced (they are journaled, see
-:func:`~statekit._load.journaled`), so that no failed attempt's change, nor
+:func:`~statekit.state.commit.journaled`), so that no failed attempt's change, nor
 the deleted state, is saved.
 """
 
@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from statekit._dump import dump_many
-from statekit._foreign import SupportsState
-from statekit._gc import paused_gc
-from statekit._load import Commit, journaled, load_many, modules_below, state_keys, undo_loads
-from statekit._secrets import SecretBox, secrets_with
+from statekit.state.dump import dump_many
+from statekit.state.foreign import SupportsState
+from statekit.state.gc import paused_gc
+from statekit.state.commit import Commit, journaled, undo_loads
+from statekit.state.load import load_many
+from statekit.state.base import modules_below, state_keys
+from statekit.values.secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError, SessionError
 from statekit.session._arguments import check_modules_by_name, check_mutate, require_modules
 from statekit.session._revisions import Expected, backoff

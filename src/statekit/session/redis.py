@@ -30,8 +30,8 @@ import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
-from statekit._flags import check_flag
-from statekit._secrets import SecretKeys
+from statekit.state.flags import check_flag
+from statekit.values.secrets import SecretKeys
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import BackendAuthError, BackendUnavailableError, MissingExtraError, SessionError
 from statekit.session._base import SessionBase

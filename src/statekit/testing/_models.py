@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from statekit._fields import state_field
-from statekit._module import StateModule, stateful
+from statekit.values.fields import state_field
+from statekit.state.module import StateModule, stateful
 from statekit.session import SessionBase
 
 SessionFactory = Callable[[], SessionBase]

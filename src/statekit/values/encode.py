@@ -7,10 +7,10 @@ from typing import Any
 
 import cattrs
 
-from statekit._checkers import checks_in_place, fast_checker
-from statekit._convert import make_converter
-from statekit._json import is_json_type
-from statekit._unstructure import JSON_CHECK
+from statekit.values.checks import checks_in_place, fast_checker
+from statekit.values.converter import make_converter
+from statekit.values.plain import is_json_type
+from statekit.values.unstructure import JSON_CHECK
 
 Hook = Callable[[Any], Any]
 

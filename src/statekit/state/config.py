@@ -17,10 +17,11 @@ from typing import Any, TypeVar
 import attrs
 
 from statekit.codecs import JSON, YAML, Codec, with_document_positions
-from statekit._json import describe
-from statekit._load import Loader, build, overrides_load, refuse_too_deep
-from statekit._module import LoadResult, StateModule
-from statekit._schema import require_stateful_class
+from statekit.values.plain import describe
+from statekit.state.base import overrides_load
+from statekit.state.load import Loader, build, refuse_too_deep
+from statekit.state.module import LoadResult, StateModule
+from statekit.state.schema import require_stateful_class
 from statekit.errors import DocumentError, Problem, StateDefinitionError, StateLoadError, StateVersionError
 
 T = TypeVar("T")

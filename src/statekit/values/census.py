@@ -21,13 +21,13 @@ from collections.abc import Callable
 from itertools import compress, repeat
 from typing import Any, TypeVar
 
-from statekit._json import _NONE, _PLAIN, _Bad
+from statekit.values.plain import NONE_TYPE, PLAIN_SCALARS, BadValue
 from statekit._limits import MAX_DEPTH
 
 T = TypeVar("T")
 
 
-_all_plain = _PLAIN.issuperset  # bound once: the method lookup is 14% of the walk
+_all_plain = PLAIN_SCALARS.issuperset  # bound once: the method lookup is 14% of the walk
 
 
 def check_any(value: Any) -> Any:
@@ -44,13 +44,13 @@ def check_any(value: Any) -> Any:
         items: Any = value.values()
     elif kind is list:
         items = value
-    elif kind in _PLAIN or (kind is float and value - value == 0.0):
+    elif kind in PLAIN_SCALARS or (kind is float and value - value == 0.0):
         return value
     else:
-        raise _Bad
+        raise BadValue
     if not _all_plain(map(type, items)):
         for item in items:
-            if type(item) not in _PLAIN:
+            if type(item) not in PLAIN_SCALARS:
                 check_any(item)
     return value
 
@@ -102,7 +102,7 @@ def _checking_at_once(build: Callable[[], T]) -> T:
         _deferral.add = outer
 
 
-_JSON_KINDS = frozenset((str, int, bool, _NONE, dict, list))
+_JSON_KINDS = frozenset((str, int, bool, NONE_TYPE, dict, list))
 _WITH_FLOAT = _JSON_KINDS | {float}
 _LEVEL_CAP = 1 << 22
 """Items one level may hold: only shared values (a DAG) get near it; the census then defers to the walk."""

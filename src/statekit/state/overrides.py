@@ -17,17 +17,16 @@ and checks what comes back:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from statekit._foreign import SupportsState
-from statekit._problems import problems_of
-from statekit._json import JSONValueError, copy_any, copy_loose, describe
+from statekit.state.foreign import SupportsState
+from statekit.values.problems import problems_of
+from statekit.state.base import REGISTERED, LoadResult, modules_below
+from statekit.values.plain import JSONValueError, copy_any, copy_loose, describe
 from statekit.errors import PathSegment, Problem, StateDumpError, StateLoadError, StateVersionError, format_path
 
-if TYPE_CHECKING:
-    from statekit._module import LoadResult
 
 Path = tuple[PathSegment, ...]
 Attributes = list[tuple[object, dict[str, Any]]]
@@ -113,8 +112,6 @@ def run_overrides(deferred: list[Deferred]) -> list[LoadResult | None]:
 
 
 def _call(item: Deferred) -> LoadResult | None:
-    from statekit._module import LoadResult
-
     result: object = item.module.load_state_dict(item.data, strict=item.strict)  # None in AgentScope's style
     return result if isinstance(result, LoadResult) else None
 
@@ -131,8 +128,6 @@ def _snapshot(module: SupportsState) -> tuple[Attributes, Any]:
         state = copy_loose(dict(module.state_dict()))
     except Exception:  # noqa: BLE001 - then attributes alone are restored
         state = None
-    from statekit._load import modules_below  # noqa: PLC0415 - _load builds on this module
-
     return [(each, _attributes(each)) for each in modules_below([module])], state
 
 
@@ -178,10 +173,8 @@ def _set_attributes(module: object, attributes: dict[str, Any]) -> None:
 
 def _with_own_registry(attributes: dict[str, Any]) -> dict[str, Any]:
     """``attributes`` with a copy of the ``register_state`` registry they hold (changed in place by a registration)."""
-    from statekit._module import _REGISTERED  # noqa: PLC0415 - as in _call
-
-    registry = attributes.get(_REGISTERED)
-    return attributes if not isinstance(registry, dict) else {**attributes, _REGISTERED: dict(registry)}
+    registry = attributes.get(REGISTERED)
+    return attributes if not isinstance(registry, dict) else {**attributes, REGISTERED: dict(registry)}
 
 
 def join_paths(prefix: Path, entries: list[str]) -> list[str]:

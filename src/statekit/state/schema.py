@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import inspect
-import math
 import re
 import types
 import typing
@@ -25,24 +23,16 @@ from typing import Any
 
 import attrs
 
-from statekit._secrets import SECRET_KEY
-from statekit._fields import field_codec
-from statekit._iso_patterns import DATETIME_PATTERN, TIME_PATTERN
-from statekit._module import StateModule, module_class
-from statekit._pydantic import is_model, model_schema
-from statekit._versions import VERSION_KEY, tag
+from statekit.values.secrets import SECRET_KEY
+from statekit.values.iso_patterns import DATETIME_PATTERN, TIME_PATTERN
+from statekit.state.module import StateModule
+from statekit.state.schema_fields import NOTHING, Schema, SchemaField, attribute_docs, class_fields, described, is_module_class
+from statekit.values.pydantic import is_model, model_schema
+from statekit.values.versions import VERSION_KEY, tag
 from statekit.errors import StateDefinitionError
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 """The ``$schema`` of every schema statekit makes."""
-
-SCHEMA_KEY = "json_schema"
-"""Field metadata key holding a user-given schema for that field's value.
-
-``state_field(from_json=parse_color, metadata={"json_schema": {"type": "string"}})``
-"""
-
-Schema = dict[str, Any]
 
 _SCALARS: dict[type, Schema] = {
     str: {"type": "string"},
@@ -69,7 +59,6 @@ _ARRAYS: set[Any] = {list, abc.Sequence, abc.MutableSequence}
 _SETS: set[Any] = {set, frozenset, abc.Set, abc.MutableSet}
 _MAPPINGS: set[Any] = {dict, abc.Mapping, abc.MutableMapping}
 _UNIONS = {typing.Union, types.UnionType}
-_NOTHING = object()
 
 
 def json_schema(cls: type[Any], *, title: str | None = None) -> Schema:
@@ -144,22 +133,6 @@ def _is_record(tp: Any) -> bool:
     return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
 
 
-def _is_module(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, StateModule)
-
-
-@attrs.define
-class _Field:
-    """One property of an object schema, whatever kind of class it came from."""
-
-    name: str
-    type: Any
-    required: bool
-    default: Any = _NOTHING
-    schema: Schema | None = None
-    secret: bool = False
-
-
 class _Builder:
     """Walks types into schemas, collecting named classes in ``$defs``.
 
@@ -209,32 +182,32 @@ class _Builder:
         if is_model(cls):
             return model_schema(cls, self.names[cls], self.defs)
         if issubclass(cls, enum.Enum):
-            return {"title": cls.__name__, **_described(cls), **_literal(list(cls))}
+            return {"title": cls.__name__, **described(cls), **_literal(list(cls))}
         body = self.object_schema(cls)
         return {"title": cls.__name__, **body}
 
     def object_schema(self, cls: type[Any]) -> Schema:
         """The object schema of a record, dataclass or module class."""
-        docs = _attribute_docs(cls)
+        docs = attribute_docs(cls)
         properties, required = _version_property(cls)
-        for field in _fields(cls):
+        for field in class_fields(cls):
             properties[field.name] = self._property(field, docs.get(field.name))
             if field.required and not (field.secret and self.sealed_secrets):
                 required.append(field.name)
-        body: Schema = {**_described(cls), "type": "object", "properties": properties}
+        body: Schema = {**described(cls), "type": "object", "properties": properties}
         if required:
             body["required"] = required
         body["additionalProperties"] = False
         return body
 
-    def _property(self, field: _Field, doc: str | None) -> Schema:
+    def _property(self, field: SchemaField, doc: str | None) -> Schema:
         schema = dict(field.schema) if field.schema is not None else self.type_schema(field.type)
         if field.secret:
             schema = {"anyOf": [schema, _SEALED]} if self.sealed_secrets else schema
             doc = doc or _SECRET_DOC
         if doc:
             schema["description"] = doc
-        if field.default is not _NOTHING:
+        if field.default is not NOTHING:
             schema["default"] = field.default
         return schema
 
@@ -262,7 +235,7 @@ class _Builder:
             return self._tuple(args)
         if kind in _MAPPINGS:
             return self._mapping(args)
-        if _is_module(kind):
+        if is_module_class(kind):
             return {"description": f"the state of {kind.__name__}, registered at run time"}
         return {"description": f"any JSON value: no schema is known for {kind!r}"}
 
@@ -296,38 +269,6 @@ def _version_property(cls: type[Any]) -> tuple[dict[str, Schema], list[str]]:
     return {VERSION_KEY: {"const": version, "description": description}}, [VERSION_KEY]
 
 
-def _fields(cls: type[Any]) -> list[_Field]:
-    if dataclasses.is_dataclass(cls):
-        return _dataclass_fields(cls)
-    attributes = _resolved_attrs_fields(cls)
-    if _is_module(cls):
-        attributes = [f for f in attributes if field_codec(f) is not None or module_class(f.type, StateModule)]
-    else:  # value records are (un)structured by cattrs, which skips init=False
-        attributes = [f for f in attributes if f.init]
-    return [_attrs_field(f) for f in attributes]
-
-
-def _resolved_attrs_fields(cls: type[Any]) -> list[attrs.Attribute[Any]]:
-    try:
-        attrs.resolve_types(cls)
-    except (NameError, TypeError) as exc:
-        raise StateDefinitionError(f"cannot resolve the field types of {cls.__qualname__}: {exc}") from exc
-    return list(attrs.fields(cls))
-
-
-def _attrs_field(field: attrs.Attribute[Any]) -> _Field:
-    custom = field.metadata.get(SCHEMA_KEY)
-    codec = field_codec(field)
-    coded = codec is not None and (codec.from_json is not None or codec.to_json is not None)
-    if custom is None and codec is not None and codec.from_json is not None:
-        custom = {}  # a custom decoder: any JSON value may be what it wants
-    required = field.default is attrs.NOTHING
-    if codec is not None and codec.secret:
-        return _Field(field.name, field.type, required, _NOTHING, custom, secret=True)  # its default is not shown
-    default = _NOTHING if required or coded else _json_default(field.default)
-    return _Field(field.name, field.type, required, default, custom)
-
-
 _SECRET_DOC = "a secret field: written in clear in a config, stored encrypted by a session with a key (see docs/secrets.md)"
 
 _SEALED: Schema = {
@@ -337,30 +278,6 @@ _SEALED: Schema = {
     "required": [SECRET_KEY],
     "additionalProperties": False,
 }
-
-
-def _dataclass_fields(cls: type[Any]) -> list[_Field]:
-    try:
-        hints = typing.get_type_hints(cls)
-    except (NameError, TypeError) as exc:
-        raise StateDefinitionError(f"cannot resolve the field types of {cls.__qualname__}: {exc}") from exc
-    out = []
-    for field in (f for f in dataclasses.fields(cls) if f.init):
-        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-        default = _json_default(field.default) if field.default is not dataclasses.MISSING else _NOTHING
-        out.append(_Field(field.name, hints[field.name], required, default, field.metadata.get(SCHEMA_KEY)))
-    return out
-
-
-def _json_default(value: Any) -> Any:
-    """The default as JSON when it is a plain scalar (factories are not called)."""
-    if isinstance(value, enum.Enum):
-        value = value.value
-    if isinstance(value, float) and not math.isfinite(value):
-        return _NOTHING
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return _NOTHING
 
 
 def _unwrap(tp: Any) -> Any:
@@ -405,48 +322,3 @@ def _is_string_choice(tp: Any) -> bool:
     if typing.get_origin(tp) is typing.Literal:
         return all(isinstance(v, str) for v in typing.get_args(tp))
     return isinstance(tp, type) and issubclass(tp, enum.Enum) and all(isinstance(m.value, str) for m in tp)
-
-
-def _own_doc(cls: type[Any]) -> str:
-    """The class's own docstring (``inspect.getdoc`` would inherit the parent's)."""
-    doc = cls.__dict__.get("__doc__")
-    return inspect.cleandoc(doc) if isinstance(doc, str) else ""
-
-
-def _summary(cls: type[Any]) -> str | None:
-    doc = _own_doc(cls)
-    if not doc or (dataclasses.is_dataclass(cls) and doc.startswith(f"{cls.__name__}(")):
-        return None
-    return doc.split("\n\n", 1)[0].replace("\n", " ")
-
-
-def _described(cls: type[Any]) -> Schema:
-    summary = _summary(cls)
-    return {"description": summary} if summary else {}
-
-
-_ENTRY = re.compile(r"(?P<name>\w+)(?:\s*\([^)]*\))?:\s*(?P<text>.*)")
-
-
-def _attribute_docs(cls: type[Any]) -> dict[str, str]:
-    """Field descriptions from the ``Attributes:`` section of a Google docstring."""
-    lines = _own_doc(cls).splitlines()
-    if "Attributes:" not in lines:
-        return {}
-    docs: dict[str, str] = {}
-    name = None
-    for line in lines[lines.index("Attributes:") + 1 :]:
-        if line and not line.startswith(" "):
-            break  # the next section
-        entry = _ENTRY.fullmatch(line.strip())
-        if _indent(line) <= 4 and entry:
-            name = entry["name"]
-            docs[name] = entry["text"]
-        elif name and line.strip():
-            docs[name] = f"{docs[name]} {line.strip()}".strip()
-    return docs
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-

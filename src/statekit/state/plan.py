@@ -17,14 +17,15 @@ import attrs
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
-from statekit._encode import make_encode_converter
-from statekit._convert import UnsupportedTypeError, iter_types, lenient, make_converter, prepare, type_hints
-from statekit._fast import fast_structure, runs_from_json, with_fallback
-from statekit._records import dump_with, load_with, refuse_secret_values_in
-from statekit._fields import FieldCodec, field_codec
-from statekit._foreign import protocol_class
-from statekit._pydantic import is_frozen_model
-from statekit._json import copy_any, copy_loose, type_name
+from statekit.values.encode import make_encode_converter
+from statekit.values.hooks import iter_types, prepare, type_hints
+from statekit.values.converter import UnsupportedTypeError, lenient, make_converter
+from statekit.values.fast import fast_structure, runs_from_json, with_fallback
+from statekit.values.records import dump_with, load_with, refuse_secret_values_in
+from statekit.values.fields import FieldCodec, field_codec
+from statekit.state.foreign import protocol_class
+from statekit.values.pydantic import is_frozen_model
+from statekit.values.plain import copy_any, copy_loose, type_name
 from statekit.errors import StateDefinitionError
 
 Dump = Callable[[Any], Any]
@@ -183,7 +184,7 @@ def check_record(cls: type, converter: cattrs.Converter | None) -> None:
 
 def module_class(tp: Any, module_base: type) -> type | None:
     """The ``StateModule`` subclass named by ``tp`` (``Memory`` or ``Memory | None``), or
-    a foreign module class (AgentScope's ``ReActAgent``: see :mod:`statekit._foreign`)."""
+    a foreign module class (AgentScope's ``ReActAgent``: see :mod:`statekit.state.foreign`)."""
     candidates = [tp]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         candidates = [a for a in typing.get_args(tp) if a is not type(None)]

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from statekit._json import JSONValueError, copy_any
+from statekit.values.plain import JSONValueError, copy_any
 from statekit.errors import PathSegment, StateDefinitionError, StateVersionError
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]

@@ -1,8 +1,9 @@
-"""The cattrs converter statekit uses for value fields, and error-path translation.
+"""The strict hooks of statekit's cattrs converter for scalars, literals and enums, and the type helpers they share.
 
 The converter is strict where cattrs is lenient by default: ``None`` is not a
 ``str``, ``"web"`` is not a ``list[str]``, ``True`` is not an ``int``. JSON-typed
-fields get the generated copiers of :mod:`statekit._json`; unsupported types fail
+fields get the generated copiers of :mod:`statekit.values.plain`, containers the hooks of
+:mod:`statekit.values.containers`; unsupported types fail
 when the hook is made (that is, when a ``@stateful`` class is defined), not when
 state is saved.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import contextlib
 import math
 import typing
 import uuid
@@ -22,59 +22,13 @@ from typing import Any
 
 import attrs
 import cattrs
-from cattrs.errors import (
-    IterableValidationError,
-    IterableValidationNote,
-    StructureHandlerNotFoundError,
-)
-from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
+from cattrs.errors import StructureHandlerNotFoundError
 
-from statekit._json import JSONValueError, copy_any, describe, expected_name, is_json_type, make_copier, type_name
-from statekit._pydantic import register_models
-from statekit._unstructure import JSON_HOOK, SCALAR_KIND, exactly
+from statekit.values.plain import JSONValueError, describe, expected_name, is_json_type, make_copier, type_name
+from statekit.values.unstructure import JSON_HOOK, SCALAR_KIND, exactly
 from statekit.codecs._positions import value_problem
+from statekit.values.containers import Hook, SHook, is_mapping, mark
 
-Hook = Callable[[Any], Any]
-SHook = Callable[[Any, Any], Any]
-
-
-def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
-    """Build a cattrs converter with statekit's strict hooks.
-
-    Users may register more hooks on it and pass it to ``@stateful(converter=...)``.
-
-    Args:
-        forbid_extra_keys: Reject unknown keys in value records (strict loads).
-
-    Returns:
-        A new :class:`cattrs.Converter`.
-    """
-    conv = StatekitConverter(
-        forbid_extra_keys=forbid_extra_keys,
-        detailed_validation=True,
-        unstructure_fallback_factory=_unsupported,
-        structure_fallback_factory=_unsupported,
-    )
-    _register_scalars(conv)
-    _register_json(conv)
-    _register_collections(conv)
-    from statekit._records import register_records  # noqa: PLC0415 - _records builds on this module
-
-    register_records(conv)
-    register_models(conv)
-    return conv
-
-
-class UnsupportedTypeError(StructureHandlerNotFoundError):
-    """No hook of statekit's (nor of the user's converter) handles ``type``."""
-
-
-def _unsupported(tp: Any) -> Any:
-    raise UnsupportedTypeError(
-        f"statekit cannot save or load {type_name(tp)}: give the field to_json/from_json, "
-        "or register a hook on a converter",
-        tp,
-    )
 
 
 def _from_string(build: Callable[[str], Any], what: str) -> SHook:
@@ -88,7 +42,7 @@ def _from_string(build: Callable[[str], Any], what: str) -> SHook:
     return structure
 
 
-def _register_scalars(conv: cattrs.Converter) -> None:
+def register_scalars(conv: cattrs.Converter) -> None:
     simple: list[tuple[type, Callable[[Any], str], str, Callable[[str], Any], str]] = [
         (dt.datetime, dt.datetime.isoformat, "a datetime", dt.datetime.fromisoformat, "an ISO 8601 date-time string"),
         (dt.date, dt.date.isoformat, "a date", dt.date.fromisoformat, "an ISO 8601 date string"),
@@ -211,7 +165,7 @@ def _enum_structure(tp: type[enum.Enum]) -> SHook:
     return structure
 
 
-def _register_json(conv: cattrs.Converter) -> None:
+def register_json(conv: cattrs.Converter) -> None:
     """JSON-typed values (scalars, Any, lists and dicts of them) use copiers."""
 
     def structure(tp: Any) -> SHook:
@@ -231,198 +185,8 @@ def _register_json(conv: cattrs.Converter) -> None:
     )
 
 
-def _is_collection(tp: Any) -> bool:
-    origin = typing.get_origin(tp) or tp
-    return origin in (list, tuple, set, frozenset, dict) or (
-        isinstance(origin, type)
-        and origin.__module__ == "collections.abc"
-        and origin.__name__ in ("Sequence", "MutableSequence", "Set", "MutableSet", "Mapping", "MutableMapping")
-    )
-
-
-def _register_collections(conv: cattrs.Converter) -> None:
-    """Collections must arrive as JSON lists/objects; sets dump sorted."""
-
-    def structure(tp: Any, conv: cattrs.Converter) -> SHook:
-        if _is_mapping(tp):
-            return _guarded(mapping_structure_factory(tp, conv), dict, "an object")
-        return _guarded(_sequence_structure(conv, tp), list, "a list")
-
-    conv.register_structure_hook_factory(lambda t: _is_collection(t) and not is_json_type(t), structure)
-    conv.register_unstructure_hook_factory(lambda t: _is_set(t) and not is_json_type(t), _set_unstructure)
-    conv.register_unstructure_hook_factory(_is_tuple, _tuple_unstructure)
-
-
-def _sequence_structure(conv: cattrs.Converter, tp: Any) -> SHook:
-    if _is_set(tp):
-        return _items_structure(conv, tp, frozenset if _origin(tp) is frozenset else set)
-    if not _is_tuple(tp):
-        return list_structure_factory(tp, conv)
-    args = typing.get_args(tp)
-    if (not args and tp in (tuple, typing.Tuple)) or (len(args) == 2 and args[1] is Ellipsis):  # noqa: UP006
-        return homogenous_tuple_structure_factory(tp, conv)
-    return _fixed_tuple_structure(conv, tp, args)  # tuple[()] too: no items
-
-
-def _origin(tp: Any) -> Any:
-    return typing.get_origin(tp) or tp
-
-
-def _items_structure(conv: cattrs.Converter, tp: Any, build: Callable[[list[Any]], Any]) -> SHook:
-    args = typing.get_args(tp)
-    item = conv.get_structure_hook(args[0]) if args else (lambda v, _: copy_any(v))
-    item_type = args[0] if args else Any
-
-    def structure(value: Any, _: Any) -> Any:
-        return build(_each(tp, ((item, element, item_type) for element in value)))
-
-    return structure
-
-
-def _fixed_tuple_structure(conv: cattrs.Converter, tp: Any, args: tuple[Any, ...]) -> SHook:
-    hooks = [conv.get_structure_hook(a) for a in args]
-
-    def structure(value: Any, _: Any) -> Any:
-        if len(value) != len(args):
-            raise ValueError(f"expected a list of {len(args)} items, got {len(value)}")
-        return tuple(_each(tp, zip(hooks, value, args, strict=True)))
-
-    return structure
-
-
-def _each(tp: Any, jobs: Iterable[tuple[SHook, Any, Any]]) -> list[Any]:
-    """Structure every ``(hook, item, item type)``; raise one error naming every bad index."""
-    out, errors = [], []
-    for index, (hook, item, item_type) in enumerate(jobs):
-        try:
-            out.append(hook(item, item_type))
-        except Exception as exc:  # noqa: BLE001 - collected with its index
-            errors.append(_noted(exc, index, item_type))
-    if errors:
-        raise IterableValidationError(f"While structuring {type_name(tp)}", errors, tp)
-    return out
-
-
-def _noted(exc: Exception, index: int, item_type: Any) -> Exception:
-    exc.__notes__ = [*getattr(exc, "__notes__", []), IterableValidationNote(f"@ index {index}", index, item_type)]
-    return exc
-
-
-def _guarded(inner: SHook, expected: type, what: str) -> SHook:
-    def structure(value: Any, tp: Any) -> Any:
-        if type(value) is not expected:
-            raise TypeError(f"expected {what}, got {describe(value)}")
-        return inner(value, tp)
-
-    return mark(structure)
-
-
-def mark(hook: SHook) -> SHook:
-    """Tag a structure hook as statekit's own: the fast path may stand in for it."""
-    hook.__statekit__ = True  # type: ignore[attr-defined]
-    return hook
-
-
-def is_ours(hook: Any) -> bool:
-    """Whether a hook is statekit's (not one a user registered on the converter)."""
-    return getattr(hook, "__statekit__", False) is True
-
-
-def _is_mapping(tp: Any) -> bool:
-    origin = typing.get_origin(tp) or tp
-    return origin is dict or getattr(origin, "__name__", "") in ("Mapping", "MutableMapping")
-
-
-def _is_set(tp: Any) -> bool:
-    origin = typing.get_origin(tp) or tp
-    return origin in (set, frozenset) or getattr(origin, "__name__", "") in ("Set", "MutableSet")
-
-
-def _is_tuple(tp: Any) -> bool:
-    return (typing.get_origin(tp) or tp) is tuple
-
-
-def exact_container(tp: Any, dump: Hook) -> Hook:
-    """``dump``, refusing a value whose class is not exactly ``tp``'s container: a tuple or a
-    set written as a list would load back as another value (an iterator would be used up)."""
-    return exactly(typing.get_origin(tp) or tp, dump, expected_name(tp))
-
-
-def _set_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
-    args = typing.get_args(tp)
-    item = conv.get_unstructure_hook(args[0]) if args else copy_any
-
-    def unstructure(value: Any) -> list[Any]:
-        items = [item(v) for v in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items  # unorderable items keep iteration order
-
-    return exact_container(tp, unstructure)
-
-
-def _tuple_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
-    args = typing.get_args(tp)
-    if not args or (len(args) == 2 and args[1] is Ellipsis):
-        item = conv.get_unstructure_hook(args[0]) if args else copy_any
-        return exact_container(tp, lambda value: [item(v) for v in value])
-    hooks = [conv.get_unstructure_hook(a) for a in args]
-    return exact_container(tp, lambda value: [h(v) for h, v in zip(hooks, value, strict=True)])
-
-
 def is_record(tp: Any) -> bool:
     return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
-
-
-class StatekitConverter(cattrs.Converter):
-    """A cattrs converter that knows when a hook is registered on it.
-
-    Its lenient twin (:func:`lenient`) is a copy; registering a hook drops the
-    copy, so that a hook registered after first use reaches both.
-    """
-
-    __slots__ = ("_lenient", "generation")
-    _lenient: cattrs.Converter
-    generation: int
-    """How many times a hook was registered: caches of generated code key on it."""
-
-    def _changed(self) -> None:
-        with contextlib.suppress(AttributeError):
-            del self._lenient
-        self.generation = getattr(self, "generation", 0) + 1
-
-    def register_structure_hook(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 - cattrs documents these
-        self._changed()
-        return super().register_structure_hook(*args, **kwargs)
-
-    def register_structure_hook_func(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
-        self._changed()
-        return super().register_structure_hook_func(*args, **kwargs)
-
-    def register_structure_hook_factory(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
-        self._changed()
-        return super().register_structure_hook_factory(*args, **kwargs)
-
-
-def generation(conv: cattrs.Converter) -> int:
-    """A number that changes whenever a hook is registered on ``conv`` (0 for plain cattrs ones)."""
-    return getattr(conv, "generation", 0)
-
-
-def lenient(conv: cattrs.Converter) -> cattrs.Converter:
-    """The same converter, but ignoring unknown keys in value records.
-
-    Made again after any hook is registered on ``conv`` (a plain cattrs
-    converter, which cannot say so, gets a fresh copy every time).
-    """
-    if not isinstance(conv, StatekitConverter):
-        return conv.copy(forbid_extra_keys=False)
-    try:
-        return conv._lenient  # noqa: SLF001 - our own cache
-    except AttributeError:
-        conv._lenient = conv.copy(forbid_extra_keys=False)  # noqa: SLF001
-        return conv._lenient
 
 
 def type_hints(cls: type) -> dict[str, Any]:
@@ -458,7 +222,7 @@ def prepare(conv: cattrs.Converter, tp: Any, seen: set[Any] | None = None) -> No
             conv.register_structure_hook(inner, _enum_structure(inner))
             conv.register_unstructure_hook(inner, _enum_dump(inner))
         elif is_record(inner):
-            for field_type in _field_types(inner):
+            for field_type in field_types(inner):
                 prepare(conv, field_type, seen)
 
 
@@ -473,7 +237,7 @@ def _hashable(tp: Any) -> bool:
 def _refuse_non_json(tp: Any) -> None:
     if isinstance(tp, type) and issubclass(tp, _NOT_JSON):
         raise StructureHandlerNotFoundError(f"{tp.__name__} has no JSON form; give the field a codec", tp)
-    if _is_mapping(tp) and typing.get_args(tp) and not _is_str_key(typing.get_args(tp)[0]):
+    if is_mapping(tp) and typing.get_args(tp) and not _is_str_key(typing.get_args(tp)[0]):
         raise StructureHandlerNotFoundError(f"JSON object keys are strings, not {type_name(typing.get_args(tp)[0])}", tp)
 
 
@@ -497,7 +261,7 @@ def _is_str_key(tp: Any) -> bool:
     return tp is str or (isinstance(tp, type) and issubclass(tp, str))
 
 
-def _field_types(record: type) -> list[Any]:
+def field_types(record: type) -> list[Any]:
     try:
         hints = type_hints(record)
     except NameError:

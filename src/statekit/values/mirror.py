@@ -30,11 +30,13 @@ import attrs
 import cattrs
 import msgspec
 
-from statekit._codegen import compile_function
-from statekit._convert import generation, is_ours, type_hints
-from statekit._fast import by_keyword, runs_from_json
-from statekit._json import is_json_type
-from statekit._versions import VERSION_KEY, tag
+from statekit.values.codegen import compile_function
+from statekit.values.containers import is_ours
+from statekit.values.hooks import type_hints
+from statekit.values.converter import generation
+from statekit.values.fast import by_keyword, runs_from_json
+from statekit.values.plain import is_json_type
+from statekit.values.versions import VERSION_KEY, tag
 
 Build = Callable[[Any], Any]
 HOLE = "@"

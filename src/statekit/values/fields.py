@@ -17,7 +17,7 @@ METADATA_KEY = "statekit"
 class FieldCodec:
     """The per-field codec of a state field (both ``None`` when cattrs does it).
 
-    ``secret``: never written in clear (see :mod:`statekit._secrets`).
+    ``secret``: never written in clear (see :mod:`statekit.values.secrets`).
     ``append_only``: a list that only grows (sessions then save only new items).
     """
 

@@ -4,7 +4,7 @@ A field typed with a ``BaseModel`` subclass (alone, in a list, a dict, an
 optional, a record) is saved with ``model_dump(mode="json")`` and loaded with
 ``model_validate``, the way a field with ``to_json`` / ``from_json`` is: the
 hooks sit in statekit's converters, the fast paths leave such types to them
-(``runs_from_json`` in :mod:`statekit._fast`), and pydantic's validation
+(``runs_from_json`` in :mod:`statekit.values.fast`), and pydantic's validation
 errors become problems with their full paths (the field's, then pydantic's
 ``loc``). pydantic is never imported here: a class can only be a model once
 its program imported pydantic, so ``sys.modules`` is asked.
@@ -25,8 +25,8 @@ from typing import Any
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
-from statekit._census import all_json
-from statekit._json import JSONValueError, copy_any, describe, with_article
+from statekit.values.census import all_json
+from statekit.values.plain import JSONValueError, copy_any, describe, with_article
 from statekit._limits import MAX_DEPTH
 from statekit.errors import PathSegment
 

@@ -2,7 +2,7 @@
 
 A session encodes its document at once, and a session load owns the document
 it decoded: in both, a copy of a JSON value would protect nothing, so these
-checkers validate and return the value itself (see :mod:`statekit._json` for
+checkers validate and return the value itself (see :mod:`statekit.values.plain` for
 the copiers that ``state_dict()`` and ``load_state_dict()`` use). They raise a
 bare error; the caller then runs the copying hook, which names every problem.
 """
@@ -12,16 +12,16 @@ from __future__ import annotations
 import typing
 from typing import Any
 
-from statekit._census import check_any, defer
-from statekit._json import (
-    _NONE,
-    _SCALARS,
+from statekit.values.census import check_any, defer
+from statekit.values.plain import (
+    NONE_TYPE,
+    SCALAR_TYPES,
     Copier,
     Problems,
-    _Bad,
-    _fast_copier,
-    _kind_checked,
-    _kind_of,
+    BadValue,
+    fast_copier,
+    kind_checked,
+    kind_of,
     find_problems,
     plain_union,
 )
@@ -30,7 +30,7 @@ from statekit.errors import Problem, StateDumpError
 
 
 def _reject(value: Any) -> Any:
-    raise _Bad
+    raise BadValue
 
 
 def _trusted(value: Any) -> Any:
@@ -58,7 +58,7 @@ def fast_checker(tp: Any, *, fresh: bool = False) -> Copier:
             everything under ``Any`` is JSON data already and is not walked.
     """
     if _converts(tp):
-        return _fast_copier(tp)
+        return fast_copier(tp)
     return _checker(tp, _trusted if fresh else defer)
 
 
@@ -66,16 +66,16 @@ def _checker(tp: Any, any_check: Copier) -> Copier:
     if tp is Any:
         return any_check
     if tp in (list, dict):
-        return _kind_checked(tp, any_check)
-    if tp is None or tp in _SCALARS:
-        return _kind_checked(_NONE if tp is None else tp, None)
+        return kind_checked(tp, any_check)
+    if tp is None or tp in SCALAR_TYPES:
+        return kind_checked(NONE_TYPE if tp is None else tp, None)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (list, dict):
         item = _checker(args[-1], any_check)
         if item is _trusted:  # freshly decoded JSON: keys are strings, items JSON data
-            return _kind_checked(origin, None)
+            return kind_checked(origin, None)
         if item is any_check:  # one walk checks the items
-            return _kind_checked(origin, any_check)
+            return kind_checked(origin, any_check)
         kind = _walked_kind(args[-1])
         if origin is list and kind is not None:
             return _list_of(kind, any_check)
@@ -100,7 +100,7 @@ def union_members(tp: Any, *, fresh: bool = False) -> dict[object, Copier | None
     at any depth (see :func:`checks_in_place`).
     """
     any_check = _trusted if fresh else defer
-    return {_kind_of(a): _member_checker(a, any_check) for a in typing.get_args(tp)}
+    return {kind_of(a): _member_checker(a, any_check) for a in typing.get_args(tp)}
 
 
 def checks_in_place(tp: Any) -> bool:
@@ -131,7 +131,7 @@ def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool) 
 
 
 def _member_checker(tp: Any, any_check: Copier) -> Copier | None:
-    if tp is None or tp in _SCALARS:
+    if tp is None or tp in SCALAR_TYPES:
         return None
     if _walked_kind(tp) is not None:  # the kind matched already
         return None if any_check is _trusted else any_check
@@ -143,7 +143,7 @@ def _list_of(kind: type, any_check: Copier) -> Copier:
 
     def check(value: Any) -> Any:
         if type(value) is not list or not only.issuperset(map(type, value)):
-            raise _Bad
+            raise BadValue
         return any_check(value)  # the items' kinds are checked: one walk (or deferral) for the whole list
 
     return check
@@ -162,7 +162,7 @@ def _union_checker(by_kind: dict[object, Copier | None]) -> Copier:
 def _list_checker(item: Copier) -> Copier:
     def check(value: Any) -> Any:
         if type(value) is not list:
-            raise _Bad
+            raise BadValue
         for element in value:
             item(element)
         return value
@@ -173,10 +173,10 @@ def _list_checker(item: Copier) -> Copier:
 def _dict_checker(item: Copier) -> Copier:
     def check(value: Any) -> Any:
         if type(value) is not dict:
-            raise _Bad
+            raise BadValue
         for key, element in value.items():
             if type(key) is not str:
-                raise _Bad
+                raise BadValue
             item(element)
         return value
 
@@ -197,7 +197,7 @@ def refuse_non_json(data: Any) -> None:
         raise StateDumpError([Problem(path_too_deep(data) or (), depth_message())])
     try:
         check_any(data)
-    except _Bad:
+    except BadValue:
         found: Problems = []
         find_problems(Any, data, (), found)
         raise StateDumpError([Problem(path, message) for path, message in found]) from None

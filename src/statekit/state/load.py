@@ -4,38 +4,37 @@ The *plan* phase walks the whole tree, builds every new value and collects
 every problem; only when there is none does the *commit* phase assign the new
 values (running overriding ``load_state_dict()`` methods first, restored
 together if one raises). A failed load leaves every object exactly as it was.
-:func:`build` makes new instances from data (configs, the command line).
+:func:`build` makes new instances from data (configs, the command line);
+:mod:`statekit.state.commit` holds what a plan collects and commits it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import attrs
 
-from statekit._convert import lenient
-from statekit._dump import check_modules, converter_of
-from statekit._flags import check_flag
-from statekit._foreign import SupportsState
-from statekit._hints import migration_hint
-from statekit._json import describe
 from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit._module import LoadResult, StateModule, is_module, late_plan, plan_of, state_extras, walks_load
-from statekit._overrides import Deferred, defer, join_paths, restore_all, run_overrides
-from statekit._plan import ClassPlan, FieldPlan
-from statekit._problems import not_a_string_key, only_extra_keys, problems_of, refused_field, unknown_key
-from statekit._secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
-from statekit._versions import is_older, upgrade
 from statekit.errors import PathSegment, Problem, SecretError, StateLoadError, StateVersionError, format_path
+from statekit.state.base import LoadResult, StateBase, class_plan, is_module, state_extras, state_keys, walks_load
+from statekit.state.commit import FAILED, Pending, commit_all
+from statekit.state.dump import check_modules, converter_of
+from statekit.state.flags import check_flag
+from statekit.state.foreign import SupportsState
+from statekit.state.overrides import defer
+from statekit.state.plan import ClassPlan, FieldPlan
+from statekit.state.secret_fields import holds_secrets
+from statekit.values.converter import lenient
+from statekit.values.plain import describe
+from statekit.values.problems import problems_of
+from statekit.values.secrets import HIDDEN_BUILD, hidden, hidden_version_error, open_secret
+from statekit.values.versions import is_older, upgrade
 
 T = TypeVar("T")
 Path = tuple[PathSegment, ...]
 
-_LOG = logging.getLogger("statekit")
 
 
 def refuse_too_deep(data: Any) -> None:
@@ -48,22 +47,8 @@ def refuse_too_deep(data: Any) -> None:
         raise StateLoadError([Problem(path_too_deep(data) or (), depth_message())])
 
 
-class Loader:
-    """Collects new values and problems (plan), then assigns them (commit)."""
-
-    def __init__(self, strict: bool, fresh: bool = False, *, saved: bool = True) -> None:
-        self.strict = strict
-        self.fresh = fresh
-        self.saved = saved  # the data was saved by code: a mismatch may be a class that changed since
-        self.problems: list[Problem] = []
-        self.assignments: list[tuple[object, str, Any]] = []
-        self.missing: list[str] = []
-        self.unexpected: list[str] = []
-        self.deferred: list[Deferred] = []
-        self.paths: dict[int, Path] = {}  # id(module) -> its path, to name a refused assignment
-
-    def problem(self, path: Path, message: str) -> None:
-        self.problems.append(Problem(path, message))
+class Loader(Pending):
+    """Plans a load: walks the data against the modules, collecting new values and problems (then commits them)."""
 
     def plan_child(self, module: SupportsState, state: Any, path: Path) -> None:
         """Plan a module's load, or defer it to its own ``load_state_dict()`` when overridden (or foreign)."""
@@ -74,7 +59,7 @@ class Loader:
         if item is not None:
             self.deferred.append(item)
 
-    def plan(self, module: StateModule, state: Any, path: Path) -> None:
+    def plan(self, module: StateBase, state: Any, path: Path) -> None:
         """Plan the load of one module (and, recursively, its children)."""
         self.paths[id(module)] = path
         if not isinstance(state, Mapping):
@@ -96,7 +81,7 @@ class Loader:
         finally:
             self.fresh = True
 
-    def _plan_keys(self, module: StateModule, state: Mapping[str, Any], path: Path) -> None:
+    def _plan_keys(self, module: StateBase, state: Mapping[str, Any], path: Path) -> None:
         keys = state_keys(module)
         for name, spec in keys.items():
             if name in state:
@@ -107,17 +92,9 @@ class Loader:
                 self.missing.append(format_path((*path, name)))
         for name in state:
             if name not in keys:
-                self._unknown((*path, name), keys)
+                self.unknown((*path, name), keys)
 
-    def _unknown(self, path: Path, known: Iterable[str]) -> None:
-        if not isinstance(path[-1], str):  # Python data only; a problem even when lenient
-            self.problem(path[:-1], not_a_string_key(path[-1]))
-        elif self.strict:
-            self.problem(path, unknown_key(str(path[-1]), known))
-        else:
-            self.unexpected.append(format_path(path))
-
-    def plan_key(self, module: StateModule, name: str, spec: Any, data: Any, path: Path) -> None:
+    def plan_key(self, module: StateBase, name: str, spec: Any, data: Any, path: Path) -> None:
         if _is_secret(spec):
             self._plan_secret(module, spec, data, path)
             return
@@ -129,9 +106,9 @@ class Loader:
         elif isinstance(spec, FieldPlan):
             self._plan_field(module, spec, data, path)
         elif spec is not None:
-            self._plan_value(module, name, spec[1], data, path)
+            self.plan_value(module, name, spec[1], data, path)
 
-    def _plan_secret(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+    def _plan_secret(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         try:
             data = open_secret(data)
         except SecretError as exc:
@@ -149,12 +126,7 @@ class Loader:
         hidden(self.problems, marks[0], path)
         self.hide_unexpected(marks[1], path)
 
-    def hide_unexpected(self, mark: int, path: Path) -> None:
-        """Name the keys ignored since ``mark`` inside a secret by the secret's path alone (they could be secret too)."""
-        if len(self.unexpected) > mark:
-            self.unexpected[mark:] = [format_path(path)]
-
-    def _plan_field(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+    def _plan_field(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         if plan.module_type is not None:
             self._plan_new_module(module, plan, data, path)
             return
@@ -163,31 +135,12 @@ class Loader:
             load = plan.load_fresh
         assert load is not None and plan.load_strict is not None
         if not self.strict:
-            load = self._lenient_load(plan.load_strict, load, data, path)
-        new = self._plan_value(module, plan.name, load, data, path)
-        if new is not _FAILED and plan.field.validator is not None:
-            self._validate(module, plan.field, new, path)
+            load = self.lenient_load(plan.load_strict, load, data, path)
+        new = self.plan_value(module, plan.name, load, data, path)
+        if new is not FAILED and plan.field.validator is not None:
+            self.validate(module, plan.field, new, path)
 
-    def _lenient_load(self, strict: Callable[[Any], Any], loose: Callable[[Any], Any], data: Any, path: Path) -> Callable[[Any], Any]:
-        """Report unknown record keys before ignoring them (strict first: it is the common case)."""
-        try:
-            value = strict(data)
-        except Exception as exc:  # noqa: BLE001 - re-raised by the loose hook if real
-            if only_extra_keys(exc):
-                self.unexpected.extend(format_path(p) for p, _ in problems_of(exc, path))
-            return loose
-        return lambda _: value
-
-    def _plan_value(self, module: object, name: str, load: Callable[[Any], Any], data: Any, path: Path) -> Any:
-        try:
-            new = load(data)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a problem
-            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, path))
-            return _FAILED
-        self.assignments.append((module, name, new))
-        return new
-
-    def _plan_new_module(self, module: StateModule, plan: FieldPlan, data: Any, path: Path) -> None:
+    def _plan_new_module(self, module: StateBase, plan: FieldPlan, data: Any, path: Path) -> None:
         """The field names a module class but holds ``None``: build one (or keep ``None``)."""
         if data is None:
             self.assignments.append((module, plan.name, None))
@@ -198,146 +151,9 @@ class Loader:
         if len(self.problems) == before:
             self.assignments.append((module, plan.name, new))
 
-    def _validate(self, module: object, field: attrs.Attribute[Any], value: Any, path: Path) -> None:
-        try:
-            field.validator(module, field, value)  # type: ignore[misc]
-        except Exception as exc:  # noqa: BLE001 - a validator's refusal is a problem
-            at = path[:-1] if refused_field(exc) is field else path  # problems_of names the field itself
-            self.problems.extend(Problem(p, m) for p, m in problems_of(exc, at))
-
     def commit(self) -> LoadResult:
         """Raise every problem, or assign every planned value."""
         return commit_all([self])[0]
-
-
-def commit_all(loaders: list[Loader]) -> list[LoadResult]:
-    """Run the deferred overrides of every loader (restored together if one
-    raises), then assign every planned value."""
-    problems = [p for loader in loaders for p in loader.problems]
-    if problems:
-        saved = all(loader.strict and loader.saved for loader in loaders)
-        raise StateLoadError(problems, hint=migration_hint(problems) if saved else None)
-    if any(loader.deferred for loader in loaders):
-        _run_deferred(loaders)
-    done = _assign_all(loaders)
-    if (journal := _JOURNAL.get()) is not None:
-        journal.append((done, loaders))
-    ignored = [key for loader in loaders for key in loader.unexpected]
-    if ignored:
-        _LOG.warning("a non-strict load ignored %d unknown key(s): %s", len(ignored), ", ".join(ignored))
-    return [LoadResult(loader.missing, loader.unexpected) for loader in loaders]
-
-
-_UNSET = object()  # an attribute that had no value (a slot never set), deleted again on undo
-
-Assigned = tuple[object, str, Any]
-"""An assignment of a commit: the object, the attribute, the value it replaced."""
-
-Commit = tuple[list[Assigned], list[Loader]]
-"""A committed load, as :func:`undo_loads` takes it back."""
-
-_JOURNAL: ContextVar[list[Commit] | None] = ContextVar("statekit_load_journal", default=None)
-
-
-@contextlib.contextmanager
-def journaled(journal: list[Commit]) -> Iterator[None]:
-    """Record in ``journal`` every load committed inside the block (in this task or thread)."""
-    token = _JOURNAL.set(journal)
-    try:
-        yield
-    finally:
-        _JOURNAL.reset(token)
-
-
-def undo_loads(journal: list[Commit]) -> None:
-    """Take back the loads ``journal`` recorded, last first, and empty it.
-
-    Raises:
-        StateLoadError: A value could not be put back (a property's setter, an
-            override's ``load_state_dict()`` refused).
-    """
-    failed = [problem for done, loaders in reversed(journal) for problem in _undo(done, loaders)]
-    journal.clear()
-    if failed:
-        raise StateLoadError(failed)
-
-
-def _assign_all(loaders: list[Loader]) -> list[Assigned]:
-    """Assign every planned value; when one is refused (a property's setter raised),
-    put back every value assigned and every override run, and raise.
-
-    Returns:
-        What each assignment replaced, for :func:`undo_loads`.
-    """
-    done: list[Assigned] = []
-    for loader in loaders:
-        for target, name, value in loader.assignments:
-            try:
-                before = getattr(target, name, _UNSET)
-                object.__setattr__(target, name, value)
-            except Exception as exc:  # noqa: BLE001 - reported with its path, nothing kept
-                path = (*loader.paths.get(id(target), ()), name)
-                problem = Problem(path, f"setting it raised {type(exc).__name__}: {exc}")
-                raise StateLoadError([problem, *_undo(done, loaders)]) from exc
-            done.append((target, name, before))
-    return done
-
-
-def _undo(done: list[Assigned], loaders: list[Loader]) -> list[Problem]:
-    """Put back the values ``done`` replaced and the modules the overrides loaded; what could not be."""
-    failed: list[Problem] = []
-    for target, name, before in reversed(done):
-        try:
-            if before is _UNSET:
-                object.__delattr__(target, name)
-            else:
-                object.__setattr__(target, name, before)
-        except Exception as exc:  # noqa: BLE001 - reported, never hidden
-            path = (*_path_of(loaders, target), name)
-            failed.append(Problem(path, f"could not be restored ({type(exc).__name__}: {exc}); it may be half-loaded"))
-    return failed + restore_all([item for loader in loaders for item in loader.deferred])
-
-
-def _path_of(loaders: list[Loader], target: object) -> Path:
-    return next((loader.paths[id(target)] for loader in loaders if id(target) in loader.paths), ())
-
-
-def _run_deferred(loaders: list[Loader]) -> None:
-    owners = [loader for loader in loaders for _ in loader.deferred]
-    items = [item for loader in loaders for item in loader.deferred]
-    for loader, item, result in zip(owners, items, run_overrides(items), strict=True):
-        if result is not None:
-            loader.missing.extend(join_paths(item.path, result.missing_keys))
-            loader.unexpected.extend(join_paths(item.path, result.unexpected_keys))
-
-
-_FAILED = object()
-
-
-def state_keys(module: SupportsState) -> dict[str, Any]:
-    """Every state key of ``module`` with what loads it, in dump order; of a foreign
-    module, the attributes holding modules (all statekit sees of it)."""
-    if not isinstance(module, StateModule):
-        return {name: None for name, value in getattr(module, "__dict__", {}).items() if is_module(value)}
-    keys: dict[str, Any] = {}
-    for plan in plan_of(module).fields:
-        if plan.is_state or plan.module_type is not None or is_module(getattr(module, plan.name, None)):
-            keys[plan.name] = plan
-    keys.update(state_extras(module))
-    return keys
-
-
-def modules_below(roots: Iterable[SupportsState]) -> list[SupportsState]:
-    """``roots`` and every module reachable from them through state, each once."""
-    found: dict[int, SupportsState] = {}
-    stack = list(roots)
-    while stack:
-        module = stack.pop()
-        if id(module) not in found:
-            found[id(module)] = module
-            values = (getattr(module, name, None) for name in state_keys(module))
-            stack.extend(value for value in values if is_module(value))
-    return list(found.values())
 
 
 def load_many(
@@ -385,7 +201,7 @@ def build(cls: type[T], data: Any, *, strict: bool = True, fill_defaults: bool =
     """
     refuse_too_deep(data)
     loader = Loader(check_flag(strict, "strict"), saved=False)  # configs (written by hand) and the CLI's checks: no hint
-    if issubclass(cls, StateModule):
+    if issubclass(cls, StateBase):
         obj: T = _build_module(cls, data, loader, (), fill_defaults=fill_defaults)
     else:
         obj = _build_record(cls, data, loader)
@@ -408,7 +224,7 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
     if not isinstance(data, Mapping):
         loader.problem(path, f"expected an object of state, got {describe(data)}")
         return None
-    if getattr(cls, "load_state_dict", None) is not StateModule.load_state_dict:
+    if not getattr(cls, "__statekit_walks_load__", False):  # a foreign class, or its own load_state_dict()
         return _build_by_override(cls, data, loader, path)  # its load upgrades the data, once
     if loader.fresh and is_older(cls, data):
         with loader.copying():
@@ -418,7 +234,7 @@ def _build_module(cls: type, data: Any, loader: Loader, path: Path, *, fill_defa
 
 def _build_upgraded(cls: type, data: Mapping[str, Any], loader: Loader, path: Path, *, fill_defaults: bool) -> Any:
     """A new module from ``data`` at ``cls``'s version."""
-    plan = _plan_of_class(cls)
+    plan = class_plan(cls)
     kwargs: dict[str, Any] = {}
     before = len(loader.problems)
     for field_plan in plan.fields:
@@ -440,7 +256,7 @@ def _unbuilt_extras(cls: type, plan: ClassPlan, extra: list[str], declared: list
         return
     arguments = {p.name for p in plan.fields if _needs_argument(p)}  # reported as such, not as unknown keys
     for name in (name for name in extra if name not in arguments):
-        loader._unknown((*path, name), declared)  # noqa: SLF001 - same module's helper
+        loader.unknown((*path, name), declared)
 
 
 def _may_register(cls: type) -> bool:
@@ -463,7 +279,7 @@ def _construct(cls: type, kwargs: dict[str, Any], loader: Loader, path: Path) ->
 
 
 def _plan_extras(
-    module: StateModule, data: Mapping[str, Any], names: tuple[list[str], list[str]], loader: Loader, path: Path, fill_defaults: bool
+    module: StateBase, data: Mapping[str, Any], names: tuple[list[str], list[str]], loader: Loader, path: Path, fill_defaults: bool
 ) -> None:
     """Load the state the new module declared when it was built: attributes it
     registered, or set to a module, in ``__init__`` / ``__attrs_post_init__``
@@ -479,12 +295,7 @@ def _plan_extras(
             loader.missing.append(format_path((*path, name)))
     for name in extra:
         if name not in keys:
-            loader._unknown((*path, name), [*declared, *keys])  # noqa: SLF001 - same module's helper
-
-
-def overrides_load(cls: object) -> bool:
-    """Whether ``cls`` is a module class with its own ``load_state_dict()`` (built and loaded through it)."""
-    return isinstance(cls, type) and issubclass(cls, StateModule) and cls.load_state_dict is not StateModule.load_state_dict
+            loader.unknown((*path, name), [*declared, *keys])
 
 
 def _build_by_override(cls: type, data: Mapping[str, Any], loader: Loader, path: Path) -> Any:
@@ -500,40 +311,6 @@ def _build_by_override(cls: type, data: Mapping[str, Any], loader: Loader, path:
         item.fresh = True
         loader.deferred.append(item)
     return module
-
-
-def _plan_of_class(cls: type) -> ClassPlan:
-    plan: ClassPlan | None = cls.__statekit_plan__  # type: ignore[attr-defined]
-    return plan if plan is not None else late_plan(cls)
-
-
-def secret_paths(cls: type, path: Path = (), seen: frozenset[type] = frozenset()) -> set[Path]:
-    """The paths of the secret fields of module class ``cls`` and of the module classes
-    its module fields name (a document may leave any of them out)."""
-    if cls in seen or not issubclass(cls, StateModule) or cls is StateModule:
-        return set()
-    found: set[Path] = set()
-    for plan in _plan_of_class(cls).fields:
-        if plan.secret:
-            found.add((*path, plan.name))
-        elif plan.module_type is not None:
-            found |= secret_paths(plan.module_type, (*path, plan.name), seen | {cls})
-    return found
-
-
-def holds_secrets(cls: type, values: Iterable[Any], seen: frozenset[int] = frozenset()) -> bool:
-    """Whether module class ``cls`` has secret fields, or one of ``values`` (its new
-    fields) is a module that does, at any depth (``seen``: the ids on the way, against cycles)."""
-    if any(p.secret for p in _plan_of_class(cls).fields):
-        return True
-    return any(
-        isinstance(v, StateModule) and id(v) not in seen and holds_secrets(type(v), _field_values(v), seen | {id(v)})
-        for v in values
-    )
-
-
-def _field_values(module: StateModule) -> list[Any]:
-    return [getattr(module, p.name, None) for p in plan_of(module).fields]
 
 
 def _is_secret(spec: Any) -> bool:
@@ -581,7 +358,7 @@ def _build_value(plan: FieldPlan, data: Any, loader: Loader, path: Path) -> Any:
     if loader.strict:
         return plan.load_strict(data)
     mark = len(loader.unexpected)
-    value = loader._lenient_load(plan.load_strict, plan.load_lenient, data, path)(data)  # noqa: SLF001
+    value = loader.lenient_load(plan.load_strict, plan.load_lenient, data, path)(data)
     if plan.secret:
         loader.hide_unexpected(mark, path)
     return value
@@ -612,15 +389,8 @@ def _missing_field(plan: FieldPlan, loader: Loader, path: Path, fill_defaults: b
 
 
 __all__ = [
-    "Commit",
     "Loader",
     "build",
-    "commit_all",
-    "journaled",
     "load_many",
-    "overrides_load",
     "refuse_too_deep",
-    "secret_paths",
-    "state_keys",
-    "undo_loads",
 ]

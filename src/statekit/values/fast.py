@@ -17,13 +17,15 @@ from typing import Any
 import attrs
 import cattrs
 
-from statekit._codegen import compile_function
-from statekit._fields import field_codec
-from statekit._convert import generation, is_ours, iter_types, type_hints
-from statekit._pydantic import is_model
-from statekit._versions import VERSION_KEY, tag
-from statekit._checkers import checks_in_place, fast_checker, union_check_lines
-from statekit._json import copy_any, dict_copier, fast_copier, is_json_type, list_copier, plain_union, union_copy_lines
+from statekit.values.codegen import compile_function
+from statekit.values.fields import field_codec
+from statekit.values.containers import is_ours
+from statekit.values.hooks import iter_types, type_hints
+from statekit.values.converter import generation
+from statekit.values.pydantic import is_model
+from statekit.values.versions import VERSION_KEY, tag
+from statekit.values.checks import checks_in_place, fast_checker, union_check_lines
+from statekit.values.plain import copy_any, dict_copier, fast_copier, is_json_type, list_copier, plain_union, union_copy_lines
 
 Fast = Callable[[Any], Any]
 

@@ -19,14 +19,14 @@ from statekit.errors import PathSegment
 Copier = Callable[[Any], Any]
 Problems = list[tuple[tuple[PathSegment, ...], str]]
 
-_NONE = type(None)
-_SCALARS = (str, int, float, bool, _NONE)
+NONE_TYPE = type(None)
+SCALAR_TYPES = (str, int, float, bool, NONE_TYPE)
 _KIND_NAMES = {
     str: "a string",
     int: "an integer",
     float: "a number",
     bool: "a boolean",
-    _NONE: "null",
+    NONE_TYPE: "null",
     list: "a list",
     dict: "an object",
 }
@@ -56,11 +56,11 @@ def with_article(noun: str) -> str:
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
-class _Bad(Exception):
+class BadValue(Exception):
     """Raised by the fast copiers; the entry point turns it into a full report."""
 
 
-_PLAIN = frozenset((str, int, bool, _NONE))
+PLAIN_SCALARS = frozenset((str, int, bool, NONE_TYPE))
 """The JSON scalars a copy returns as they are (``float`` is checked: NaN has no JSON form)."""
 
 
@@ -69,18 +69,18 @@ def _copy_any(value: Any) -> Any:
     # plain items are tested inline: a call per string would cost more than the test
     # (_copy_dict_of_any repeats the dict comprehension, saving a call per metadata dict: change both)
     if kind is dict:
-        return {k if type(k) is str else _bad(): v if type(v) in _PLAIN else _copy_any(v) for k, v in value.items()}
+        return {k if type(k) is str else _bad(): v if type(v) in PLAIN_SCALARS else _copy_any(v) for k, v in value.items()}
     if kind is list:
-        return [v if type(v) in _PLAIN else _copy_any(v) for v in value]
-    if kind in _PLAIN:
+        return [v if type(v) in PLAIN_SCALARS else _copy_any(v) for v in value]
+    if kind in PLAIN_SCALARS:
         return value
     if kind is float and value - value == 0.0:  # NaN and infinities have no JSON form
         return value
-    raise _Bad
+    raise BadValue
 
 
 def _bad() -> str:
-    raise _Bad
+    raise BadValue
 
 
 def copy_any(value: Any) -> Any:
@@ -91,7 +91,7 @@ def copy_any(value: Any) -> Any:
     """
     try:
         return _copy_any(value)
-    except _Bad:
+    except BadValue:
         raise _fail(Any, value) from None
 
 
@@ -108,14 +108,14 @@ def copy_loose(value: Any) -> Any:
     """
     try:
         return _copy_any(value)
-    except _Bad:
+    except BadValue:
         return copy_any(_as_json(value))  # rare: a second pass only then
 
 
 def _as_json(value: Any) -> Any:
     """``value`` with what ``json.dumps`` writes as JSON made plain (the rest left for :func:`copy_any` to refuse)."""
     kind = type(value)
-    if kind in _PLAIN or kind is float:
+    if kind in PLAIN_SCALARS or kind is float:
         return value
     if isinstance(value, (list, tuple)):
         return [_as_json(v) for v in value]
@@ -139,7 +139,7 @@ def _fail(tp: Any, value: Any) -> JSONValueError:
 
 def is_json_type(tp: Any) -> bool:
     """Whether ``tp`` is built only of JSON kinds (so one copier serves it)."""
-    if tp is Any or tp in _SCALARS or tp is None or tp in (list, dict):
+    if tp is Any or tp in SCALAR_TYPES or tp is None or tp in (list, dict):
         return True
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list:
@@ -147,14 +147,14 @@ def is_json_type(tp: Any) -> bool:
     if origin is dict:
         return args[0] is str and is_json_type(args[1])
     if origin in (typing.Union, types.UnionType):
-        kinds = [_kind_of(a) for a in args]
+        kinds = [kind_of(a) for a in args]
         return all(is_json_type(a) for a in args) and _distinct(kinds)
     return False
 
 
-def _kind_of(tp: Any) -> object:
-    if tp is None or tp is _NONE:
-        return _NONE
+def kind_of(tp: Any) -> object:
+    if tp is None or tp is NONE_TYPE:
+        return NONE_TYPE
     if tp is Any:
         return Any
     return typing.get_origin(tp) or tp
@@ -178,7 +178,7 @@ def make_copier(tp: Any) -> Copier:
     def copy(value: Any) -> Any:
         try:
             return fast(value)
-        except _Bad:
+        except BadValue:
             raise _fail(tp, value) from None
 
     return copy
@@ -195,23 +195,23 @@ def _fast_copier(tp: Any) -> Copier:
     if tp is dict:
         return _copy_dict_of_any  # the same as dict[str, Any]
     if tp is list:
-        return _kind_checked(list, _copy_any)
+        return kind_checked(list, _copy_any)
     if tp is float:
         return _copy_float
-    if tp is None or tp in _SCALARS:
-        return _kind_checked(_NONE if tp is None else tp, None)
+    if tp is None or tp in SCALAR_TYPES:
+        return kind_checked(NONE_TYPE if tp is None else tp, None)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list:
         return list_copier(_fast_copier(args[0]))
     if origin is dict:
         return dict_copier(_fast_copier(args[1]))
-    return _union_copier({_kind_of(a): _fast_copier(a) for a in args})
+    return _union_copier({kind_of(a): _fast_copier(a) for a in args})
 
 
-def _kind_checked(kind: type, then: Copier | None) -> Copier:
+def kind_checked(kind: type, then: Copier | None) -> Copier:
     def copy(value: Any) -> Any:
         if type(value) is not kind:
-            raise _Bad
+            raise BadValue
         return value if then is None else then(value)
 
     return copy
@@ -223,7 +223,7 @@ def _copy_float(value: Any) -> Any:
         return value
     if kind is int and -_FLOAT_BOUND < value < _FLOAT_BOUND:
         return float(value)
-    raise _Bad
+    raise BadValue
 
 
 def list_copier(item: Copier) -> Copier:
@@ -231,7 +231,7 @@ def list_copier(item: Copier) -> Copier:
 
     def copy(value: Any) -> Any:
         if type(value) is not list:
-            raise _Bad
+            raise BadValue
         return [item(v) for v in value]
 
     return copy
@@ -244,7 +244,7 @@ def dict_copier(item: Copier) -> Copier:
 
     def copy(value: Any) -> Any:
         if type(value) is not dict:
-            raise _Bad
+            raise BadValue
         return {k if type(k) is str else _bad(): item(v) for k, v in value.items()}
 
     return copy
@@ -252,8 +252,8 @@ def dict_copier(item: Copier) -> Copier:
 
 def _copy_dict_of_any(value: Any) -> Any:
     if type(value) is not dict:
-        raise _Bad
-    return {k if type(k) is str else _bad(): v if type(v) in _PLAIN else _copy_any(v) for k, v in value.items()}
+        raise BadValue
+    return {k if type(k) is str else _bad(): v if type(v) in PLAIN_SCALARS else _copy_any(v) for k, v in value.items()}
 
 
 def _union_copier(by_kind: dict[object, Copier]) -> Copier:
@@ -263,7 +263,7 @@ def _union_copier(by_kind: dict[object, Copier]) -> Copier:
     def copy(value: Any) -> Any:
         member = by_kind.get(type(value))
         if member is None:
-            raise _Bad
+            raise BadValue
         return member(value)
 
     return copy
@@ -280,8 +280,8 @@ def plain_union(tp: Any) -> bool:
 def union_copy_lines(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
     """Generated lines copying ``var`` of :func:`plain_union` type ``tp``: a plain kind
     stays as it is, another member's copier copies, any other kind raises ``KeyError``."""
-    members = {_kind_of(arg): arg for arg in typing.get_args(tp)}
-    names[f"__p_{var}"] = frozenset(kind for kind in members if kind in _SCALARS)  # float is not in a plain union
+    members = {kind_of(arg): arg for arg in typing.get_args(tp)}
+    names[f"__p_{var}"] = frozenset(kind for kind in members if kind in SCALAR_TYPES)  # float is not in a plain union
     names[f"__m_{var}"] = {kind: _fast_copier(arg) for kind, arg in members.items() if kind not in names[f"__p_{var}"]}
     return [f"    if type({var}) not in __p_{var}:", f"        {var} = __m_{var}[type({var})]({var})"]
 
@@ -308,7 +308,7 @@ def _scalar_fits(tp: Any, value: Any) -> bool:
     kind = type(value)
     if tp is float:
         return (kind is float and value - value == 0.0) or (kind is int and -_FLOAT_BOUND < value < _FLOAT_BOUND)
-    return kind is (_NONE if tp is None else tp)
+    return kind is (NONE_TYPE if tp is None else tp)
 
 
 _FLOAT_BOUND = 2**1024 - 2**970
@@ -323,7 +323,7 @@ def _any_problems(tp: Any, value: Any, path: tuple[PathSegment, ...], out: Probl
         _dict_problems(dict, Any, value, path, out)
     elif type(value) is list:
         _list_problems(list, Any, value, path, out)
-    elif type(value) not in _SCALARS or (type(value) is float and value - value != 0.0):
+    elif type(value) not in SCALAR_TYPES or (type(value) is float and value - value != 0.0):
         out.append((path, f"{describe(value)} is not JSON data"))
 
 
@@ -354,7 +354,7 @@ def _union_problems(
     tp: Any, args: tuple[Any, ...], value: Any, path: tuple[PathSegment, ...], out: Problems
 ) -> None:
     for member in args:
-        if _kind_of(member) is type(value) or (member is float and type(value) is int):
+        if kind_of(member) is type(value) or (member is float and type(value) is int):
             find_problems(member, value, path, out)
             return
     out.append((path, f"expected {expected_name(tp)}, got {describe(value)}"))
@@ -366,7 +366,7 @@ def expected_name(tp: Any) -> str:
         return "JSON data"
     if typing.get_origin(tp) in (typing.Union, types.UnionType) and all(_plain(a) for a in typing.get_args(tp)):
         return " or ".join(expected_name(a) for a in typing.get_args(tp))
-    return _KIND_NAMES.get(_NONE if tp is None else tp) or type_name(tp)
+    return _KIND_NAMES.get(NONE_TYPE if tp is None else tp) or type_name(tp)
 
 
 def _plain(tp: Any) -> bool:
@@ -375,7 +375,7 @@ def _plain(tp: Any) -> bool:
 
 def type_name(tp: Any) -> str:
     """A short, readable name for a type in error messages."""
-    if tp is None or tp is _NONE:
+    if tp is None or tp is NONE_TYPE:
         return "null"
     if isinstance(tp, type) and not typing.get_args(tp):
         return tp.__name__

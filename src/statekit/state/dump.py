@@ -14,17 +14,17 @@ from typing import Any
 import attrs
 import cattrs
 
-from statekit._census import checks_deferred
-from statekit._cycles import TooDeep, module_problem, value_problem
-from statekit._foreign import SupportsState, protocol_class
-from statekit._json import JSONValueError, copy_loose, describe, with_article
+from statekit.values.census import checks_deferred
+from statekit.values.cycles import TooDeep, module_problem, value_problem
+from statekit.state.foreign import SupportsState, protocol_class
+from statekit.values.plain import JSONValueError, copy_loose, describe, with_article
 from statekit._limits import MAX_DEPTH
-from statekit._module import StateModule, is_module, plan_of, state_extras, walks_dump
-from statekit._overrides import dump_override
-from statekit._plan import DEFAULT_CONVERTER, FieldPlan
-from statekit._problems import dump_problems, problems_of
-from statekit._secrets import seal_into
-from statekit._versions import VERSION_KEY, tag
+from statekit.state.overrides import dump_override
+from statekit.state.plan import DEFAULT_CONVERTER, FieldPlan
+from statekit.values.problems import dump_problems, problems_of
+from statekit.values.secrets import seal_into
+from statekit.state.base import StateBase, is_module, plan_of, state_extras, walks_dump
+from statekit.values.versions import VERSION_KEY, tag
 from statekit.errors import PathSegment, Problem, StatekitError, StateDumpError
 
 Path = tuple[PathSegment, ...]
@@ -53,7 +53,7 @@ Held = list[HeldList]
 
 
 def dump_root(
-    module: StateModule, path: Path, live: bool = False, lax: bool = False, held: Held | None = None
+    module: StateBase, path: Path, live: bool = False, lax: bool = False, held: Held | None = None
 ) -> dict[str, Any]:
     try:
         return _dump(module, path, live, lax, held)
@@ -74,7 +74,7 @@ def _refuse_unset(plan: FieldPlan, path: Path) -> None:
         raise StateDumpError([Problem(path, "has no value (an init=False field that was never set)")])
 
 
-def _dump(obj: StateModule, path: Path, live: bool = False, lax: bool = False, held: Held | None = None) -> dict[str, Any]:
+def _dump(obj: StateBase, path: Path, live: bool = False, lax: bool = False, held: Held | None = None) -> dict[str, Any]:
     """The state of ``obj``; ``live`` shares validated JSON values instead of
     copying them (for data that is encoded at once, see :func:`dump_many`);
     ``lax`` passes registered values that are not JSON through (see ``state_dict``);
@@ -128,7 +128,7 @@ def _dump_child(module: SupportsState, path: Path, live: bool = False, held: Hel
     return dump_override(module, path)
 
 
-def _dump_registered(owner: StateModule, dump: Callable[[Any], Any], value: Any, path: Path, lax: bool) -> Any:
+def _dump_registered(owner: StateBase, dump: Callable[[Any], Any], value: Any, path: Path, lax: bool) -> Any:
     if lax and dump is copy_loose:
         try:
             return copy_loose(value)
@@ -216,7 +216,7 @@ def dump_many(
 
 def check_modules(modules: Mapping[str, object]) -> None:
     """Refuse anything but modules (``StateModule`` instances, or foreign ones such as
-    AgentScope's: see :mod:`statekit._foreign`), naming the keyword argument.
+    AgentScope's: see :mod:`statekit.state.foreign`), naming the keyword argument.
 
     Raises:
         StatekitError: ``name=`` is a class, a value record or any other value.

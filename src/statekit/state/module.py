@@ -1,32 +1,34 @@
 """``StateModule`` and ``@stateful``: declaring state.
 
 What a module's state is (declared fields, held modules, registered
-attributes) lives here; walking it lives in :mod:`statekit._dump` and, all or
-nothing, :mod:`statekit._load`, which the two methods of :class:`StateModule`
+attributes) lives here; walking it lives in :mod:`statekit.state.dump` and, all or
+nothing, :mod:`statekit.state.load`, which the two methods of :class:`StateModule`
 call (imported when called: those modules build on this one).
 """
 
 from __future__ import annotations
 
 import dis
-import sys
-import threading
+import inspect
+import types
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Self, TypeGuard, TypeVar, dataclass_transform, overload
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, overload
 
 import attr
 import attrs
 import cattrs
 
-from statekit._definitions import plain_annotations, refuse_plain, refuse_shared_defaults
-from statekit._flags import check_flag
-from statekit._foreign import SupportsState, speaks_protocol
-from statekit._fields import METADATA_KEY, FieldCodec, state_field
-from statekit._gc import paused_gc
-from statekit._json import JSONValueError, copy_loose
+from statekit.state.definitions import plain_annotations, refuse_plain, refuse_shared_defaults
+from statekit.state.flags import check_flag
+from statekit.values.fields import METADATA_KEY, FieldCodec, state_field
+from statekit.state.gc import paused_gc
+from statekit.values.plain import JSONValueError, copy_loose
 from statekit._limits import depth_message, path_too_deep, too_deep
-from statekit._plan import ClassPlan, any_hooks, check_record, make_plan, module_class
-from statekit._versions import VERSION_KEY, Migration, define_versions
+from statekit.state.dump import dump_root
+from statekit.state.load import Loader, refuse_too_deep
+from statekit.state.plan import ClassPlan, any_hooks, check_record, make_plan
+from statekit.state.base import REGISTERED, LoadResult, StateBase, is_module
+from statekit.values.versions import VERSION_KEY, Migration, define_versions
 from statekit.errors import (
     PathSegment,
     Problem,
@@ -40,26 +42,7 @@ from statekit.errors import (
 T = TypeVar("T")
 Path = tuple[PathSegment, ...]
 
-_REGISTERED = "__statekit_registered__"
-_EMPTY_PLAN = ClassPlan(fields=(), by_name={})
-
-
-@attrs.frozen
-class LoadResult:
-    """What a non-strict load left alone (always empty after a strict one).
-
-    Attributes:
-        missing_keys: Declared state absent from the data (kept its value),
-            as dotted paths such as ``memory.content``.
-        unexpected_keys: Keys in the data that are not state (ignored),
-            such as ``memory.content[3].extra``.
-    """
-
-    missing_keys: list[str] = attrs.field(factory=list)
-    unexpected_keys: list[str] = attrs.field(factory=list)
-
-
-class StateModule:
+class StateModule(StateBase):
     """Base class of objects whose state can be saved and loaded.
 
     State is: the fields declared with :func:`~statekit.state_field` in a
@@ -68,13 +51,15 @@ class StateModule:
     :meth:`register_state`.
     """
 
-    __statekit_plan__: ClassVar[ClassPlan | None] = _EMPTY_PLAN
     __statekit_undecorated__: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Refuse ``state_field()`` in a subclass that ``@stateful`` will not process."""
+        """Note whether statekit walks the subclass's state itself, and refuse
+        ``state_field()`` in a subclass that ``@stateful`` will not process."""
         super().__init_subclass__(**kwargs)
-        if _STATEFUL.active or not _declares_state_fields(cls):
+        cls.__statekit_walks_dump__ = cls.state_dict is StateModule.state_dict
+        cls.__statekit_walks_load__ = cls.load_state_dict is StateModule.load_state_dict
+        if _BEING_MADE in cls.__dict__ or not _declares_state_fields(cls):
             return
         cls.__statekit_undecorated__ = True  # checked again by __new__, for @dataclass
         if "__attrs_attrs__" in cls.__dict__ or _no_decorator_follows():
@@ -117,13 +102,13 @@ class StateModule:
             )
         if custom_to_json is None:
             _check_registered(self, attr_name)
-        registry = self.__dict__.setdefault(_REGISTERED, {})
+        registry = self.__dict__.setdefault(REGISTERED, {})
         registry[attr_name] = any_hooks(FieldCodec(custom_to_json, custom_from_json))
 
     def __delattr__(self, name: str) -> None:
         """Delete an attribute; a registered one leaves the state with it."""
         super().__delattr__(name)
-        registry = getattr(self, "__dict__", {}).get(_REGISTERED)
+        registry = getattr(self, "__dict__", {}).get(REGISTERED)
         if registry is not None:
             registry.pop(name, None)
 
@@ -138,8 +123,6 @@ class StateModule:
             StateDumpError: A value is not JSON data, a ``to_json`` failed, or
                 the state holds itself or nests deeper than ``MAX_DEPTH``.
         """
-        from statekit._dump import dump_root  # noqa: PLC0415 - _dump builds on this module
-
         with paused_gc():  # building many containers would run the collector for nothing
             state = dump_root(self, (), lax=type(self).state_dict is not StateModule.state_dict)
         if too_deep(state):
@@ -162,8 +145,6 @@ class StateModule:
             StateLoadError: Every problem found; nothing was changed.
             StatekitError: ``strict`` is not ``True`` or ``False``.
         """
-        from statekit._load import Loader, refuse_too_deep  # noqa: PLC0415 - _load builds on this module
-
         refuse_too_deep(state)
         loader = Loader(check_flag(strict, "strict"))
         with paused_gc():
@@ -171,12 +152,9 @@ class StateModule:
             return loader.commit()
 
 
-class _StatefulFlag(threading.local):
-    active = False
-
-
-_STATEFUL = _StatefulFlag()
-"""Set while ``@stateful`` builds a class, so that ``__init_subclass__`` lets it be."""
+_BEING_MADE = "__statekit_being_made__"
+"""Set in a class's own namespace while ``@stateful`` makes the attrs class from it (attrs
+copies it into the new class), so that ``__init_subclass__`` lets that class, and only it, be."""
 
 
 def _declares_state_fields(cls: type) -> bool:
@@ -191,10 +169,16 @@ def _no_decorator_follows() -> bool:
     ``__init_subclass__`` runs inside the statement (its frame is two up); with no
     decorator, the next instruction stores the class under its name.
     """
-    frame = sys._getframe(2)  # noqa: SLF001 - the frame of the class statement
+    frame = _caller(_caller(inspect.currentframe()))  # from this function's, up past __init_subclass__ to the statement
+    if frame is None:  # a Python without frames: only @attrs.define is caught
+        return False
     following = (i for i in dis.get_instructions(frame.f_code) if i.offset > frame.f_lasti and i.opname != "CACHE")
     step = next(following, None)
     return step is not None and step.opname.startswith("STORE_")
+
+
+def _caller(frame: types.FrameType | None) -> types.FrameType | None:
+    return frame.f_back if frame is not None else None
 
 
 def _undecorated_message(cls: type) -> str:
@@ -215,45 +199,6 @@ def _check_registered(module: StateModule, name: str) -> None:
         ) from None
 
 
-def plan_of(obj: object) -> ClassPlan:
-    plan: ClassPlan | None = type(obj).__statekit_plan__  # type: ignore[attr-defined]
-    return plan if plan is not None else late_plan(type(obj))
-
-
-def late_plan(cls: type) -> ClassPlan:
-    """Plan a class whose annotations named classes defined after it."""
-    plan = make_plan(cls, cls.__statekit_converter__, StateModule)  # type: ignore[attr-defined]
-    cls.__statekit_plan__ = plan  # type: ignore[attr-defined]
-    return plan
-
-
-def is_module(value: object) -> TypeGuard[SupportsState]:
-    """Whether ``value`` is nested state: a statekit module, or a foreign one (:mod:`statekit._foreign`)."""
-    return isinstance(value, StateModule) or speaks_protocol(value)
-
-
-def walks_dump(module: object) -> TypeGuard[StateModule]:
-    """Whether statekit walks the module's state itself (else its own ``state_dict()`` gives it)."""
-    return isinstance(module, StateModule) and type(module).state_dict is StateModule.state_dict
-
-
-def walks_load(module: object) -> TypeGuard[StateModule]:
-    """Whether statekit plans the module's load itself (else its own ``load_state_dict()`` runs at the commit)."""
-    return isinstance(module, StateModule) and type(module).load_state_dict is StateModule.load_state_dict
-
-
-def state_extras(obj: StateModule) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]] | None]:
-    """Undeclared state in AgentScope's order: attributes holding a module (in the
-    order they were first set), then registered attributes (in the order they were registered)."""
-    attrs_dict = getattr(obj, "__dict__", None)
-    if not attrs_dict:
-        return {}
-    registry = attrs_dict.get(_REGISTERED, {})
-    out: dict[str, Any] = {name: None for name, value in attrs_dict.items() if name not in registry and is_module(value)}
-    out.update(registry)  # registered attributes and slots (declared attrs fields)
-    return out
-
-
 def _resolve(cls: type, localns: Mapping[str, Any]) -> None:
     """Resolve string annotations now (cattrs reads ``field.type``), if possible."""
     try:
@@ -264,7 +209,7 @@ def _resolve(cls: type, localns: Mapping[str, Any]) -> None:
 
 def _plan_now_or_later(cls: type, converter: cattrs.Converter | None) -> ClassPlan | None:
     try:
-        return make_plan(cls, converter, StateModule)
+        return make_plan(cls, converter, StateBase)
     except NameError:
         return None  # a forward reference to a class not yet defined: plan on first use
 
@@ -323,17 +268,20 @@ def stateful(
             step missing, a migration for a version >= ``version``).
     """
 
-    localns = sys._getframe(1).f_locals  # noqa: SLF001 - for classes defined in functions
+    caller = _caller(inspect.currentframe())  # the namespace of classes defined in functions
+    localns = caller.f_locals if caller is not None else {}
 
     def wrap(cls: type[T]) -> type[T]:
         if frozen and issubclass(cls, StateModule):
             raise StatekitError(f"{cls.__qualname__}: a StateModule cannot be frozen; it is loaded in place")
         plain = plain_annotations(cls) if issubclass(cls, StateModule) else []
-        _STATEFUL.active = True
+        setattr(cls, _BEING_MADE, True)
         try:
             new = attrs.define(cls, kw_only=kw_only, eq=eq, repr=repr, frozen=frozen, slots=True)
         finally:
-            _STATEFUL.active = False
+            delattr(cls, _BEING_MADE)
+        if _BEING_MADE in new.__dict__:
+            delattr(new, _BEING_MADE)
         refuse_shared_defaults(new)
         if issubclass(new, StateModule):
             new.__statekit_undecorated__ = False
@@ -354,12 +302,5 @@ def stateful(
 __all__ = [
     "LoadResult",
     "StateModule",
-    "is_module",
-    "late_plan",
-    "module_class",
-    "plan_of",
-    "state_extras",
     "stateful",
-    "walks_dump",
-    "walks_load",
 ]

@@ -15,18 +15,11 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
-from statekit._convert import (
-    Hook,
-    _field_types,
-    _is_collection,
-    _is_mapping,
-    is_record,
-    _is_tuple,
-    fields_of,
-)
-from statekit._fields import field_codec
-from statekit._records import dump_with
-from statekit._json import JSONValueError, describe, is_json_type
+from statekit.values.containers import Hook, is_collection, is_mapping, is_tuple
+from statekit.values.hooks import field_types, fields_of, is_record
+from statekit.values.fields import field_codec
+from statekit.values.records import dump_with
+from statekit.values.plain import JSONValueError, describe, is_json_type
 from statekit.errors import PathSegment, StateVersionError
 
 Problems = list[tuple[tuple[PathSegment, ...], str]]
@@ -115,15 +108,15 @@ def _located(conv: cattrs.Converter, tp: Any, value: Any, path: tuple[PathSegmen
     if is_record(type(value)) and not is_json_type(tp):
         return _record_problems(conv, value, path)
     args = typing.get_args(tp)
-    if _is_mapping(tp) and len(args) == 2 and isinstance(value, dict):
+    if is_mapping(tp) and len(args) == 2 and isinstance(value, dict):
         return [p for k, v in value.items() for p in dump_problems(conv, args[1], v, (*path, k))]
-    if _is_collection(tp) and not _is_mapping(tp) and args and not _is_tuple(tp) and isinstance(value, Iterable):
+    if is_collection(tp) and not is_mapping(tp) and args and not is_tuple(tp) and isinstance(value, Iterable):
         return [p for i, v in enumerate(value) for p in dump_problems(conv, args[0], v, (*path, i))]
     return []
 
 
 def _record_problems(conv: cattrs.Converter, record: Any, path: tuple[PathSegment, ...]) -> Problems:
-    types_by_name = dict(zip((f.name for f in fields_of(type(record))), _field_types(type(record)), strict=False))
+    types_by_name = dict(zip((f.name for f in fields_of(type(record))), field_types(type(record)), strict=False))
     out: Problems = []
     for field in fields_of(type(record)):
         codec = field_codec(field) if attrs.has(type(record)) else None

@@ -6,7 +6,7 @@ toolkits, plan notebooks) and any class written in its style has a
 takes such an object wherever it takes a module (a session's keyword argument,
 an attribute of a statekit module), without importing AgentScope: it is dumped
 and loaded through those two methods, as a statekit module that overrides them
-is (:mod:`statekit._overrides`: its data checked as JSON data on save, loaded
+is (:mod:`statekit.state.overrides`: its data checked as JSON data on save, loaded
 at the commit, restored if the load fails).
 """
 

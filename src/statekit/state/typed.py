@@ -2,10 +2,10 @@
 
 For the modules a load asks for, statekit describes the document it expects
 as msgspec types: a Struct per module with exactly its state keys (and its
-``__version__``), the mirrors of its fields (:mod:`statekit._mirrors`), and a
+``__version__``), the mirrors of its fields (:mod:`statekit.values.mirror`), and a
 document Struct with the requested module names. msgspec decodes and checks
 the whole document in C; generated code builds the records; the usual
-:class:`~statekit._load.Loader` collects the assignments, and commits them
+:class:`~statekit.state.load.Loader` collects the assignments, and commits them
 all or nothing.
 
 This is the fast path for well-formed data only, and it never reports: on any
@@ -29,18 +29,19 @@ import attrs
 import msgspec
 import orjson
 
-from statekit._bounded import bounded, levels
-from statekit._dump import check_modules, converter_of
-from statekit._foreign import SupportsState
+from statekit.values.bounded import bounded, levels
+from statekit.state.dump import check_modules, converter_of
+from statekit.state.foreign import SupportsState
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
-from statekit._load import Loader, commit_all, state_keys
-from statekit._mirrors import compile_build, value_mirror
-from statekit._module import LoadResult, StateModule, is_module, plan_of, state_extras, walks_load
-from statekit._plan import DEFAULT_CONVERTER, FieldPlan
-from statekit._versions import VERSION_KEY, tag
+from statekit.state.commit import commit_all
+from statekit.state.load import Loader
+from statekit.values.mirror import compile_build, value_mirror
+from statekit.state.base import LoadResult, StateBase, is_module, plan_of, state_extras, state_keys, walks_load
+from statekit.state.plan import DEFAULT_CONVERTER, FieldPlan
+from statekit.values.versions import VERSION_KEY, tag
 
 Shape = tuple[Any, ...]
-Planner = Callable[[Loader, StateModule, Any, tuple[str, ...]], None]
+Planner = Callable[[Loader, StateBase, Any, tuple[str, ...]], None]
 _TYPED, _CHILD, _GENERIC = 0, 1, 2
 
 
@@ -53,7 +54,7 @@ class _NoMirror(Exception):
 
 
 BOUNDED_FROM = 1 << 20
-"""Documents from this size up try the bounded decoder (:mod:`statekit._bounded`)
+"""Documents from this size up try the bounded decoder (:mod:`statekit.values.bounded`)
 first. Below it the depth pass costs less than a third of a millisecond, and
 the decoder (made at the first such document) several."""
 
@@ -132,7 +133,7 @@ def _shape(module: SupportsState, level: int) -> Shape:
     """What decides a module's mirror: its class, and which of its keys hold modules now."""
     if level >= MAX_DEPTH:
         raise _Surprise  # a cycle of modules: the full path names it
-    if not isinstance(module, StateModule):
+    if not isinstance(module, StateBase):
         raise _Surprise  # a foreign module (AgentScope's): its own load_state_dict() runs, on the full path
     extras = state_extras(module)
     if extras and any(hooks is not None for hooks in extras.values()):
@@ -188,11 +189,11 @@ def _module_mirror(module: SupportsState) -> tuple[Any, Planner]:
     return struct, _planner(tuple(steps))
 
 
-def _key(module: StateModule, name: str, spec: Any) -> tuple[int, Any, Any]:
+def _key(module: StateBase, name: str, spec: Any) -> tuple[int, Any, Any]:
     """``(kind, msgspec type, what plans it)`` for one state key."""
     current = getattr(module, name, None)
-    if isinstance(current, StateModule):
-        if type(current).load_state_dict is not StateModule.load_state_dict:
+    if isinstance(current, StateBase):
+        if not type(current).__statekit_walks_load__:
             return _GENERIC, Any, spec  # its own load_state_dict() runs at the commit
         struct, planner = _module_mirror(current)
         nullable = isinstance(spec, FieldPlan) and spec.nullable
@@ -208,7 +209,7 @@ def _key(module: StateModule, name: str, spec: Any) -> tuple[int, Any, Any]:
 
 
 def _planner(steps: tuple[tuple[int, str, str, Any], ...]) -> Planner:
-    def plan(loader: Loader, module: StateModule, state: Any, path: tuple[str, ...]) -> None:
+    def plan(loader: Loader, module: StateBase, state: Any, path: tuple[str, ...]) -> None:
         loader.paths[id(module)] = path
         for kind, name, attr, extra in steps:
             value = getattr(state, attr)
@@ -224,7 +225,7 @@ def _planner(steps: tuple[tuple[int, str, str, Any], ...]) -> Planner:
     return plan
 
 
-def _plan_typed(loader: Loader, module: StateModule, name: str, value: Any, extra: Any) -> None:
+def _plan_typed(loader: Loader, module: StateBase, name: str, value: Any, extra: Any) -> None:
     build, field = extra
     value = build(value)
     if field.validator is not None:
@@ -244,7 +245,7 @@ def load_typed(
     loaders = {name: Loader(strict, fresh=True) for name in modules}
     try:
         for index, (name, module) in enumerate(modules.items()):
-            assert isinstance(module, StateModule)  # a foreign one takes the full path (see _shape)
+            assert isinstance(module, StateBase)  # a foreign one takes the full path (see _shape)
             typed.planners[index](loaders[name], module, getattr(document, f"m{index}"), (name,))
     except Exception:  # noqa: BLE001 - a validator or constructor refused: the full path reports it
         return None

@@ -8,7 +8,7 @@ dispatched inline: a plain kind (a string, ``None``) is returned as it is,
 another kind goes straight to its member's copier, and any other kind raises
 (``KeyError``); the dump then walks the value slowly to name the problem.
 A session save's converter checks in place instead of copying (see
-:mod:`statekit._checkers`): its unions are dispatched inline the same way.
+:mod:`statekit.values.checks`): its unions are dispatched inline the same way.
 Every other field keeps the converter's own hook.
 """
 
@@ -21,9 +21,9 @@ import attrs
 import cattrs
 from cattrs.fns import identity
 
-from statekit._checkers import union_check_lines
-from statekit._codegen import compile_function
-from statekit._json import JSONValueError, describe, plain_union, union_copy_lines, with_article
+from statekit.values.checks import union_check_lines
+from statekit.values.codegen import compile_function
+from statekit.values.plain import JSONValueError, describe, plain_union, union_copy_lines, with_article
 
 Hook = Callable[[Any], Any]
 JSON_HOOK = "__statekit_json__"

@@ -1,7 +1,7 @@
 """Records (attrs classes, dataclasses): how statekit's converters dump and load them.
 
 Generated code per class (cattrs' for loads and for records with codecs,
-:mod:`statekit._unstructure`'s for plain attrs records), the version key, and
+:mod:`statekit.values.unstructure`'s for plain attrs records), the version key, and
 the per-field ``to_json`` / ``from_json`` codecs with their error wrapping.
 """
 
@@ -15,11 +15,12 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from statekit._convert import Hook, SHook, _guarded, exact_container, fields_of, is_record, iter_types, type_hints
-from statekit._fields import field_codec
-from statekit._json import copy_any, copy_loose, with_article
-from statekit._unstructure import exactly, record_unstructure, refusal
-from statekit._versions import versioned_structure, versioned_unstructure
+from statekit.values.containers import Hook, SHook, exact_container, guarded
+from statekit.values.hooks import fields_of, is_record, iter_types, type_hints
+from statekit.values.fields import field_codec
+from statekit.values.plain import copy_any, copy_loose, with_article
+from statekit.values.unstructure import exactly, record_unstructure, refusal
+from statekit.values.versions import versioned_structure, versioned_unstructure
 from statekit.errors import StateDefinitionError
 
 
@@ -40,7 +41,7 @@ def register_records(conv: cattrs.Converter) -> None:
         refuse_secret_values(tp)
         overrides = {**_untyped_loads(tp, conv), **_overrides(tp, dump=False)}
         hook = versioned_structure(tp, make_dict_structure_fn(tp, conv, **overrides))
-        return _guarded(hook, dict, f"an object ({tp.__name__})")
+        return guarded(hook, dict, f"an object ({tp.__name__})")
 
     conv.register_unstructure_hook_factory(is_record, unstructure)
     conv.register_structure_hook_factory(is_record, structure)
