@@ -11,10 +11,7 @@ closing.
 from __future__ import annotations
 
 import abc
-import asyncio
-import itertools
 import time
-from functools import partial
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar, overload
@@ -22,46 +19,28 @@ from typing import Any, ClassVar, Self, TypeVar, overload
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
 from statekit._foreign import SupportsState
-from statekit._gc import paused_gc, without_gc
 from statekit._json import describe
-from statekit._secrets import SecretBox, SecretKeys, secrets_with
-from statekit._dump import dump_many
+from statekit._secrets import SecretBox, SecretKeys
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec
-from statekit.errors import (
-    ConflictError,
-    DocumentError,
-    SessionError,
-    SessionNotFoundError,
-)
-from statekit.session._revisions import (
-    MISSING,
-    Expected,
-    RevisionMemory,
-    StoredDocument,
-    backoff,
-    conflict_message,
-    revision_of,
-)
+from statekit.errors import DocumentError, SessionError, SessionNotFoundError
+from statekit.session._revisions import MISSING, Expected, RevisionMemory, StoredDocument, revision_of
 from statekit.session._appends import DeltaBase
 from statekit.session._arguments import check_modules_by_name, require_modules
-from statekit.session._cancel import finished, finished_despite_cancel
-from statekit.session._delta_save import META_KEY, Others, is_joined, plain_document, save_with_appends, without_token
-from statekit.session._keyless import refuse_secret_fields
-from statekit.session._kept import BLIND_ATTEMPTS, check_removed, json_names, others, refuse_removal, save_basis
-from statekit.session._faults import BackendFaults, listed_ids, read_bytes
+from statekit.session._backend import Backend
+from statekit.session._cancel import finished
+from statekit.session._delta_save import META_KEY, is_joined, plain_document, without_token
+from statekit.session._kept import check_removed
+from statekit.session._faults import listed_ids
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import check_meta, decode_stored, load_modules
 from statekit.session._log import log_timed
 from statekit.session._near import NEAR_LIMIT, log_missing_load
+from statekit.session._saving import remove_modules, save_modules
 from statekit.session._sync import BlockingTwins
 from statekit.session._update import start_update, update_async
 
 T = TypeVar("T")
-
-INLINE_DECODE_BYTES = 1 << 20
-"""Documents up to this size are decoded on the event loop even by backends that
-offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
 
 SAVE_OPTIONS = ("user_id", "overwrite")
@@ -173,10 +152,10 @@ class SessionBase(BlockingTwins, abc.ABC):
             ``True`` when written; ``False`` when the stored revision differs
             (then nothing was written).
         """
-        if not expected.matches(await self._fetch(key)):
+        backend = self._backend()
+        if not expected.matches(await backend.fetch(key)):
             return False
-        with self._faults("_write", key):
-            await self._write(key, data)
+        await backend.write(key, data)
         return True
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
@@ -208,16 +187,16 @@ class SessionBase(BlockingTwins, abc.ABC):
         return [], False
 
     async def _listed_some(self, user_id: str) -> tuple[list[str], bool]:
-        with self._faults("_list", lambda: f"sessions of user {user_id!r}"):
+        with self._backend().faults("_list", lambda: f"sessions of user {user_id!r}"):
             return await self._list_some(user_id, NEAR_LIMIT)
 
     async def _owned_some(self, session_id: str) -> tuple[list[str], bool]:
-        with self._faults("_list", lambda: f"owners of session {session_id!r}"):
+        with self._backend().faults("_list", lambda: f"owners of session {session_id!r}"):
             return await self._owners(session_id, NEAR_LIMIT)
 
     async def _exists(self, key: SessionKey) -> bool:
         """Whether the session exists (override when a cheaper test exists)."""
-        return await self._fetch(key) is not None
+        return await self._backend().fetch(key) is not None
 
     async def _close(self) -> None:
         """Release what the backend opened (nothing by default)."""
@@ -256,7 +235,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         check_modules_by_name("save", {"session_id": session_id, "user_id": user_id}, modules, SAVE_OPTIONS)
         require_modules("save", session_id, modules)
         key = self.key(session_id, user_id)
-        await self._save_modules(key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
+        await save_modules(self._backend(), key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
 
     async def aload(
         self,
@@ -289,7 +268,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         check_modules_by_name("load", positional, modules, LOAD_OPTIONS)
         key = self.key(session_id, user_id)
         check_flag(allow_not_exist, "allow_not_exist", SessionError)
-        results, _ = await self._load(key, modules, check_flag(strict, "strict", SessionError))
+        results, _ = await load_modules(self._backend(), key, modules, check_flag(strict, "strict", SessionError))
         if results is None:
             if not allow_not_exist:
                 raise SessionNotFoundError(f"no {self._source(key)}")
@@ -360,7 +339,7 @@ class SessionBase(BlockingTwins, abc.ABC):
                 back what an earlier attempt loaded (a property's setter or an
                 override's ``load_state_dict()`` refused).
         """
-        return await update_async(start_update(self, session_id, mutate, user_id, retries, modules), mutate)
+        return await update_async(start_update(self.key, self._backend(), session_id, mutate, user_id, retries, modules), mutate)
 
     async def aremove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None:
         """Remove modules from a stored session, keeping the others as stored.
@@ -381,30 +360,12 @@ class SessionBase(BlockingTwins, abc.ABC):
             ConflictError: The session changed since this object last loaded or
                 saved it; nothing was written.
         """
-        started = time.perf_counter()
         key = self.key(session_id, user_id)
-        gone = check_removed(names)
-        fetch = lambda: self._fetch(key)  # noqa: E731
-        for attempt in itertools.count(1):
-            basis = await save_basis(self._revisions.get(key), False, fetch)
-            if basis.expected.matches(None):
-                raise SessionNotFoundError(f"no {self._source(key)}")
-            decode = partial(decode_stored, self, key=key)
-            found = await others(gone, basis, fetch, decode, lambda: self._source(key), read=True)
-            refuse_removal(gone, found.order, self._source(key))
-            raw = await self._run_codec(self.codec.dumps, plain_document(found.states))
-            try:
-                await self._store(key, raw, found.expected, overwrite=False, names=frozenset(found.states))
-                break
-            except ConflictError:
-                if not basis.blind or attempt >= BLIND_ATTEMPTS:
-                    raise
-            await asyncio.sleep(backoff(attempt))
-        log_timed("removed", sorted(gone), lambda: self._source(key), len(raw), started)
+        await remove_modules(self._backend(), key, check_removed(names))
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""
-        raw = await self._fetch(self.key(session_id, user_id))
+        raw = await self._backend().fetch(self.key(session_id, user_id))
         return None if raw is None else revision_of(raw)
 
     async def aread_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None:
@@ -420,14 +381,15 @@ class SessionBase(BlockingTwins, abc.ABC):
             DocumentError: The stored bytes are not a session document.
         """
         key = self.key(session_id, user_id)
-        raw = await self._fetch(key)
+        backend = self._backend()
+        raw = await backend.fetch(key)
         if raw is None:
-            self._revisions.remember(key, MISSING)
+            backend.revisions.remember(key, MISSING)
             return None
-        data = without_token(await decode_stored(self, raw, key))
-        shown = raw if not is_joined(raw) else await self._run_codec(self.codec.dumps, data)
+        data = without_token(await decode_stored(backend, raw, key))
+        shown = raw if not is_joined(raw) else await backend.run_codec(self.codec.dumps, data)
         stored = StoredDocument(data, shown, self._source(key), revision_of(raw))
-        self._revisions.remember(key, Expected(raw=raw, revision=stored.revision))
+        backend.revisions.remember(key, Expected(raw=raw, revision=stored.revision))
         return stored
 
     async def awrite_document(
@@ -472,9 +434,10 @@ class SessionBase(BlockingTwins, abc.ABC):
         started = time.perf_counter()
         document = _with_meta(data, self._source(key))
         refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
-        raw = await self._run_codec(self.codec.dumps, document)
+        backend = self._backend()
+        raw = await backend.run_codec(self.codec.dumps, document)
         expected = None if expected_revision is None else Expected(revision=expected_revision)
-        revision = (await self._store(key, raw, expected, overwrite=overwrite)).revision
+        revision = (await backend.store(key, raw, expected, overwrite=overwrite)).revision
         log_timed("saved", [name for name in document if name != META_KEY], lambda: self._source(key), len(raw), started)
         return revision
 
@@ -486,7 +449,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         """The ids of ``user_id``'s sessions, sorted."""
         user = check_id(self._user(user_id), "user_id", allow_empty=True)
         where = lambda: f"sessions of user {user!r}"  # noqa: E731
-        with self._faults("_list", where):
+        with self._backend().faults("_list", where):
             ids = await self._list(user)
         return listed_ids(ids, self, where)
 
@@ -497,26 +460,26 @@ class SessionBase(BlockingTwins, abc.ABC):
             SessionError: The backend cannot list its users.
         """
         where = lambda: "the users"  # noqa: E731
-        with self._faults("_list_users", where):
+        with self._backend().faults("_list_users", where):
             users = await self._list_users()
         return listed_ids(users, self, where)
 
     async def aexists(self, session_id: str, user_id: str | None = None) -> bool:
         """Whether the session exists."""
         key = self.key(session_id, user_id)
-        with self._faults("_exists", key):
+        with self._backend().faults("_exists", key):
             return await self._exists(key)
 
     async def adelete(self, session_id: str, user_id: str | None = None) -> bool:
         """Delete the session; ``True`` when there was one. The object forgets its revision."""
         key = self.key(session_id, user_id)
         self._revisions.forget(key)
-        with self._faults("_delete", key):
+        with self._backend().faults("_delete", key):
             return await finished(self, self._delete(key))
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""
-        with self._faults("_close", lambda: f"closing {type(self).__name__}"):
+        with self._backend().faults("_close", lambda: f"closing {type(self).__name__}"):
             await self._close()
 
     async def __aenter__(self) -> Self:
@@ -550,112 +513,19 @@ class SessionBase(BlockingTwins, abc.ABC):
             memory = self.__dict__.setdefault("_revision_memory", RevisionMemory())
         return memory
 
-    async def _load(
-        self, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
-    ) -> tuple[dict[str, LoadResult] | None, Expected]:
-        """Load the modules and remember what was read (see :func:`._loading.load_modules`)."""
-        return await load_modules(self, key, modules, strict)
+    def _backend(self) -> Backend:
+        """What the pipelines (load, save, update) use of this object: its primitives and memory."""
+        return Backend(
+            self,
+            (self._read, self._write, self._write_if, self._append),
+            (self._source, self._companion_source),
+            (self.codec, self.offload_codec),
+            (self._secret_box, self.omit_secrets),
+            self._revisions,
+            saves_deltas=self._saves_deltas(),
+            writes_in_threads=self.writes_in_threads,
+        )
 
-    async def _save_modules(
-        self,
-        key: SessionKey,
-        modules: Mapping[str, SupportsState],
-        *,
-        overwrite: bool = False,
-        expected: Expected | None = None,
-    ) -> None:
-        """Save ``modules`` over what is ``expected`` (else remembered; else, blind, what is stored now),
-        keeping the stored modules they do not name (see :mod:`._kept`)."""
-        started = time.perf_counter()
-        if self._secret_box is None and not self.omit_secrets:
-            refuse_secret_fields(modules)
-        names = frozenset(modules)
-        fetch = lambda: self._fetch(key)  # noqa: E731
-        for attempt in itertools.count(1):
-            remembered = expected if expected is not None or overwrite else self._revisions.get(key)
-            basis = await save_basis(remembered, overwrite, fetch)
-            scan = json_names if self.codec.fast else None
-            kept = partial(others, names, basis, fetch, partial(decode_stored, self, key=key), lambda: self._source(key), scan=scan)
-            try:
-                if self._saves_deltas():
-                    size = await save_with_appends(self, key, modules, basis.expected, kept)
-                else:
-                    found = await kept()
-                    raw = await self._encode(modules, found)
-                    await self._store(key, raw, found.expected, overwrite=False, names=found.names(modules))
-                    size = len(raw)
-                break
-            except ConflictError:
-                if not basis.blind or attempt >= BLIND_ATTEMPTS:
-                    raise
-            await asyncio.sleep(backoff(attempt))
-        log_timed("saved", list(modules), lambda: self._source(key), size, started)
-
-    @finished_despite_cancel
-    async def _store(
-        self,
-        key: SessionKey,
-        raw: bytes,
-        expected: Expected | None,
-        *,
-        overwrite: bool,
-        base: DeltaBase | None = None,
-        names: frozenset[str] | None = None,
-    ) -> Expected:
-        """Write ``raw``: unconditionally, or only over what is expected (else remembered).
-
-        ``base`` is what a later delta save appends to (a document with append-only lists);
-        ``names`` the modules the document holds (a hint for loads, see :class:`Expected`).
-
-        Returns:
-            What is stored now (the next save's expectation).
-        """
-        if expected is None and not overwrite:
-            expected = self._revisions.get(key)
-        if expected is None or overwrite:
-            with self._faults("_write", key):
-                await self._write(key, raw)
-        elif not await self._written_if(key, raw, expected):
-            source = self._source(key)
-            raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
-        written = Expected(raw=raw, base=base, names=names)
-        self._revisions.remember(key, written)
-        return written
-
-    def _faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
-        """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
-        if isinstance(where, SessionKey):
-            key = where
-            return BackendFaults(self, primitive, lambda: self._source(key))
-        return BackendFaults(self, primitive, where)
-
-    async def _fetch(self, key: SessionKey) -> bytes | None:
-        """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
-        with self._faults("_read", key):
-            raw = await self._read(key)
-        return read_bytes(raw, self, lambda: self._source(key))
-
-    async def _written_if(self, key: SessionKey, raw: bytes, expected: Expected) -> bool:
-        """``_write_if``, with the backend's faults told as ``SessionError``."""
-        with self._faults("_write_if", key):
-            return await self._write_if(key, raw, expected)
-
-    async def _run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:
-        """Run ``work`` in a worker thread when the backend asks for it, unless
-        ``size`` (bytes to decode) is small enough that the hop would cost more."""
-        if self.offload_codec and (size is None or size > INLINE_DECODE_BYTES):
-            return await asyncio.to_thread(work, *args)
-        return work(*args)
-
-    async def _encode(self, modules: Mapping[str, SupportsState], found: Others) -> bytes:
-        """The document of ``modules`` with the ``found`` stored modules kept, encoded
-        (a ``StateDumpError`` names any bad value)."""
-        if self.codec.fast:  # straight from the live objects, before anything can change them
-            with paused_gc(), secrets_with(self._secret_box):
-                return self.codec.dumps(plain_document(found.merged(dump_many(modules, live=True))))
-        with paused_gc(), secrets_with(self._secret_box):
-            document = plain_document(found.merged(dump_many(modules)))  # a snapshot: encoded in another thread
-        return await self._run_codec(without_gc(self.codec.dumps), document)
 
 def _with_meta(data: object, source: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
