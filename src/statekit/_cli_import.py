@@ -22,7 +22,7 @@ from statekit.codecs._nonjson import repaired
 from statekit.errors import ConflictError, DocumentError, StatekitError, format_path
 from statekit.session import MISSING_REVISION, JSONSession
 from statekit.session._agentscope import legacy_files, split_stem
-from statekit.session._delta_save import META_KEY
+from statekit.session.document import META_KEY
 from statekit.session._safe_files import read_regular
 
 SUFFIX = ".json"

@@ -37,10 +37,11 @@ from statekit.errors import (
 )
 from statekit.session import META_KEY, JSONSession, SessionBase, YAMLSession
 from statekit.session._appends import merge
-from statekit.session._loading import as_session, check_meta, misplaced
+from statekit.session._loading import misplaced
 from statekit.session._companion import companion, split
 from statekit.session._companion import read_session as read_stored
-from statekit.session._delta_save import check_token, is_joined, positioned, token_of, without_token
+from statekit.session._delta_save import check_token, is_joined, positioned
+from statekit.session.document import as_session, check_meta, token_of, without_token
 
 class UsageError(StatekitError):
     """The command line asks for something impossible (exit status 2)."""

@@ -43,7 +43,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session._base import SessionBase
-from statekit.session._delta_save import META_KEY
+from statekit.session.document import META_KEY
 
 __all__ = [
     "CHECKS",

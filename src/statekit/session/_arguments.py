@@ -11,7 +11,7 @@ from statekit._dump import check_modules
 from statekit._json import describe
 from statekit._module import is_module
 from statekit.errors import SessionError
-from statekit.session._delta_save import META_KEY
+from statekit.session.document import META_KEY
 
 
 def check_modules_by_name(

@@ -23,22 +23,23 @@ from statekit._json import describe
 from statekit._secrets import SecretBox, SecretKeys
 from statekit._module import LoadResult, StateModule
 from statekit.codecs import JSON, Codec
-from statekit.errors import DocumentError, SessionError, SessionNotFoundError
+from statekit.errors import SessionError, SessionNotFoundError
 from statekit.session._revisions import MISSING, Expected, RevisionMemory, StoredDocument, revision_of
 from statekit.session._appends import DeltaBase
 from statekit.session._arguments import check_modules_by_name, require_modules
 from statekit.session._backend import Backend
 from statekit.session._cancel import finished
-from statekit.session._delta_save import META_KEY, is_joined, plain_document, without_token
+from statekit.session._delta_save import is_joined
 from statekit.session._kept import check_removed
 from statekit.session._faults import listed_ids
 from statekit.session._ids import SessionKey, check_id
-from statekit.session._loading import check_meta, decode_stored, load_modules
+from statekit.session._loading import decode_stored, load_modules
 from statekit.session._log import log_timed
 from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._saving import remove_modules, save_modules
 from statekit.session._sync import BlockingTwins
 from statekit.session._update import start_update, update_async
+from statekit.session.document import META_KEY, with_meta, without_token
 
 T = TypeVar("T")
 
@@ -432,7 +433,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         if expected_revision is not None and not isinstance(expected_revision, str):
             raise SessionError(f"expected_revision must be a revision string, got {describe(expected_revision)}")
         started = time.perf_counter()
-        document = _with_meta(data, self._source(key))
+        document = with_meta(data, self._source(key))
         refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
         backend = self._backend()
         raw = await backend.run_codec(self.codec.dumps, document)
@@ -525,13 +526,3 @@ class SessionBase(BlockingTwins, abc.ABC):
             saves_deltas=self._saves_deltas(),
             writes_in_threads=self.writes_in_threads,
         )
-
-
-def _with_meta(data: object, source: str) -> dict[str, Any]:
-    if not isinstance(data, Mapping):
-        kind = type(data).__name__
-        raise DocumentError(f"a session document maps module names to states, not a {kind}", source=source)
-    if META_KEY in data:
-        check_meta(data[META_KEY], source)
-        return without_token(data)  # written whole: deltas stored beside an older document are not its
-    return plain_document(data)

@@ -10,7 +10,7 @@ lists too and rewrites the document, with a new token.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 import attrs
 
@@ -21,9 +21,7 @@ from statekit._secrets import secrets_with
 from statekit.codecs import Codec, with_document_positions
 from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
 from statekit.session._appends import (
-    APPENDS_FORMAT,
     Path,
-    TOKEN_KEY,
     DeltaBase,
     appended_at,
     base_after_write,
@@ -40,18 +38,7 @@ from statekit.session._cancel import finished_despite_cancel
 from statekit.session._companion import Stored, split
 from statekit.session._ids import SessionKey
 from statekit.session._revisions import Expected, conflict_message
-
-
-META_KEY: Final = "__statekit__"
-"""The reserved top-level key of a session document; no module may use it."""
-
-FORMAT_VERSION: Final = 1
-"""The version of the session document this statekit writes when it has no deltas."""
-
-DELTAS_KEY: Final = "deltas"
-"""The metadata key of a document with a token that says whether deltas were stored beside it:
-``0`` when written, ``1`` once a file's companion holds some (set in place, see
-:mod:`._companion`), so that a load refuses the document found without them."""
+from statekit.session.document import META_KEY, appends_document, plain_document, token_of
 
 
 @attrs.frozen
@@ -82,11 +69,6 @@ class Others:
         out = {name: states[name] if name in states else self.states[name] for name in self.order}
         out.update((name, state) for name, state in states.items() if name not in out)
         return out
-
-
-def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
-    """A session document without deltas: statekit's metadata, then the module states."""
-    return {META_KEY: {"format": FORMAT_VERSION}, **states}
 
 
 async def save_with_appends(
@@ -178,17 +160,10 @@ async def _save_full(
     token = new_token()
     with paused_gc():
         fill(held)
-        raw = backend.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0}, **others.merged(skeleton)})
+        raw = backend.codec.dumps(appends_document(token, others.merged(skeleton)))
     base = base_after_write(token, len(raw), shape, held)
     await backend.store(key, raw, others.expected, overwrite=False, base=base, names=others.names(modules))
     return len(raw)
-
-
-def token_of(document: Mapping[str, Any]) -> str | None:
-    """The document's token (``None``: it has no deltas)."""
-    meta = document.get(META_KEY)
-    token = meta.get(TOKEN_KEY) if isinstance(meta, dict) else None
-    return token if isinstance(token, str) else None
 
 
 def base_after_load(modules: Mapping[str, SupportsState], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
@@ -233,16 +208,6 @@ def check_token(document: Mapping[str, Any], token: str | None, source: str, log
             f"{own}: they do not belong together",
             source=source,
         )
-
-
-def without_token(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A document to show or write whole: its metadata without the token (and so without deltas)."""
-    out = dict(data)
-    meta = out.get(META_KEY)
-    if isinstance(meta, dict) and TOKEN_KEY in meta:
-        kept = {k: v for k, v in meta.items() if k not in (TOKEN_KEY, DELTAS_KEY)}
-        out[META_KEY] = {**kept, "format": FORMAT_VERSION}
-    return out
 
 
 def is_joined(raw: bytes) -> bool:

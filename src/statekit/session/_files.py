@@ -62,7 +62,6 @@ from statekit.session._companion import (
     aside,
     base_holds,
     companion,
-    doc_token,
     drop_retired,
     read_session,
     retire,
@@ -71,6 +70,7 @@ from statekit.session._companion import (
 from statekit.session._leftovers import sweep, sweep_due, temp_path as temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
 from statekit.session._safe_files import check_path, digest_regular, holds_exactly, keep_mode, refuse_odd, write_new
+from statekit.session.document import doc_token
 
 R = TypeVar("R")
 

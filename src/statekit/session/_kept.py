@@ -28,10 +28,10 @@ import msgspec
 
 from statekit._json import describe
 from statekit.errors import ConflictError, DocumentError, SessionError
-from statekit.session._companion import doc_token, split
-from statekit.session._delta_save import META_KEY, Others
-from statekit.session._loading import BOM, check_meta
+from statekit.session._companion import split
+from statekit.session._delta_save import Others
 from statekit.session._revisions import MISSING, MISSING_REVISION, Expected, conflict_message, revision_of
+from statekit.session.document import BOM, META_KEY, check_meta, doc_token
 
 BLIND_ATTEMPTS: Final = 100
 """How often a blind save (or ``overwrite=True``) reads again after another writer got in between

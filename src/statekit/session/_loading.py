@@ -15,7 +15,6 @@ from typing import Any
 
 from statekit._foreign import SupportsState
 from statekit._gc import paused_gc, without_gc
-from statekit._json import describe
 from statekit._load import load_many
 from statekit._module import LoadResult
 from statekit._secrets import secrets_with
@@ -24,18 +23,16 @@ from statekit._versions import migrations_run
 from statekit.codecs import JSON, JSON_COMPACT
 from statekit.errors import DocumentError, StateLoadError, StateVersionError
 from statekit.session._backend import Backend
-from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
-from statekit.session._companion import HEAD_BYTES, doc_token, split
-from statekit.session._delta_save import META_KEY, base_after_load, check_token, is_joined, positioned, token_of
+from statekit.session._appends import DeltaBase, merge
+from statekit.session._companion import split
+from statekit.session._delta_save import base_after_load, check_token, is_joined, positioned
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
 from statekit.session._revisions import MISSING, Expected
+from statekit.session.document import BOM, HEAD_BYTES, META_KEY, as_session, check_meta, doc_token, token_of
 
 DEPTH_CHECKING = (JSON, JSON_COMPACT)
 """The codecs whose ``dumps`` and ``loads`` refuse documents nested past ``MAX_DEPTH``."""
-
-BOM = b"\xef\xbb\xbf"
-"""A UTF-8 byte order mark, which a JSON document may start with."""
 
 
 async def load_modules(
@@ -172,33 +169,3 @@ ELSEWHERE = (
 def _may_hold_only(seen: Expected | None, modules: Mapping[str, SupportsState]) -> bool:
     """False when the document last seen held other modules: the typed decode would fail on them."""
     return seen is None or seen.names is None or seen.names == frozenset(modules)
-
-
-def as_session(document: object, source: str) -> dict[str, Any]:
-    """Decoded data as a session document: a mapping of module names to states.
-
-    Raises:
-        DocumentError: It is something else (a list, a string, empty), saying what.
-    """
-    if not isinstance(document, dict):
-        kind = "empty" if document is None else type(document).__name__
-        raise DocumentError(f"a session document maps module names to states; this one is {kind}", source=source)
-    return document
-
-
-def check_meta(meta: object, source: str) -> None:
-    """Refuse a document's ``__statekit__`` metadata unless this statekit reads its format.
-
-    Raises:
-        DocumentError: The format is not an integer, or is newer than this statekit reads.
-    """
-    if not isinstance(meta, dict):
-        raise DocumentError(f"{META_KEY} should be an object holding the format, got {describe(meta)}", source=source)
-    version = meta.get("format")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
-    if version > APPENDS_FORMAT:
-        raise DocumentError(
-            f"written in session format {version} by a newer statekit; this one reads up to {APPENDS_FORMAT}",
-            source=source,
-        )

@@ -30,7 +30,7 @@ from redis.client import NEVER_DECODE
 
 from statekit.errors import BackendUnavailableError, WriteOutcomeUnknownError
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import doc_token
+from statekit.session.document import HEAD_BYTES, doc_token
 
 T = TypeVar("T")
 
@@ -43,13 +43,13 @@ if ARGV[#ARGV] == 'retry' and redis.call('GET', KEYS[1]) == ARGV[1] then return 
 """
 """Prepended to the compare-and-set script: a retry finds its value stored (the lost attempt wrote it)."""
 
-IF_BASE_DONE = """
+IF_BASE_DONE = f"""
 if ARGV[#ARGV] == 'retry' then
   local size = tonumber(ARGV[2])
   if ARGV[4] == 'set' then
     if redis.call('GET', KEYS[1]) == ARGV[3] then return 1 end
   elseif redis.call('STRLEN', KEYS[1]) == size + #ARGV[3]
-      and string.find(redis.call('GETRANGE', KEYS[1], 0, 511), ARGV[1], 1, true)
+      and string.find(redis.call('GETRANGE', KEYS[1], 0, {HEAD_BYTES - 1}), ARGV[1], 1, true)
       and (#ARGV[3] == 0 or redis.call('GETRANGE', KEYS[1], size, size + #ARGV[3] - 1) == ARGV[3]) then
     return 1
   end
@@ -234,7 +234,7 @@ async def already_stored(pipe: Pipeline | ClusterPipeline, name: str, data: byte
     end = base.doc_len + base.log_len
     if await pipe.strlen(name) != end + len(data):
         return False
-    head = await pipe.execute_command("GETRANGE", name, 0, 511, **raw)
+    head = await pipe.execute_command("GETRANGE", name, 0, HEAD_BYTES - 1, **raw)
     if not isinstance(head, bytes) or doc_token(head) != base.token:
         return False
     return not data or await pipe.execute_command("GETRANGE", name, end, end + len(data) - 1, **raw) == data
