@@ -1,20 +1,17 @@
-"""``SessionBase``: the semantics every backend shares, on a few storage primitives.
+"""``SessionBase``: the public API every backend shares, on the storage primitives of :mod:`._storage`.
 
-A backend stores opaque bytes under a :class:`SessionKey` and implements a few
-async primitives (``_read``, ``_write``, ``_delete``, ``_list`` and, optionally,
-``_exists`` and the compare-and-set ``_write_if``). Everything else lives here,
-once: id checks, the document format, revisions and conflicts, dumping and
-loading the modules all or nothing, error positions, the synchronous twins and
-closing.
+Each method checks its arguments (ids, modules by name, options) and hands the
+work to a pipeline on the session's :class:`~._backend.Backend`: loading
+(:mod:`._loading`), saving (:mod:`._saving`), ``update()`` (:mod:`._update`);
+the blocking twins come from :mod:`._sync`.
 """
 
 from __future__ import annotations
 
-import abc
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar, overload
+from typing import Any, Self, TypeVar, overload
 
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
@@ -22,12 +19,9 @@ from statekit._foreign import SupportsState
 from statekit._json import describe
 from statekit._secrets import SecretBox, SecretKeys
 from statekit._module import LoadResult, StateModule
-from statekit.codecs import JSON, Codec
 from statekit.errors import SessionError, SessionNotFoundError
-from statekit.session._revisions import MISSING, Expected, RevisionMemory, StoredDocument, revision_of
-from statekit.session._appends import DeltaBase
+from statekit.session._revisions import MISSING, Expected, StoredDocument, revision_of
 from statekit.session._arguments import check_modules_by_name, require_modules
-from statekit.session._backend import Backend
 from statekit.session._cancel import finished
 from statekit.session._delta_save import is_joined
 from statekit.session._kept import check_removed
@@ -37,6 +31,7 @@ from statekit.session._loading import decode_stored, load_modules
 from statekit.session._log import log_timed
 from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._saving import remove_modules, save_modules
+from statekit.session._storage import Storage
 from statekit.session._sync import BlockingTwins
 from statekit.session._update import start_update, update_async
 from statekit.session.document import META_KEY, with_meta, without_token
@@ -48,7 +43,7 @@ SAVE_OPTIONS = ("user_id", "overwrite")
 LOAD_OPTIONS = ("user_id", "allow_not_exist", "strict")
 
 
-class SessionBase(BlockingTwins, abc.ABC):
+class SessionBase(Storage, BlockingTwins):
     """A place where sessions (named sets of state modules) are saved and loaded.
 
     Every method has an async form (``asave``...) and a blocking twin
@@ -73,14 +68,6 @@ class SessionBase(BlockingTwins, abc.ABC):
             for Redis, as in the reference).
     """
 
-    codec: ClassVar[Codec] = JSON
-    offload_codec: ClassVar[bool] = False
-    default_user_id: ClassVar[str] = ""
-    _secret_box: SecretBox | None = None
-    omit_secrets: bool = False
-    """Without a ``secret_key``: save modules holding ``state_field(secret=True)``
-    without those fields (``False``: refuse such a save with ``SecretError``). See docs/secrets.md."""
-
     def use_secret_key(self, secret_key: SecretKeys | None) -> None:
         """Encrypt ``state_field(secret=True)`` values with this key (``None``: no key, see ``omit_secrets``).
 
@@ -98,95 +85,6 @@ class SessionBase(BlockingTwins, abc.ABC):
         """
         self._secret_box = None if secret_key is None else SecretBox(secret_key)
 
-    writes_in_threads: ClassVar[bool] = False
-    """Whether the backend writes in worker threads, which a cancel does not stop: saves and
-    deletes then finish (and are remembered) before ``CancelledError`` is raised."""
-
-    supports_appends: ClassVar[bool] = False
-    """Whether the backend stores deltas of append-only lists (``_append``); else every save rewrites."""
-
-    def _saves_deltas(self) -> bool:
-        """Whether a save after appends writes only the new items (see ``supports_appends``)."""
-        return self.supports_appends and self.codec.fast
-
-    # -- the storage primitives a backend implements -------------------------------
-
-    @abc.abstractmethod
-    async def _read(self, key: SessionKey) -> bytes | None:
-        """The stored bytes, or ``None`` when there is no such session."""
-
-    @abc.abstractmethod
-    async def _write(self, key: SessionKey, data: bytes) -> None:
-        """Replace the stored bytes, atomically: a reader sees old or new, whole."""
-
-    @abc.abstractmethod
-    async def _delete(self, key: SessionKey) -> bool:
-        """Remove the session; ``True`` when there was one."""
-
-    @abc.abstractmethod
-    async def _list(self, user_id: str) -> list[str]:
-        """The session ids stored for ``user_id``, in any order."""
-
-    async def _list_users(self) -> list[str]:
-        """The user ids that have sessions, in any order (a backend that can tell overrides this)."""
-        raise SessionError(f"{type(self).__name__} cannot list its users")
-
-    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
-        """Replace the stored bytes only if their revision is still ``expected``.
-
-        The compare-and-set every conditional save goes through. This default
-        reads, compares and writes, which is atomic only when nothing else writes
-        the storage in between (one process, a storage without awaits inside);
-        a backend overrides it with its storage's own compare-and-set.
-
-        Args:
-            key: The session.
-            data: The whole new document.
-            expected: What must be stored: ``expected.matches(stored_bytes)``
-                says (``None`` for nothing stored), and ``expected.revision``
-                is its revision (:data:`~statekit.session.MISSING_REVISION` for nothing stored),
-                for storages that compare revisions themselves. After a delta save
-                only ``expected.base`` is known (``expected.only_base``); a
-                backend with ``supports_appends`` checks it.
-
-        Returns:
-            ``True`` when written; ``False`` when the stored revision differs
-            (then nothing was written).
-        """
-        backend = self._backend()
-        if not expected.matches(await backend.fetch(key)):
-            return False
-        await backend.write(key, data)
-        return True
-
-    async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
-        """Store one delta (new items of append-only lists) if the session is still ``base``.
-
-        Only called on backends whose ``supports_appends`` is true.
-
-        Returns:
-            How many bytes the stored deltas grew by; ``None`` when the stored
-            session is not ``base`` any more (then nothing was written).
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not store deltas")
-
-    def _companion_source(self, key: SessionKey) -> str:
-        """How error messages name the stored deltas of a session."""
-        return f"{self._source(key)} (appended items)"
-
-    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
-        """Up to ``limit`` of the user's session ids and whether there are more (for a missing load's hint).
-
-        Lists them all by default; a backend whose stores may be huge bounds the work.
-        """
-        ids = await self._list(user_id)
-        return ids[:limit], len(ids) > limit
-
-    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
-        """Up to ``limit`` users holding a session with this id, and whether there are more
-        (for a missing load's hint; none known by default)."""
-        return [], False
-
     async def _listed_some(self, user_id: str) -> tuple[list[str], bool]:
         with self._backend().faults("_list", lambda: f"sessions of user {user_id!r}"):
             return await self._list_some(user_id, NEAR_LIMIT)
@@ -194,20 +92,6 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _owned_some(self, session_id: str) -> tuple[list[str], bool]:
         with self._backend().faults("_list", lambda: f"owners of session {session_id!r}"):
             return await self._owners(session_id, NEAR_LIMIT)
-
-    async def _exists(self, key: SessionKey) -> bool:
-        """Whether the session exists (override when a cheaper test exists)."""
-        return await self._backend().fetch(key) is not None
-
-    async def _close(self) -> None:
-        """Release what the backend opened (nothing by default)."""
-
-    def _source(self, key: SessionKey) -> str:
-        """How error messages name the stored session (a file name, a key)."""
-        return f"session {key.session_id!r} of user {key.user_id!r}"
-
-    def _check_key(self, key: SessionKey) -> None:
-        """Refuse ids the storage cannot hold (e.g. too long for a file name)."""
 
     # -- async API -------------------------------------------------------------------
 
@@ -506,23 +390,3 @@ class SessionBase(BlockingTwins, abc.ABC):
 
     def _user(self, user_id: str | None) -> str:
         return self.default_user_id if user_id is None else user_id
-
-    @property
-    def _revisions(self) -> RevisionMemory:
-        memory: RevisionMemory | None = self.__dict__.get("_revision_memory")
-        if memory is None:  # made on first use: backends need not call an __init__ of ours
-            memory = self.__dict__.setdefault("_revision_memory", RevisionMemory())
-        return memory
-
-    def _backend(self) -> Backend:
-        """What the pipelines (load, save, update) use of this object: its primitives and memory."""
-        return Backend(
-            self,
-            (self._read, self._write, self._write_if, self._append),
-            (self._source, self._companion_source),
-            (self.codec, self.offload_codec),
-            (self._secret_box, self.omit_secrets),
-            self._revisions,
-            saves_deltas=self._saves_deltas(),
-            writes_in_threads=self.writes_in_threads,
-        )

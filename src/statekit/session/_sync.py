@@ -165,7 +165,8 @@ class BlockingTwins:
         return cast("AsyncSession", self)
 
     def _backend(self) -> Backend:
-        """The session's storage, as its pipelines use it (made by :class:`~statekit.session.SessionBase`)."""
+        """The session's storage, as its pipelines use it (:class:`~._storage.Storage` makes it:
+        it comes before this class among ``SessionBase``'s bases)."""
         raise NotImplementedError
 
     def save(
