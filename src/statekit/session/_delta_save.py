@@ -37,38 +37,9 @@ from statekit.session._backend import Backend
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._companion import Stored, split
 from statekit.session._ids import SessionKey
+from statekit.session._kept import Others
 from statekit.session._revisions import Expected, conflict_message
 from statekit.session.document import META_KEY, appends_document, plain_document, token_of
-
-
-@attrs.frozen
-class Others:
-    """The stored modules a save does not name (see :mod:`._kept`), and the stored order of every module.
-
-    Attributes:
-        states: The kept modules' stored states (plain data, as decoded).
-        order: Every module name of the stored document, in its order.
-        expected: What the compare-and-set must find (the bytes they were taken from).
-        read: Whether finding them read or decoded anything (the caller awaited:
-            a live dump made before is stale).
-    """
-
-    states: dict[str, Any]
-    order: tuple[str, ...]
-    expected: Expected
-    read: bool = True
-
-    def names(self, saved: Mapping[str, object]) -> frozenset[str]:
-        """The module names of the document written: the saved ones and the kept ones."""
-        return frozenset(saved).union(self.states)
-
-    def merged(self, states: dict[str, Any]) -> dict[str, Any]:
-        """``states`` (the saved modules) with the kept ones, in the stored order (new modules last)."""
-        if not self.states:
-            return states
-        out = {name: states[name] if name in states else self.states[name] for name in self.order}
-        out.update((name, state) for name, state in states.items() if name not in out)
-        return out
 
 
 async def save_with_appends(

@@ -20,10 +20,10 @@ from statekit._gc import paused_gc, without_gc
 from statekit._secrets import secrets_with
 from statekit.errors import ConflictError, SessionNotFoundError
 from statekit.session._backend import Backend
-from statekit.session._delta_save import Others, save_with_appends
+from statekit.session._delta_save import save_with_appends
 from statekit.session._ids import SessionKey
 from statekit.session._keyless import refuse_secret_fields
-from statekit.session._kept import BLIND_ATTEMPTS, json_names, others, refuse_removal, save_basis
+from statekit.session._kept import BLIND_ATTEMPTS, Others, json_names, others, refuse_removal, save_basis
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
 from statekit.session._revisions import Expected, backoff
