@@ -1,8 +1,9 @@
 """What the session pipelines (load, save, update) use of one session object: its storage, its faults told, its memory.
 
 A :class:`~statekit.session.SessionBase` hands its pipelines a :class:`Backend`
-made for the call: the backend's storage primitives (bound methods), each call
-of one wrapped so that a backend's own fault becomes a ``SessionError``, the
+made for the call (held by no one after it, so no reference cycle keeps a
+session alive): the backend's storage primitives (bound methods), each call of
+one wrapped so that a backend's own fault becomes a ``SessionError``, the
 codec, the secret key and what the object remembers of each session. The
 pipelines never reach into the session object itself.
 """
@@ -18,7 +19,7 @@ from statekit.codecs import Codec
 from statekit.errors import ConflictError
 from statekit.session._appends import DeltaBase
 from statekit.session._cancel import finished_despite_cancel
-from statekit.session._faults import BackendFaults, read_bytes
+from statekit.session._faults import BackendFaults
 from statekit.session._ids import SessionKey
 from statekit.session._revisions import Expected, RevisionMemory, conflict_message
 
@@ -28,7 +29,8 @@ INLINE_DECODE_BYTES = 1 << 20
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
-Read = Callable[[SessionKey], Awaitable[bytes | None]]
+Fetch = Callable[[SessionKey], Awaitable[bytes | None]]
+Faults = Callable[[str, SessionKey | Callable[[], str]], BackendFaults]
 Write = Callable[[SessionKey, bytes], Awaitable[None]]
 WriteIf = Callable[[SessionKey, bytes, Expected], Awaitable[bool]]
 Append = Callable[[SessionKey, bytes, DeltaBase], Awaitable[int | None]]
@@ -39,28 +41,29 @@ class Backend:
     """One session object's storage and memory, as the pipelines may use them.
 
     Attributes:
-        owner: The session object (only its type is named, in fault messages).
+        fetch: Reads the stored bytes (``_read``, its faults told as ``SessionError``).
+        faults: Around a call of a storage primitive: a fault that is not a
+            ``StatekitError`` becomes a ``SessionError`` naming the backend and the session.
         source: How error messages name a stored session; ``companion_source``: its deltas.
         codec: How documents become bytes.
         secret_box: Seals and opens secret fields (``None``: no key).
         omit_secrets: Without a key, save secret fields' modules without them.
         revisions: What the object remembers of each session.
-        saves_deltas: Whether a save after appends writes only the new items.
         writes_in_threads: Whether writes run in worker threads (a cancel lets them finish).
     """
 
     __slots__ = (
         "_append",
         "_offload",
-        "_read",
+        "_saves_deltas",
         "_write",
         "_write_if",
         "codec",
         "companion_source",
+        "faults",
+        "fetch",
         "omit_secrets",
-        "owner",
         "revisions",
-        "saves_deltas",
         "secret_box",
         "source",
         "writes_in_threads",
@@ -68,37 +71,25 @@ class Backend:
 
     def __init__(
         self,
-        owner: object,
-        primitives: tuple[Read, Write, WriteIf, Append],
+        calls: tuple[Fetch, Faults, Write, WriteIf, Append],
         names: tuple[Name, Name],
         codec: tuple[Codec, bool],
         secrets: tuple[SecretBox | None, bool],
         revisions: RevisionMemory,
-        *,
-        saves_deltas: bool,
+        saves_deltas: Callable[[], bool],
         writes_in_threads: bool,
     ) -> None:
-        self.owner = owner
-        self._read, self._write, self._write_if, self._append = primitives
+        self.fetch, self.faults, self._write, self._write_if, self._append = calls
         self.source, self.companion_source = names
         self.codec, self._offload = codec
         self.secret_box, self.omit_secrets = secrets
         self.revisions = revisions
-        self.saves_deltas = saves_deltas
+        self._saves_deltas = saves_deltas
         self.writes_in_threads = writes_in_threads
 
-    def faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
-        """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
-        if isinstance(where, SessionKey):
-            key = where
-            return BackendFaults(self.owner, primitive, lambda: self.source(key))
-        return BackendFaults(self.owner, primitive, where)
-
-    async def fetch(self, key: SessionKey) -> bytes | None:
-        """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
-        with self.faults("_read", key):
-            raw = await self._read(key)
-        return read_bytes(raw, self.owner, lambda: self.source(key))
+    def saves_deltas(self) -> bool:
+        """Whether a save after appends writes only the new items (see ``supports_appends``)."""
+        return self._saves_deltas()
 
     async def write(self, key: SessionKey, raw: bytes) -> None:
         """``_write``, with the backend's faults told as ``SessionError``."""

@@ -86,11 +86,11 @@ class SessionBase(Storage, BlockingTwins):
         self._secret_box = None if secret_key is None else SecretBox(secret_key)
 
     async def _listed_some(self, user_id: str) -> tuple[list[str], bool]:
-        with self._backend().faults("_list", lambda: f"sessions of user {user_id!r}"):
+        with self._faults("_list", lambda: f"sessions of user {user_id!r}"):
             return await self._list_some(user_id, NEAR_LIMIT)
 
     async def _owned_some(self, session_id: str) -> tuple[list[str], bool]:
-        with self._backend().faults("_list", lambda: f"owners of session {session_id!r}"):
+        with self._faults("_list", lambda: f"owners of session {session_id!r}"):
             return await self._owners(session_id, NEAR_LIMIT)
 
     # -- async API -------------------------------------------------------------------
@@ -250,7 +250,7 @@ class SessionBase(Storage, BlockingTwins):
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""
-        raw = await self._backend().fetch(self.key(session_id, user_id))
+        raw = await self._fetch(self.key(session_id, user_id))
         return None if raw is None else revision_of(raw)
 
     async def aread_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None:
@@ -334,7 +334,7 @@ class SessionBase(Storage, BlockingTwins):
         """The ids of ``user_id``'s sessions, sorted."""
         user = check_id(self._user(user_id), "user_id", allow_empty=True)
         where = lambda: f"sessions of user {user!r}"  # noqa: E731
-        with self._backend().faults("_list", where):
+        with self._faults("_list", where):
             ids = await self._list(user)
         return listed_ids(ids, self, where)
 
@@ -345,26 +345,26 @@ class SessionBase(Storage, BlockingTwins):
             SessionError: The backend cannot list its users.
         """
         where = lambda: "the users"  # noqa: E731
-        with self._backend().faults("_list_users", where):
+        with self._faults("_list_users", where):
             users = await self._list_users()
         return listed_ids(users, self, where)
 
     async def aexists(self, session_id: str, user_id: str | None = None) -> bool:
         """Whether the session exists."""
         key = self.key(session_id, user_id)
-        with self._backend().faults("_exists", key):
+        with self._faults("_exists", key):
             return await self._exists(key)
 
     async def adelete(self, session_id: str, user_id: str | None = None) -> bool:
         """Delete the session; ``True`` when there was one. The object forgets its revision."""
         key = self.key(session_id, user_id)
         self._revisions.forget(key)
-        with self._backend().faults("_delete", key):
+        with self._faults("_delete", key):
             return await finished(self, self._delete(key))
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""
-        with self._backend().faults("_close", lambda: f"closing {type(self).__name__}"):
+        with self._faults("_close", lambda: f"closing {type(self).__name__}"):
             await self._close()
 
     async def __aenter__(self) -> Self:

@@ -123,7 +123,7 @@ async def decode_stored(backend: Backend, raw: bytes, key: SessionKey) -> Mappin
             without_gc(merge), document, log, token or "", backend.companion_source(key), size=len(log)
         )
     elif token_of(document) is not None and doc_token(raw) is None:
-        raise DocumentError(misplaced(document, backend.saves_deltas), source=backend.source(key))
+        raise DocumentError(misplaced(document, backend.saves_deltas()), source=backend.source(key))
     elif token is not None:  # a companion beside a document without a token
         check_token(document, token, backend.source(key), backend.companion_source(key))
     return document

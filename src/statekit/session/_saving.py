@@ -52,7 +52,7 @@ async def save_modules(
         scan = json_names if backend.codec.fast else None
         kept = partial(others, names, basis, fetch, partial(decode_stored, backend, key=key), source, scan=scan)
         try:
-            if backend.saves_deltas:
+            if backend.saves_deltas():
                 size = await save_with_appends(backend, key, modules, basis.expected, kept)
             else:
                 found = await kept()

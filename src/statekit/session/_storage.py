@@ -10,6 +10,7 @@ pipelines (load, save, update) reach them only through :meth:`Storage._backend`.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import ClassVar
 
 from statekit._secrets import SecretBox
@@ -17,6 +18,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
 from statekit.session._backend import Backend
+from statekit.session._faults import BackendFaults, read_bytes
 from statekit.session._ids import SessionKey
 from statekit.session._revisions import Expected, RevisionMemory
 
@@ -85,10 +87,10 @@ class Storage(abc.ABC):
             ``True`` when written; ``False`` when the stored revision differs
             (then nothing was written).
         """
-        backend = self._backend()
-        if not expected.matches(await backend.fetch(key)):
+        if not expected.matches(await self._fetch(key)):
             return False
-        await backend.write(key, data)
+        with self._faults("_write", key):
+            await self._write(key, data)
         return True
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
@@ -121,7 +123,7 @@ class Storage(abc.ABC):
 
     async def _exists(self, key: SessionKey) -> bool:
         """Whether the session exists (override when a cheaper test exists)."""
-        return await self._backend().fetch(key) is not None
+        return await self._fetch(key) is not None
 
     async def _close(self) -> None:
         """Release what the backend opened (nothing by default)."""
@@ -140,15 +142,27 @@ class Storage(abc.ABC):
             memory = self.__dict__.setdefault("_revision_memory", RevisionMemory())
         return memory
 
+    def _faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
+        """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
+        if isinstance(where, SessionKey):
+            key = where
+            return BackendFaults(self, primitive, lambda: self._source(key))
+        return BackendFaults(self, primitive, where)
+
+    async def _fetch(self, key: SessionKey) -> bytes | None:
+        """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
+        with self._faults("_read", key):
+            raw = await self._read(key)
+        return read_bytes(raw, self, lambda: self._source(key))
+
     def _backend(self) -> Backend:
-        """What the pipelines (load, save, update) use of this object: its primitives and memory."""
+        """What the pipelines (load, save, update) use of this object, made for one call."""
         return Backend(
-            self,
-            (self._read, self._write, self._write_if, self._append),
+            (self._fetch, self._faults, self._write, self._write_if, self._append),
             (self._source, self._companion_source),
             (self.codec, self.offload_codec),
             (self._secret_box, self.omit_secrets),
             self._revisions,
-            saves_deltas=self._saves_deltas(),
-            writes_in_threads=self.writes_in_threads,
+            self._saves_deltas,
+            self.writes_in_threads,
         )
