@@ -25,7 +25,7 @@ from test_depth import nested
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
-from statekit._cli_compact import ATTEMPTS, compact_sessions
+from statekit.cli._compact import ATTEMPTS, compact_sessions
 from statekit.cli import main
 from statekit.errors import (
     ConflictError,

@@ -68,7 +68,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def agent_class(workdir: Path) -> Any:
     """The ``Agent`` class of ``agents.py``, imported the way the command does."""
-    from statekit._cli_support import load_class
+    from statekit.cli._classes import load_class
 
     return load_class("agents.py:Agent")
 
@@ -277,6 +277,7 @@ def test_show_list_delete_on_redis(
     with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
         session.save("chat-1", "alice", agent=agents.Agent(name="Friday"))
         session.save("chat-2", "alice", agent=agents.Agent(name="Saturday"))
+        session.save("chat-2", "alice", agent=agents.Agent(name="Saturday"))  # a compare-and-set: a write id beside it
     url = f"redis://{redis_server.host}:{redis_server.port}/0"
     where = ["--redis-url", url, "--key-prefix", prefix, "--user", "alice"]
     assert run(capsys, "list", *where) == (0, "chat-1\nchat-2\n", "")
@@ -478,7 +479,7 @@ class LogV2(StateModule):
 @pytest.mark.redis
 def test_compact_and_migrate_keep_a_redis_keys_expiry(workdir: Path, redis_server: Any, capsys: pytest.CaptureFixture[str]) -> None:
     (workdir / "ttlmodels.py").write_text(TTL_MODELS, encoding="utf-8")
-    from statekit._cli_support import load_class
+    from statekit.cli._classes import load_class
 
     ttlmodels = sys.modules[load_class("ttlmodels.py:Log").__module__]
 
@@ -517,7 +518,7 @@ def test_validate_and_migrate_take_the_state_a_module_registers(workdir: Path, c
 
 def test_compact_reports_every_session_and_goes_past_one_it_cannot_read(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (workdir / "ttlmodels.py").write_text(TTL_MODELS, encoding="utf-8")
-    from statekit._cli_support import load_class
+    from statekit.cli._classes import load_class
 
     ttlmodels = sys.modules[load_class("ttlmodels.py:Log").__module__]
     folder = workdir / "sessions"
@@ -547,7 +548,7 @@ def test_compact_reports_every_session_and_goes_past_one_it_cannot_read(workdir:
 def _saved_log(workdir: Path, appended: bool) -> tuple[Any, Path]:
     """A JSON session ``c`` of a ``LogV2`` under module ``history``; ``appended``: with items in ``c.json.log``."""
     (workdir / "ttlmodels.py").write_text(TTL_MODELS, encoding="utf-8")
-    from statekit._cli_support import load_class
+    from statekit.cli._classes import load_class
 
     ttlmodels = sys.modules[load_class("ttlmodels.py:LogV2").__module__]
     log = ttlmodels.LogV2()

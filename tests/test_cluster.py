@@ -19,7 +19,7 @@ from statekit.errors import BackendUnavailableError
 from statekit.session import SessionBase
 from statekit.session.redis import RedisSession
 from redis.asyncio.cluster import RedisCluster as ClusterClient
-from statekit import _servers
+from statekit.testing import _servers
 from statekit.testing import Counter, RedisCluster, SessionContract, local_redis_cluster, local_redis_server
 from workers import run_workers
 
@@ -170,6 +170,27 @@ async def test_a_fresh_session_object_serves_a_cold_burst_of_sixty_four_tasks(cl
     assert [counter.count for counter in stored] == [20] * 64  # none lost, none applied twice
     assert calls == [20] * 64  # every task's keys are its own: no conflict, so mutate() ran once per update
 
+
+
+@pytest.mark.parametrize("user", ["u", "{tag}", "a{b", "x}y", "{}"], ids=["plain", "tag", "open", "close", "empty"])
+async def test_a_write_id_lives_in_its_value_s_slot_whatever_braces_the_ids_hold(
+    cluster: RedisCluster, user: str
+) -> None:
+    """The compare-and-set and delete scripts touch the value and its write id together, which a
+    cluster refuses (CROSSSLOT) unless both keys hash alike: a tag is added where the key has none."""
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=TIMEOUT) as session:
+        counter = Counter()
+        await session.asave("s", user, counter=counter)
+        await session.aupdate("s", _bump(counter), user_id=user, counter=counter)  # a compare-and-set
+        client = session.get_client()
+        assert isinstance(client, ClusterClient)
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*", target_nodes=ClusterClient.PRIMARIES)]
+        assert len(keys) == 2  # the value and its write id
+        assert len({client.keyslot(key) for key in keys}) == 1
+        assert await session.alist_sessions(user) == ["s"]
+        assert await session.adelete("s", user) is True
+        assert not await session.aexists("s", user)
 
 @pytest.mark.slow
 async def test_an_update_whose_node_pauses_before_the_save_applies_its_change_once() -> None:

@@ -620,3 +620,164 @@ def _bump_and_append(counter: Counter, agent: Agent) -> Callable[[], None]:
         agent.events.append(len(agent.events))
 
     return change
+
+
+# -- write ids: a write sent again after a lost reply recognises its own write, and only it --
+
+
+class LosingProxy:
+    """A TCP proxy to a real redis-server that loses the reply to one command.
+
+    :meth:`lose` arms it: the next chunk a client sends that holds ``marker`` waits
+    for ``first()`` (another writer's work, done meanwhile), goes to the server,
+    and the server's reply never comes back: the proxy drops it and cuts that
+    connection, as a network would. Every other byte passes through.
+    """
+
+    def __init__(self, server: RedisServer) -> None:
+        self._server = server
+        self._trap: tuple[bytes, Callable[[], Any]] | None = None
+        self.lost = 0
+        self._listener: asyncio.Server | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> LosingProxy:
+        self._listener = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._listener.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._listener is not None
+        self._listener.close()
+
+    def lose(self, marker: bytes, first: Callable[[], Any]) -> None:
+        self._trap = (marker, first)
+
+    async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
+        server_in, server_out = await asyncio.open_connection(self._server.host, self._server.port)
+        losing = asyncio.Event()
+
+        async def upstream() -> None:
+            while chunk := await client_in.read(65536):
+                if self._trap is not None and self._trap[0] in chunk:
+                    first, self._trap = self._trap[1], None
+                    await first()
+                    losing.set()
+                server_out.write(chunk)
+                await server_out.drain()
+            server_out.close()
+
+        async def downstream() -> None:
+            while chunk := await server_in.read(65536):
+                if losing.is_set():  # the trapped command's reply: lost, and the connection with it
+                    self.lost += 1
+                    break
+                client_out.write(chunk)
+                await client_out.drain()
+            client_out.transport.abort()
+            server_out.transport.abort()
+
+        await asyncio.gather(upstream(), downstream(), return_exceptions=True)
+
+
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_retry_does_not_take_identical_bytes_from_another_writer_for_its_own(
+    redis_server: RedisServer, scriptless_server: RedisServer, kind: str, lua: bool
+) -> None:
+    """Two updates from the same revision compute the same bytes (5 + 1 = 6, or the same delta
+    line); the other writer's lands first, this one's is refused and the refusal lost. Sent
+    again, the write used to find "its" bytes stored and answer "done": one increment lost."""
+    server, change = (redis_server if lua else scriptless_server), Kind(kind)
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix) as other,
+    ):
+        module, others = change.module(), change.module()
+        await session.asave("s", **change.named(module))
+        await session.aupdate("s", lambda: change.change(module), **change.named(module))  # the script is known
+        await other.aload("s", **change.named(others))
+        calls = [0]
+
+        def counted() -> None:
+            calls[0] += 1
+            change.change(module)
+
+        async def other_writer_first() -> None:
+            await other.aupdate("s", lambda: change.change(others), **change.named(others))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", other_writer_first)
+        await session.aupdate("s", counted, **change.named(module))
+        assert proxy.lost == 1
+        assert calls == [2]  # refused once (the other writer's bytes are not its own), then applied
+    assert await _stored(server, prefix, change) == 3  # both acknowledged updates are stored
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_the_write_id_lives_beside_the_value_unseen_by_listing(
+    redis_server: RedisServer, scriptless_server: RedisServer, prefix: str, lua: bool
+) -> None:
+    server = redis_server if lua else scriptless_server
+    async with RedisSession(server.host, server.port, key_prefix=prefix, key_ttl=600) as session:
+        client, key = session.get_client(), session.session_key("s", "u")
+        await session.asave("s", "u", counter=Counter(count=1))
+        blind = await client.get(key)
+        await session.asave("s", "u", counter=Counter(count=1))  # a compare-and-set: its id is stored
+        assert await client.get(key) == blind  # the value (and so its revision) is the document alone
+        companion = f"{key}:write-id"
+        assert sorted(await client.keys(f"{prefix}*")) == sorted([key.encode(), companion.encode()])
+        assert 590 <= await client.ttl(companion) <= 600  # it expires with the value
+        assert await session.alist_sessions("u") == ["s"]
+        assert await session.alist_users() == ["u"]
+        assert await session.adelete("s", "u") is True
+        assert await client.exists(key) == 0
+        assert 0 < await client.ttl(companion) <= 2 * TIMEOUT + 60  # the delete's id, for a delete sent again
+        assert await session.alist_sessions("u") == []
+        assert await session.adelete("s", "u") is False
+        assert await client.keys(f"{prefix}*") == [companion.encode()]  # another delete's id is left to expire
+    async with RedisSession(server.host, server.port, key_prefix=prefix) as session:  # no TTL
+        client = session.get_client()
+        await session.asave("t", "u", counter=Counter(count=1))
+        await session.asave("t", "u", counter=Counter(count=2))
+        await client.delete(session.session_key("t", "u"))  # another program deletes the value alone
+        assert await client.ttl(f"{session.session_key('t', 'u')}:write-id") == -1
+        assert await session.adelete("t", "u") is False
+        assert await client.keys(f"{prefix}*") == [companion.encode()]  # the leftover id went with it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+@pytest.mark.parametrize("there", [True, False], ids=["present", "absent"])
+async def test_a_delete_under_a_three_second_pause_tells_the_truth(
+    pausable: RedisServer, pausable_scriptless: RedisServer, lua: bool, there: bool
+) -> None:
+    """socket_timeout is 2 s: redis-py used to send DEL again, the server ran both, and the
+    second one's 0 made adelete() say there was no session."""
+    server, prefix = (pausable if lua else pausable_scriptless), f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(server.host, server.port, key_prefix=prefix) as session:
+        await session.asave("gone" if there else "other", counter=Counter(count=1))
+        await session.adelete("warm-up")  # connected, and the server knows the script
+        pause = Pause(server, 3.0)
+        try:
+            deleted = await session.adelete("gone")
+        finally:
+            pause.over()
+        assert deleted is there
+        assert not await session.aexists("gone")
+
+
+@pytest.mark.slow
+async def test_a_delete_whose_reply_never_comes_says_it_may_have_been_applied(pausable: RedisServer) -> None:
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix, timeout=1) as session:
+        await session.asave("s", counter=Counter(count=1))
+        await session.adelete("warm-up")
+        pause = Pause(pausable, 3.5)  # past the delete's 1 s and the 1 s of asking again
+        try:
+            with pytest.raises(WriteOutcomeUnknownError, match="may or may not have been applied"):
+                await session.adelete("s")
+        finally:
+            pause.over()
+        assert not await session.aexists("s")  # it landed when the server ran again

@@ -101,7 +101,8 @@ def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Place]:
 
     yield Place(
         make_redis,
-        lambda: [_as_bytes(raw.get(k)) for k in sorted(raw.keys(f"{prefix}*"))],
+        # the values; not their write ids (random, new at each compare-and-set: see sessions.md's RedisSession)
+        lambda: [_as_bytes(raw.get(k)) for k in sorted(raw.keys(f"{prefix}*")) if not _as_bytes(k).endswith(b":write-id")],
         ["--host", server.host, "--port", str(server.port), "--key-prefix", prefix],
     )
     raw.close()

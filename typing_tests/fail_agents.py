@@ -105,8 +105,8 @@ class Codecs(StateModule):
     api_key: str = state_field(default="", secret="yes")  # E
 
 
-# mypy says: Argument "agent" to "save" of "BlockingTwins" has incompatible type "int"; expected "StateModule"  [arg-type]
-# pyright says: reportArgumentType: Argument of type "Literal[5]" cannot be assigned to parameter "agent" of type "StateModule"
+# mypy says: Argument "agent" to "save" of "BlockingTwins" has incompatible type "int"; expected "StateModule | SupportsState"  [arg-type]
+# pyright says: reportArgumentType: Argument of type "Literal[5]" cannot be assigned to parameter "agent" of type "StateModule | SupportsState"
 JSONSession("sessions").save("s", agent=5)  # E
 # mypy says: Argument "strict" to "load_state_dict" of "StateModule" has incompatible type "str"; expected "bool"  [arg-type]
 # pyright says: reportArgumentType: Argument of type "Literal['no']" cannot be assigned to parameter "strict" of type "bool"

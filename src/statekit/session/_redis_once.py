@@ -6,9 +6,9 @@ copies, and the second one, finding the first one's write, answers "changed by
 another writer". So a write is sent here exactly once, on a connection of its
 own. When its reply is lost after it was sent (a timeout, a dropped
 connection), the same write is sent again marked as a retry: the scripts (and
-the ``WATCH``/``MULTI`` twins) then answer "done" when the stored value already
-is what the write stores (or the appended delta already sits at its offset),
-so the answer says whether the lost write landed. That is asked until the
+the ``WATCH``/``MULTI`` twins) then answer "done" when the write's own id is
+stored beside the value (see :mod:`._redis_ids`), so the answer says whether
+the lost write landed. That is asked until the
 server answers or another ``timeout`` runs out; then
 :class:`~statekit.errors.WriteOutcomeUnknownError` says that the write may or
 may not have been applied.
@@ -26,36 +26,14 @@ from redis import exceptions as redis_errors
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
-from redis.client import NEVER_DECODE
 
 from statekit.errors import BackendUnavailableError, WriteOutcomeUnknownError
-from statekit.session._appends import DeltaBase
-from statekit.session.document import HEAD_BYTES, doc_token
 
 T = TypeVar("T")
 
 RETRIED = "retry"
 """The scripts' last argument (``ARGV[#ARGV]``, whatever comes before it) when a write is sent
 again after its reply was lost ('' the first time)."""
-
-CAS_DONE = """
-if ARGV[#ARGV] == 'retry' and redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
-"""
-"""Prepended to the compare-and-set script: a retry finds its value stored (the lost attempt wrote it)."""
-
-IF_BASE_DONE = f"""
-if ARGV[#ARGV] == 'retry' then
-  local size = tonumber(ARGV[2])
-  if ARGV[4] == 'set' then
-    if redis.call('GET', KEYS[1]) == ARGV[3] then return 1 end
-  elseif redis.call('STRLEN', KEYS[1]) == size + #ARGV[3]
-      and string.find(redis.call('GETRANGE', KEYS[1], 0, {HEAD_BYTES - 1}), ARGV[1], 1, true)
-      and (#ARGV[3] == 0 or redis.call('GETRANGE', KEYS[1], size, size + #ARGV[3] - 1) == ARGV[3]) then
-    return 1
-  end
-end
-"""
-"""Prepended to the delta script: a retry finds its value set, or its delta appended at the base's end."""
 
 _LOST = (
     redis_errors.ConnectionError,
@@ -223,18 +201,3 @@ async def executed(pipe: Pipeline | ClusterPipeline, sending: Sending) -> bool:
         return False
     sending.pending = False
     return True
-
-
-async def already_stored(pipe: Pipeline | ClusterPipeline, name: str, data: bytes, base: DeltaBase | None) -> bool:
-    """For a retry on the ``WATCH`` path (after ``WATCH``): whether ``data`` is stored already,
-    as the value (``base`` is ``None``) or appended at the end of ``base``."""
-    raw = {NEVER_DECODE: True}  # bytes even from a decode_responses client
-    if base is None:
-        return bool(await pipe.execute_command("GET", name, **raw) == data)
-    end = base.doc_len + base.log_len
-    if await pipe.strlen(name) != end + len(data):
-        return False
-    head = await pipe.execute_command("GETRANGE", name, 0, HEAD_BYTES - 1, **raw)
-    if not isinstance(head, bytes) or doc_token(head) != base.token:
-        return False
-    return not data or await pipe.execute_command("GETRANGE", name, end, end + len(data) - 1, **raw) == data

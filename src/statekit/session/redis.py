@@ -50,16 +50,17 @@ try:
     from redis.client import NEVER_DECODE
     from redis.backoff import ExponentialWithJitterBackoff
 
-    from statekit.session._redis_once import (  # it needs redis too
-        CAS_DONE,
-        IF_BASE_DONE,
-        Sending,
-        already_stored,
-        executed,
-        flag,
-        send_once,
-        write_once,
+    from statekit.session._redis_ids import (
+        DELETE,
+        MINE,
+        companion_expiry,
+        deleted_watching,
+        id_key,
+        mine,
+        new_id,
+        tombstone_seconds,
     )
+    from statekit.session._redis_once import Sending, executed, flag, send_once, write_once  # they need redis too
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
         "RedisSession needs the redis package: pip install 'statekit[redis]'"
@@ -91,7 +92,7 @@ _QUERY_VALUE = re.compile(r"([?&;]([^=&;]*)=)([^&;]*)")
 _URL_DELIMITERS = re.compile(r"[/?#@:&;=%]")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
 
-_COMPARE_AND_SET = CAS_DONE + """
+_COMPARE_AND_SET = MINE + """
 local current = redis.call('GET', KEYS[1])
 local revision = ''
 if current then revision = redis.sha1hex(current) end
@@ -103,17 +104,18 @@ elseif ARGV[3] == 'keep' then
 else
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
 end
+stamp()
 return 1
 """
 """Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL, '' or 'keep' (the key's own);
-the last ARGV: 'retry' after a lost reply (see _redis_once)."""
+ARGV[4]: the write's id, stored in KEYS[2]; ARGV[5]: 'retry' after a lost reply (see _redis_once, _redis_ids)."""
 
 _COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=False).hexdigest()
 
 # Deltas of append-only lists follow the document in the same key (one line
 # each, see _appends.py). Within one document token the value only grows, so
 # the token (in the document's first bytes) and the length say what is stored.
-_IF_BASE = IF_BASE_DONE + f"""
+_IF_BASE = MINE + f"""
 local head = redis.call('GETRANGE', KEYS[1], 0, {HEAD_BYTES - 1})
 if not string.find(head, ARGV[1], 1, true) then return 0 end
 if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
@@ -121,14 +123,17 @@ if ARGV[4] == 'set' then
   if ARGV[5] == '' then redis.call('SET', KEYS[1], ARGV[3])
   elseif ARGV[5] == 'keep' then redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
   else redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[5]) end
+  stamp()
   return 1
 end
 if ARGV[3] ~= '' then redis.call('APPEND', KEYS[1], ARGV[3]) end
 if ARGV[6] ~= '' then redis.call('SETRANGE', KEYS[1], tonumber(ARGV[6]), ARGV[7]) end
 if ARGV[5] ~= '' and ARGV[5] ~= 'keep' then redis.call('EXPIRE', KEYS[1], ARGV[5]) end
+stamp()
 return 1
 """
 _IF_BASE_SHA = hashlib.sha1(_IF_BASE.encode(), usedforsecurity=False).hexdigest()
+_DELETE_SHA = hashlib.sha1(DELETE.encode(), usedforsecurity=False).hexdigest()
 
 _OTHER_LOOP = (
     "a connection of this RedisSession belongs to another event loop (closed, or not the one running here; "
@@ -326,7 +331,8 @@ class RedisSession(SessionBase):
         (``count``: then write these bytes at this offset)."""
         ttl = self._ttl_arg()
         at, field = ("", b"") if count is None else (str(count[0]), count[1])
-        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field)
+        write_id = new_id()
+        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field, write_id)
         name = self._key(key)
 
         async def attempt(retried: bool, sending: Sending) -> bool:
@@ -337,15 +343,20 @@ class RedisSession(SessionBase):
                     if not _refuses_scripts(err):
                         raise
                     self._lua = False
-            return await self._if_base_watch(name, base, data, (mode, count), (retried, sending))
+            return await self._if_base_watch(name, base, data, (mode, count), (write_id, retried, sending))
 
         return await write_once(lambda: self._errors(key), attempt)
 
     async def _eval(self, script: str, sha: str, name: str, sending: Sending, *args: Any) -> bool:
+        """Run a script on ``name`` and its companion (:func:`id_key`)."""
+        keys = (2, name, self._id_key(name))
         try:
-            return bool(await send_once(self._client, sending, name, "EVALSHA", sha, 1, name, *args))
+            return bool(await send_once(self._client, sending, name, "EVALSHA", sha, *keys, *args))
         except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
-            return bool(await send_once(self._client, sending, name, "EVAL", script, 1, name, *args))
+            return bool(await send_once(self._client, sending, name, "EVAL", script, *keys, *args))
+
+    def _id_key(self, name: str) -> str:
+        return id_key(name, isinstance(self._client, RedisCluster))
 
     async def _if_base_watch(
         self,
@@ -353,15 +364,18 @@ class RedisSession(SessionBase):
         base: DeltaBase,
         data: bytes,
         change: tuple[str, tuple[int, bytes] | None],
-        attempt: tuple[bool, Sending],
+        attempt: tuple[str, bool, Sending],
     ) -> bool:
         """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
-        (``change``: the mode and the header's count to write)."""
-        (mode, count), (retried, sending) = change, attempt
+        (``change``: the mode and the header's count to write; ``attempt``: the write's id, whether it is
+        sent again, its ``Sending``)."""
+        (mode, count), (write_id, retried, sending) = change, attempt
+        companion = self._id_key(name)
         async with self._client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
-            if retried and await already_stored(pipe, name, data, None if mode == "set" else base):
+            if retried and await mine(pipe, companion, write_id):
                 return True
+            expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
             head = await pipe.execute_command("GETRANGE", name, 0, HEAD_BYTES - 1, **{NEVER_DECODE: True})
             if not isinstance(head, bytes) or doc_token(head) != base.token:
@@ -377,6 +391,7 @@ class RedisSession(SessionBase):
                 pipe.setrange(name, *count)
             if mode != "set" and self.key_ttl is not None:
                 pipe.expire(name, self.key_ttl)
+            pipe.set(companion, write_id, **expiry)
             return await executed(pipe, sending)
 
     def _ttl_arg(self) -> str:
@@ -399,40 +414,55 @@ class RedisSession(SessionBase):
         if expected.only_base:
             assert expected.base is not None
             return await self._if_base(key, expected.base, data, "set")
-        name = self._key(key)
+        name, write_id = self._key(key), new_id()
 
         async def attempt(retried: bool, sending: Sending) -> bool:
             if self._lua:
                 try:
-                    args = (data, expected.revision, self._ttl_arg(), flag(retried))
+                    args = (data, expected.revision, self._ttl_arg(), write_id, flag(retried))
                     return await self._eval(_COMPARE_AND_SET, _COMPARE_AND_SET_SHA, name, sending, *args)
                 except _redis_errors.ResponseError as err:
                     if not _refuses_scripts(err):
                         raise
                     self._lua = False  # a server without scripting (fakeredis, some proxies, an ACL)
-            return await self._compare_and_set_watch(name, data, expected, (retried, sending))
+            return await self._compare_and_set_watch(name, data, expected, (write_id, retried, sending))
 
         return await write_once(lambda: self._errors(key), attempt)
 
     async def _compare_and_set_watch(
-        self, name: str, data: bytes, expected: Expected, attempt: tuple[bool, Sending]
+        self, name: str, data: bytes, expected: Expected, attempt: tuple[str, bool, Sending]
     ) -> bool:
         """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
-        retried, sending = attempt
+        write_id, retried, sending = attempt
+        companion = self._id_key(name)
         async with self._client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
-            if retried and await already_stored(pipe, name, data, None):
+            if retried and await mine(pipe, companion, write_id):
                 return True
+            expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
             current = await pipe.get(name)
             if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
                 return False  # leaving the block resets the pipeline, which unwatches
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             pipe.set(name, data, **self._expiry())
+            pipe.set(companion, write_id, **expiry)
             return await executed(pipe, sending)  # False: another writer changed the key between GET and EXEC
 
     async def _delete(self, key: SessionKey) -> bool:
-        async with self._errors(key):
-            return bool(await self._client.delete(self._key(key)))
+        name, write_id = self._key(key), new_id()
+        args = (write_id, tombstone_seconds(self.timeout))
+
+        async def attempt(retried: bool, sending: Sending) -> bool:
+            if self._lua:
+                try:
+                    return await self._eval(DELETE, _DELETE_SHA, name, sending, *args, flag(retried))
+                except _redis_errors.ResponseError as err:
+                    if not _refuses_scripts(err):
+                        raise
+                    self._lua = False
+            return await deleted_watching(self._client, (name, self._id_key(name)), args, (retried, sending))
+
+        return await write_once(lambda: self._errors(key), attempt)
 
     async def _exists(self, key: SessionKey) -> bool:
         async with self._errors(key):

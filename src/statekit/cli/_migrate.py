@@ -9,23 +9,84 @@ reported and left byte for byte as it was; the others go on.
 
 from __future__ import annotations
 
+import argparse
 import difflib
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import attrs
 
-from statekit._cli_batch import FAILED, Tally, Target, reason, where
-from statekit._cli_sealed import NEEDS_KEY, is_current, only_sealed
-from statekit._cli_support import _under
+from statekit.cli._batch import FAILED, Tally, Target, reason, targets_of, where
+from statekit.cli._classes import named_classes
+from statekit.cli._sealed import NEEDS_KEY, is_current, only_sealed
+from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
+from statekit.cli._store import add_store_options, with_store
+from statekit.cli._validate import under
 from statekit._config import Document
 from statekit._dump import dump_many
 from statekit._load import build, secret_paths
 from statekit._module import StateModule
 from statekit._secrets import SecretBox, secrets_with
 from statekit._versions import VERSION_KEY, versions_of
-from statekit.errors import PathSegment, Problem, StatekitError, StateLoadError, StateVersionError
+from statekit.errors import PathSegment, Problem, SecretError, StatekitError, StateLoadError, StateVersionError
 from statekit.session import SessionBase
+
+
+def add_migrate(commands: Commands) -> None:
+    """Add ``statekit migrate`` to ``commands``."""
+    sub = command(
+        commands,
+        "migrate",
+        "Upgrade stored sessions to the current version of their classes, in place (docs/versions.md).",
+        _run,
+        "examples:\n  statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run\n"
+        "  statekit migrate --redis-url redis://localhost:6379/0 --user alice --module agent=myapp.agents:Agent\n\n"
+        "Each session is loaded strictly (running the migrations) and written back atomically;\n"
+        "a session that fails is reported and left as it was. Exit status 1 if any failed.",
+    )
+    sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
+    sub.add_argument(
+        "--module", action="append", required=True, metavar="NAME=MODULE:CLASS", help="a module to migrate (repeatable)"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="print a unified diff per session; write nothing")
+    sub.add_argument(
+        "--secret-key-env",
+        metavar="VAR",
+        help="the environment variable holding the sessions' secret_key (needed for encrypted secret fields)",
+    )
+    add_store_options(sub, all_users=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    classes = named_classes(args.module)
+    for spec, cls in zip(args.module, classes.values(), strict=True):
+        if not issubclass(cls, StateModule):
+            raise UsageError(f"{spec}: sessions hold StateModule classes; {cls.__qualname__} is a value record")
+
+    secrets = _secret_box(args.secret_key_env)
+
+    async def work(store: SessionBase) -> int:
+        todo = await targets_of(store, args)
+        done = await migrate_sessions(
+            store, todo, classes, dry_run=args.dry_run, out=sys.stdout, err=sys.stderr, secrets=secrets
+        )
+        return OK if done else INVALID
+
+    return with_store(args, work)
+
+
+def _secret_box(variable: str | None) -> SecretBox | None:
+    if variable is None:
+        return None
+    key = os.environ.get(variable)
+    if not key:
+        raise UsageError(f"--secret-key-env {variable}: the environment variable is not set")
+    try:
+        return SecretBox(key)
+    except SecretError as exc:
+        raise UsageError(f"--secret-key-env {variable}: {exc}") from None
 
 
 @attrs.frozen
@@ -122,7 +183,7 @@ def upgraded(document: Document, classes: Mapping[str, type[Any]]) -> dict[str, 
         try:
             data[name] = _current_state(cls, data[name], name)
         except StateLoadError as exc:
-            problems.extend(_under(name, p) for p in exc.problems)
+            problems.extend(under(name, p) for p in exc.problems)
     if problems:
         raise document.positioned(StateLoadError(problems))
     return data

@@ -2,19 +2,45 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from statekit._cli_batch import FAILED, Tally, Target, label, reason
+from statekit.cli._batch import FAILED, Tally, Target, label, reason, targets_of
+from statekit.cli._shared import INVALID, OK, Commands, command
+from statekit.cli._store import add_store_options, with_store
 from statekit.errors import ConflictError, SessionNotFoundError, StatekitError
-from statekit.session import SessionBase
-from statekit.session._revisions import backoff, revision_of
+from statekit.session import SessionBase, revision_of
+from statekit.session._revisions import backoff
 
 LABELS = {"compacted": "compacted", "unchanged": "unchanged", FAILED: FAILED}
 
 ATTEMPTS = 8
 """How often a session written meanwhile is read and compacted again before it is reported."""
+
+
+def add_compact(commands: Commands) -> None:
+    """Add ``statekit compact`` to ``commands``."""
+    sub = command(
+        commands,
+        "compact",
+        "Fold the items appended to sessions' append-only lists back into their documents.",
+        _run,
+        "examples:\n  statekit compact --dir sessions chat-1\n  statekit compact --dir sessions   (every session)",
+    )
+    sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
+    add_store_options(sub, all_users=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    async def work(store: SessionBase) -> int:
+        todo = await targets_of(store, args)
+        done = await compact_sessions(store, todo, out=sys.stdout, err=sys.stderr, all_users=args.all_users)
+        return OK if done else INVALID
+
+    return with_store(args, work)
 
 
 async def compact_sessions(
@@ -29,7 +55,7 @@ async def compact_sessions(
 
     Args:
         store: Where the sessions are.
-        sessions: The sessions (see :func:`~statekit._cli_batch.targets`).
+        sessions: The sessions (see :func:`~statekit.cli._batch.targets`).
         out: Where the sessions done or left alone, and the counts, are printed.
         err: Where the sessions that failed are printed, with why.
         all_users: The sessions are every user's: each line names the user too.

@@ -17,8 +17,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from statekit._cli_batch import FAILED, Tally, reason, where
-from statekit._cli_support import UsageError
+from statekit.cli._batch import FAILED, Tally, reason, where
+from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
+from statekit.cli._store import add_store_options, with_store
 from statekit._secrets import SecretBox, is_sealed
 from statekit.errors import ConflictError, PathSegment, SecretError, SessionNotFoundError, StatekitError, format_path
 from statekit.session import SessionBase
@@ -41,8 +42,23 @@ already on the new key, or without encrypted secrets, are left as they are.
 Exit status 1 if any failed."""
 
 
-def add_rekey_arguments(sub: argparse.ArgumentParser) -> None:
-    """The options of ``statekit rekey`` but the store's (which the command line adds)."""
+def add_rekey(commands: Commands) -> None:
+    """Add ``statekit rekey`` to ``commands``."""
+    sub = command(commands, "rekey", REKEY_SUMMARY, _run, REKEY_EPILOG)
+    _add_arguments(sub)
+    add_store_options(sub)
+
+
+def _run(args: argparse.Namespace) -> int:
+    box = rekey_box(args.new_key_env, args.old_key_env)
+
+    async def work(store: SessionBase) -> int:
+        return OK if await rekey_sessions(store, args.session_ids, args.user, box, dry_run=args.dry_run) else INVALID
+
+    return with_store(args, work)
+
+
+def _add_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("session_ids", nargs="*", metavar="SESSION_ID", help="the sessions (default: all of the user's)")
     sub.add_argument("--new-key-env", required=True, metavar="VAR", help="the environment variable holding the new key")
     sub.add_argument(

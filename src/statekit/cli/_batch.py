@@ -7,12 +7,14 @@ is reported on standard error and the others go on; the last line counts them.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from typing import TextIO
 
 import attrs
 
-from statekit._cli_hints import found_elsewhere
+from statekit.cli._hints import found_elsewhere
+from statekit.cli._shared import UsageError
 from statekit.errors import StatekitError
 from statekit.session import SessionBase
 
@@ -88,6 +90,18 @@ async def targets(store: SessionBase, session_ids: Sequence[str], user_id: str |
         if elsewhere is not None:
             raise StatekitError(elsewhere)
     return [(user_id, session_id) for session_id in found]
+
+
+async def targets_of(store: SessionBase, args: argparse.Namespace) -> list[Target]:
+    """The sessions a command over many goes over, as its arguments name them (see :func:`targets`).
+
+    Raises:
+        UsageError: ``--all-users`` with ``--user`` or session ids.
+    """
+    session_ids: list[str] = getattr(args, "session_ids", [])
+    if args.all_users and (args.user is not None or session_ids):
+        raise UsageError("--all-users goes over every session of every user: give no --user and no SESSION_ID")
+    return await targets(store, session_ids, args.user, all_users=args.all_users)
 
 
 def label(target: Target, *, all_users: bool) -> str:

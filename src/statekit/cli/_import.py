@@ -13,19 +13,62 @@ succeeds), with other data kept unless ``--overwrite``.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
 
+from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
 from statekit.codecs._nonjson import repaired
 from statekit.errors import ConflictError, DocumentError, StatekitError, format_path
-from statekit.session import MISSING_REVISION, JSONSession
+from statekit.session import META_KEY, MISSING_REVISION, JSONSession
 from statekit.session._agentscope import legacy_files, split_stem
-from statekit.session.document import META_KEY
 from statekit.session._safe_files import read_regular
 
 SUFFIX = ".json"
+
+
+def add_import_agentscope(commands: Commands) -> None:
+    """Add ``statekit import-agentscope`` to ``commands``."""
+    sub = command(
+        commands,
+        "import-agentscope",
+        "Copy an AgentScope 1.x JSONSession folder into statekit's layout (docs/agentscope.md).",
+        _run,
+        "examples:\n  statekit import-agentscope old_sessions sessions\n"
+        "  statekit import-agentscope old_sessions sessions --user-id alice --user-id bob --user-id ''\n\n"
+        "AgentScope names files {user_id}_{session_id}.json: a name with '_' is copied only when\n"
+        "exactly one --user-id fits it (--user-id '': a name no other --user-id fits has no user).\n"
+        "Every file copied and every name that cannot be split is reported; old files are only read;\n"
+        "a session already there with the same data is left as it is (a rerun succeeds).\n"
+        "Exit status 1 if any file was neither copied nor already there.",
+    )
+    sub.add_argument("old_dir", metavar="OLD_DIR", help="the folder AgentScope's JSONSession saved into")
+    sub.add_argument("new_dir", metavar="NEW_DIR", help="the folder of statekit's JSONSession")
+    sub.add_argument("--user-id", action="append", default=[], metavar="USER", help="a user whose files to split off (repeatable)")
+    sub.add_argument("--overwrite", action="store_true", help="replace sessions already in NEW_DIR")
+    sub.add_argument(
+        "--replace-invalid",
+        action="store_true",
+        help="copy files holding NaN, Infinity or lone surrogates (JSON holds none) with null and U+FFFD instead, reporting each",
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    old_dir, new_dir = Path(args.old_dir), Path(args.new_dir)
+    if not old_dir.is_dir():  # as --dir of the other commands: a failed operation, not a usage error
+        raise StatekitError(f"{old_dir}: there is no such folder")
+    if new_dir.exists() and not new_dir.is_dir():  # else every copy fails with "File exists"
+        raise UsageError(f"{new_dir} is not a folder")
+    done = asyncio.run(
+        import_folder(
+            old_dir, new_dir, args.user_id, overwrite=args.overwrite, out=sys.stdout, err=sys.stderr, replace_invalid=args.replace_invalid
+        )
+    )
+    return OK if done else INVALID
 
 
 @attrs.frozen

@@ -1,15 +1,14 @@
-"""``statekit migrate`` without ``--secret-key-env``: sessions whose only obstacle is an encrypted secret."""
+"""Encrypted secrets in stored sessions read without their key: left out by ``validate``, the one obstacle of a ``migrate``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from statekit._cli_support import without_sealed
 from statekit._dump import dump_many
 from statekit._load import build, secret_paths
 from statekit._secrets import is_sealed
-from statekit.errors import StatekitError, StateLoadError
+from statekit.errors import PathSegment, StatekitError, StateLoadError
 
 NEEDS_KEY = (
     "the secret is encrypted and a migration must open it: give the key it was saved with "
@@ -49,3 +48,16 @@ def _at(document: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
     for key in path:
         value = value.get(key) if isinstance(value, Mapping) else None
     return value
+
+
+def without_sealed(state: Any, secret: set[tuple[PathSegment, ...]], path: tuple[PathSegment, ...] = ()) -> Any:
+    """``state`` without the encrypted values of its secret fields (found elsewhere, they are problems)."""
+    if type(state) is not dict:
+        return state
+    kept = {}
+    for key, value in state.items():
+        here = (*path, key)
+        if here in secret and is_sealed(value):
+            continue
+        kept[key] = without_sealed(value, secret, here)
+    return kept

@@ -9,31 +9,15 @@ stale data; ``remove_modules`` is the one way a module leaves a session.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from statekit._contract_revisions import Tally
-from statekit._fields import state_field
-from statekit._module import StateModule, stateful
 from statekit.errors import ConflictError, SessionError, SessionNotFoundError, StateLoadError
-from statekit.session._base import SessionBase
-
-SessionFactory = Callable[[], SessionBase]
+from statekit.session import SessionBase
+from statekit.testing._models import Check, Note, SessionFactory, Tally, fresh_user
 
 RACING_WRITERS = 8
 """Tasks, each with its own session object, each updating its own module of one session."""
-
-
-@stateful
-class Note(StateModule):
-    """A second module of the session, for the checks."""
-
-    text: str = state_field(default="")
-
-
-def _user() -> str:
-    return f"contract-{uuid.uuid4().hex}"
 
 
 async def _count(session: SessionBase, user: str, name: str = "tally") -> int:
@@ -45,7 +29,7 @@ async def _count(session: SessionBase, user: str, name: str = "tally") -> int:
 
 async def check_save_keeps_other_modules(make_session: SessionFactory) -> None:
     """A save replaces the modules it names and keeps the others as stored: blind, checked and overwriting."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session, make_session() as blind:
         await session.asave("s", user, tally=Tally(count=1), note=Note(text="kept"))
         stored = await session.aread_document("s", user)
@@ -63,7 +47,7 @@ async def check_save_keeps_other_modules(make_session: SessionFactory) -> None:
 
 async def check_kept_module_is_not_stale(make_session: SessionFactory) -> None:
     """A save naming one module conflicts, rather than write back an old copy of another writer's module."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as one, make_session() as two:
         await one.asave("s", user, tally=Tally(count=1), note=Note(text="first"))
         await two.aload("s", user, tally=Tally())
@@ -81,7 +65,7 @@ async def check_kept_module_is_not_stale(make_session: SessionFactory) -> None:
 
 async def check_racing_module_writers(make_session: SessionFactory) -> None:
     """Writers updating different modules of one session at once lose none of each other's changes."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as first:
         modules: dict[str, Any] = {f"t{index}": Tally() for index in range(RACING_WRITERS)}
         await first.asave("s", user, **modules)
@@ -104,7 +88,7 @@ async def check_racing_module_writers(make_session: SessionFactory) -> None:
 
 async def check_remove_modules(make_session: SessionFactory) -> None:
     """``remove_modules`` drops the modules named and keeps the others; a name not stored changes nothing."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         await session.asave("s", user, tally=Tally(count=1), note=Note(text="gone"))
         for call in (
@@ -127,7 +111,7 @@ async def _refused(kind: type[Exception], call: Callable[[], Any]) -> None:
     raise AssertionError(f"expected {kind.__name__}")
 
 
-MODULE_CHECKS = {
+MODULE_CHECKS: dict[str, Check] = {
     check.__name__.removeprefix("check_"): check
     for check in (check_save_keeps_other_modules, check_kept_module_is_not_stale, check_racing_module_writers, check_remove_modules)
 }

@@ -8,7 +8,9 @@ from pathlib import Path
 from statekit.codecs import JSON
 from statekit.session import JSONSession, SessionBase, YAMLSession
 from statekit.session._companion import companion
-from statekit.session._files import FileSession
+
+FOLDERS = (JSONSession, YAMLSession)
+"""The stores of session files (``--dir``): the two the command opens."""
 
 STORE_OPTIONS = "--dir DIR (add --yaml for YAML files) or --redis-url URL"
 """How a command is told where stored sessions are."""
@@ -42,7 +44,7 @@ async def found_elsewhere(store: SessionBase, user_id: str | None) -> str | None
     others, option = await _others(store, user)
     if others:
         found.append(f"{others} ({option}, or --all-users)")
-    if isinstance(store, FileSession):
+    if isinstance(store, FOLDERS):
         yaml = isinstance(store, YAMLSession)
         kind, twin, suffix = ("JSON", JSONSession, "leave out --yaml") if yaml else ("YAML", YAMLSession, "add --yaml")
         async with twin(store.save_dir) as other:
@@ -53,7 +55,7 @@ async def found_elsewhere(store: SessionBase, user_id: str | None) -> str | None
             found.append(f"{elsewhere} ({suffix} and {option}, or --all-users)")
     if not found:
         return None
-    place = store.save_dir if isinstance(store, FileSession) else getattr(store, "address", type(store).__name__)
+    place = store.save_dir if isinstance(store, FOLDERS) else getattr(store, "address", type(store).__name__)
     return f"no sessions of user {user!r} in {place}; found {', and '.join(found)}"
 
 

@@ -1,38 +1,11 @@
-"""The session backend contract: one suite that every backend must pass.
-
-statekit runs it against ``JSONSession``, ``YAMLSession`` and ``RedisSession``;
-run it against your own :class:`~statekit.session.SessionBase` subclass too.
-
-With pytest, subclass :class:`SessionContract` and say how to make a session
-(one test per check is collected)::
-
-    from statekit.testing import SessionContract
-
-    class TestMyBackend(SessionContract):
-        def make_session(self):
-            return MyBackend(dsn="...")
-
-Without pytest, ``asyncio.run(check_backend(make_session))`` runs every check
-and raises ``AssertionError`` at the first broken promise.
-
-``make_session`` is called inside the event loop of each check (clients that
-bind to a loop are safe) and every session it returns must see the same
-storage. Each check uses fresh random user ids, so a shared, non-empty storage
-is fine.
-"""
+"""The contract's checks of saving, loading, listing and deleting (see :mod:`statekit.testing`)."""
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from statekit._contract_modules import MODULE_CHECKS
-from statekit._contract_revisions import REVISION_CHECKS
-from statekit._fields import state_field
-from statekit._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
-from statekit._module import StateModule, stateful
 from statekit.errors import (
     ConflictError,
     DocumentError,
@@ -42,110 +15,19 @@ from statekit.errors import (
     StateDumpError,
     StateLoadError,
 )
-from statekit.session._base import SessionBase
-from statekit.session.document import META_KEY
-
-__all__ = [
-    "CHECKS",
-    "Chat",
-    "Counter",
-    "Journal",
-    "Message",
-    "RedisCluster",
-    "RedisServer",
-    "SessionContract",
-    "SessionFactory",
-    "check_backend",
-    "check_blocking_twins",
-    "free_port",
-    "local_redis_cluster",
-    "local_redis_server",
-]
-
-SessionFactory = Callable[[], SessionBase]
-Check = Callable[[SessionFactory], Coroutine[Any, Any, None]]
-
-LARGE_SESSION_MESSAGES = 100_000
-
-HOSTILE_IDS: tuple[tuple[str, str], ...] = (
-    ("", "../../x"),
-    ("/etc", "passwd"),
-    ("..", ".."),
-    ("a_b", "c"),
-    ("a", "b_c"),
-    ("Alice", "x"),
-    ("alice", "x"),
-    ("a:session:b", "c"),
-    ("a", "b:session:c"),
-    ("", "@x"),
-    ("x", "con"),
-    ("x", "CON.json"),
-    ("x", "trailing."),
-    ("x", "%2E%2E"),
-    ("x", "*"),
-    ("x", "[ab]?"),
-    ("x", "back\\slash"),
-    ("x", "new\nline"),
-    ("x", "ümlaut 😀 空"),
-    ("x", "caf\u00e9"),  # and the same word decomposed: a normalizing store would merge them
-    ("x", "cafe\u0301"),
-    ("x", "a" * 60),
+from statekit.session import META_KEY, SessionBase
+from statekit.testing._models import (
+    HOSTILE_IDS,
+    LARGE_SESSION_MESSAGES,
+    TRICKY_TEXTS,
+    Chat,
+    Check,
+    Counter,
+    Journal,
+    Message,
+    SessionFactory,
+    fresh_user,
 )
-"""Pairs of (user_id, session_id) that must neither escape nor collide."""
-
-TRICKY_TEXTS: tuple[str, ...] = (
-    "emoji 😀👩‍👩‍👧 and flags 🇫🇷",
-    "空海 한국어 العربية עברית",
-    "combining e\u0301 and zero\u200bwidth",
-    "line one\nline two\n",
-    "trailing spaces   \nand\ttabs\t",
-    "\u2028 line and paragraph \u2029 separators, \x85 next line",
-    "nul \x00 and bell \x07 and escape \x1b[0m",
-    'quotes " \' and backslash \\',
-    "yes",
-    "null",
-    "~",
-    "1e3",
-    "0x1F",
-    "2025-08-15",
-    "---",
-    "...",
-    " leading and trailing ",
-    "\ufeffbom",
-    "",
-)
-"""Text every backend must give back exactly."""
-
-
-@stateful
-class Message:
-    """One message of a :class:`Chat`."""
-
-    role: str
-    content: str | list[dict[str, Any]]
-
-
-@stateful
-class Chat(StateModule):
-    """A small agent-like module: a name and messages."""
-
-    name: str = state_field(default="chat")
-    messages: list[Message] = state_field(factory=list)
-
-
-@stateful
-class Counter(StateModule):
-    """A second, differently shaped module."""
-
-    count: int = state_field(default=0)
-
-
-@stateful
-class Journal(StateModule):
-    """A module with an append-only list: saves after appends store only the new items where a backend can."""
-
-    entries: list[str] = state_field(factory=list, append_only=True)
-    title: str = state_field(default="journal")
 
 
 def _chat(name: str, count: int = 3) -> Chat:
@@ -154,13 +36,10 @@ def _chat(name: str, count: int = 3) -> Chat:
     return Chat(name=name, messages=messages)
 
 
-def _user() -> str:
-    return f"contract-{uuid.uuid4().hex}"
-
 
 async def check_round_trip(make_session: SessionFactory) -> None:
     """What is saved loads back equal, for every module of the session."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         await session.asave("s", user, chat=_chat("saved"), counter=Counter(count=7))
         chat, counter = Chat(), Counter()
@@ -172,7 +51,7 @@ async def check_round_trip(make_session: SessionFactory) -> None:
 
 async def check_reference_names(make_session: SessionFactory) -> None:
     """``save_session_state`` / ``load_session_state`` behave as ``asave`` / ``aload``."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         await session.save_session_state("s", user_id=user, chat=_chat("ref"))
         chat = Chat()
@@ -185,14 +64,14 @@ async def check_default_user(make_session: SessionFactory) -> None:
     async with make_session() as session:
         default = session.default_user_id
         await session.asave("s", counter=Counter(count=5))
-        await session.asave("t", _user(), counter=Counter())
+        await session.asave("t", fresh_user(), counter=Counter())
         assert await session.aexists("s", default), "a save without user_id did not use default_user_id"
         listed = await session.alist_sessions()
         assert "s" in listed, "list_sessions() did not list the default user's sessions"
         assert "t" not in listed, "list_sessions() of the default user listed another user's session"
         assert not await session.aexists("t"), "exists() without user_id found another user's session"
-        assert not await session.aexists("s", _user()), "exists() found the default user's session for another user"
-        assert await session.aload("s", _user(), counter=Counter()) == {}, "load() found the default user's session"
+        assert not await session.aexists("s", fresh_user()), "exists() found the default user's session for another user"
+        assert await session.aload("s", fresh_user(), counter=Counter()) == {}, "load() found the default user's session"
         counter = Counter()
         await session.aload("s", default, allow_not_exist=False, counter=counter)
         assert counter.count == 5, counter
@@ -201,7 +80,7 @@ async def check_default_user(make_session: SessionFactory) -> None:
 
 async def check_save_replaces(make_session: SessionFactory) -> None:
     """A second save replaces the modules it names, whole, and keeps the ones it does not name."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         await session.asave("s", user, chat=_chat("first"), counter=Counter(count=1))
         await session.asave("s", user, chat=_chat("second", 1))
@@ -213,7 +92,7 @@ async def check_save_replaces(make_session: SessionFactory) -> None:
 
 async def check_missing_session(make_session: SessionFactory) -> None:
     """A missing session is a no-op when allowed and ``SessionNotFoundError`` when not."""
-    user = _user()
+    user = fresh_user()
     chat = _chat("untouched")
     async with make_session() as session:
         assert await session.aload("nope", user, chat=chat) == {}, "load() of a missing session returned results"
@@ -230,7 +109,7 @@ async def check_missing_session(make_session: SessionFactory) -> None:
 async def check_list_delete_exists(make_session: SessionFactory) -> None:
     """Listing is per user (even when one user id starts another) and sorted; delete tells if it
     deleted, and deletes that user's session only; exists and delete answer ``True`` or ``False``."""
-    user = _user()
+    user = fresh_user()
     other = user + "_x"
     async with make_session() as session:
         await session.asave("b", other, counter=Counter())  # first: a store that finds ids in order meets it first
@@ -248,7 +127,7 @@ async def check_list_delete_exists(make_session: SessionFactory) -> None:
         assert not await session.aexists("b", user), "exists() found a deleted session"
         await _listed(session, user, ["a", "c"])
         await _listed(session, other, ["b", "z"])
-        await _listed(session, _user(), [])
+        await _listed(session, fresh_user(), [])
 
 
 async def _listed(session: SessionBase, user: str, expected: list[str]) -> None:
@@ -258,7 +137,7 @@ async def _listed(session: SessionBase, user: str, expected: list[str]) -> None:
 
 async def check_hostile_ids(make_session: SessionFactory) -> None:
     """Ids that look like paths, patterns or separators neither escape nor collide."""
-    prefix = _user()
+    prefix = fresh_user()
     pairs = [(prefix + user if user else user, session_id) for user, session_id in HOSTILE_IDS]
     async with make_session() as session:
         for index, (user, session_id) in enumerate(pairs):
@@ -284,8 +163,8 @@ async def check_invalid_ids(make_session: SessionFactory) -> None:
     async with make_session() as session:
         for session_id, user in bad:
             for call in _calls(session, session_id, user):
-                await _expect(InvalidSessionIdError, call, (session_id, user))
-        await _expect(InvalidSessionIdError, lambda: session.alist_sessions("u\x00"), "list")
+                await expect(InvalidSessionIdError, call, (session_id, user))
+        await expect(InvalidSessionIdError, lambda: session.alist_sessions("u\x00"), "list")
 
 
 def _calls(session: SessionBase, session_id: Any, user: Any) -> list[Callable[[], Awaitable[Any]]]:
@@ -297,7 +176,8 @@ def _calls(session: SessionBase, session_id: Any, user: Any) -> list[Callable[[]
     ]
 
 
-async def _expect(kind: type[Exception], call: Callable[[], Awaitable[Any]], what: object) -> None:
+async def expect(kind: type[Exception], call: Callable[[], Awaitable[Any]], what: object) -> None:
+    """Await ``call``; fail, naming ``what``, unless it raises ``kind``."""
     try:
         await call()
     except kind:
@@ -307,14 +187,14 @@ async def _expect(kind: type[Exception], call: Callable[[], Awaitable[Any]], wha
 
 async def check_failed_save_keeps_old(make_session: SessionFactory) -> None:
     """A save that fails (unencodable text, reserved name) leaves the stored bytes as they were."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         await session.asave("s", user, chat=_chat("old"))
         before = await session.aread_document("s", user)
         broken = Chat(name="lone \ud800 surrogate")
-        await _expect(StateDumpError, lambda: session.asave("s", user, chat=broken), "lone surrogate")
+        await expect(StateDumpError, lambda: session.asave("s", user, chat=broken), "lone surrogate")
         reserved: dict[str, Any] = {META_KEY: Counter()}
-        await _expect(SessionError, lambda: session.asave("s", user, **reserved), META_KEY)
+        await expect(SessionError, lambda: session.asave("s", user, **reserved), META_KEY)
         assert await session.aread_document("s", user) == before
         chat = Chat()
         await session.aload("s", user, chat=chat)
@@ -323,7 +203,7 @@ async def check_failed_save_keeps_old(make_session: SessionFactory) -> None:
 
 async def check_all_or_nothing(make_session: SessionFactory) -> None:
     """When one module of a load fails, no module changes; problems name their path."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         await session.asave("s", user, chat=_chat("saved"), other=Counter(count=1))
         chat, wrong = _chat("mine"), Chat(name="wrong shape")
@@ -340,7 +220,7 @@ async def check_all_or_nothing(make_session: SessionFactory) -> None:
 
 async def check_concurrent_saves(make_session: SessionFactory) -> None:
     """Many tasks overwriting one session while others load it: every load sees one whole version."""
-    user = _user()
+    user = fresh_user()
     versions = [_chat(f"v{index}", 20) for index in range(24)]
     async with make_session() as session:
         await session.asave("s", user, chat=versions[0])
@@ -371,7 +251,7 @@ async def _load_chat(session: SessionBase, user: str) -> Chat:
 
 async def check_unicode(make_session: SessionFactory) -> None:
     """Any text (emoji, controls, separators, YAML look-alikes) comes back exactly."""
-    user = _user()
+    user = fresh_user()
     messages = [Message(text or "user", text) for text in TRICKY_TEXTS]
     saved = Chat(name="ünïcødé 😀", messages=messages)
     async with make_session() as session:
@@ -384,7 +264,7 @@ async def check_unicode(make_session: SessionFactory) -> None:
 
 async def check_large_session(make_session: SessionFactory) -> None:
     """A session of :data:`LARGE_SESSION_MESSAGES` messages round-trips."""
-    user = _user()
+    user = fresh_user()
     saved = Chat(name="large", messages=[Message("user", f"message {i}") for i in range(LARGE_SESSION_MESSAGES)])
     async with make_session() as session:
         await session.asave("s", user, chat=saved)
@@ -396,7 +276,7 @@ async def check_large_session(make_session: SessionFactory) -> None:
 
 async def check_error_positions(make_session: SessionFactory) -> None:
     """A load error names the stored session and the line of the bad value."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         await session.asave("s", user, counter=Counter(count=3))
         try:
@@ -411,7 +291,7 @@ async def check_error_positions(make_session: SessionFactory) -> None:
 async def check_appends(make_session: SessionFactory) -> None:
     """Items appended between saves load back whole, through another object too; a stale appender
     conflicts and changes nothing (with ``supports_appends`` these saves go through ``_append``)."""
-    user = _user()
+    user = fresh_user()
     journal = Journal(entries=["first"])
     async with make_session() as writer, make_session() as stale:
         await writer.asave("s", user, journal=journal)
@@ -423,7 +303,7 @@ async def check_appends(make_session: SessionFactory) -> None:
         await writer.asave("s", user, journal=journal)
         assert await _journal(make_session, user) == journal, "appended items did not load back"
         behind.entries.append("other")
-        await _expect(ConflictError, lambda: stale.asave("s", user, journal=behind), "a save behind appends")
+        await expect(ConflictError, lambda: stale.asave("s", user, journal=behind), "a save behind appends")
         assert await _journal(make_session, user) == journal, "a refused save after appends changed the session"
         journal.title = "renamed"  # not only appends: the whole document is written
         journal.entries.append("fourth")
@@ -438,7 +318,7 @@ async def _journal(make_session: SessionFactory, user: str) -> Journal:
     return journal
 
 
-CHECKS: dict[str, Check] = {
+BASIC_CHECKS: dict[str, Check] = {
     check.__name__.removeprefix("check_"): check
     for check in (
         check_round_trip,
@@ -457,133 +337,5 @@ CHECKS: dict[str, Check] = {
         check_error_positions,
         check_appends,
     )
-} | REVISION_CHECKS | MODULE_CHECKS
-"""Every async check of the contract, by name."""
-
-
-def check_blocking_twins(make_session: SessionFactory) -> None:
-    """The blocking twins work without an event loop, and refuse to run inside one."""
-    user = _user()
-    with make_session() as session:
-        session.save("s", user, counter=Counter(count=2))
-        counter = Counter()
-        session.load("s", user, allow_not_exist=False, counter=counter)
-        assert counter.count == 2, counter
-        assert session.list_sessions(user) == ["s"], f"list_sessions() returned {session.list_sessions(user)!r}"
-        assert session.exists("s", user)
-        assert session.delete("s", user)
-        asyncio.run(_expect(SessionError, _inside_loop(session), "save() inside a loop"))
-
-
-def _inside_loop(session: SessionBase) -> Callable[[], Awaitable[None]]:
-    async def call() -> None:
-        session.save("s", "u", counter=Counter())
-
-    return call
-
-
-async def check_backend(make_session: SessionFactory, *, skip: frozenset[str] = frozenset()) -> None:
-    """Run every async check of the contract (not the blocking twins: see :func:`check_blocking_twins`).
-
-    Args:
-        make_session: Makes a session on the storage under test.
-        skip: Names of checks to leave out (keys of :data:`CHECKS`).
-
-    Raises:
-        AssertionError: The first promise the backend breaks.
-    """
-    for name, check in CHECKS.items():
-        if name not in skip:
-            await check(make_session)
-
-
-class SessionContract:
-    """Subclass in a pytest module and define :meth:`make_session`; one test per check."""
-
-    def make_session(self) -> SessionBase:
-        """Make a session on the storage under test (called once or more per check)."""
-        raise NotImplementedError("define make_session() in your SessionContract subclass")
-
-    def _run(self, name: str) -> None:
-        asyncio.run(CHECKS[name](self.make_session))
-
-    def test_round_trip(self) -> None:  # noqa: D102 - see check_round_trip
-        self._run("round_trip")
-
-    def test_reference_names(self) -> None:  # noqa: D102
-        self._run("reference_names")
-
-    def test_default_user(self) -> None:  # noqa: D102
-        self._run("default_user")
-
-    def test_save_replaces(self) -> None:  # noqa: D102
-        self._run("save_replaces")
-
-    def test_missing_session(self) -> None:  # noqa: D102
-        self._run("missing_session")
-
-    def test_list_delete_exists(self) -> None:  # noqa: D102
-        self._run("list_delete_exists")
-
-    def test_hostile_ids(self) -> None:  # noqa: D102
-        self._run("hostile_ids")
-
-    def test_invalid_ids(self) -> None:  # noqa: D102
-        self._run("invalid_ids")
-
-    def test_failed_save_keeps_old(self) -> None:  # noqa: D102
-        self._run("failed_save_keeps_old")
-
-    def test_all_or_nothing(self) -> None:  # noqa: D102
-        self._run("all_or_nothing")
-
-    def test_concurrent_saves(self) -> None:  # noqa: D102
-        self._run("concurrent_saves")
-
-    def test_unicode(self) -> None:  # noqa: D102
-        self._run("unicode")
-
-    def test_large_session(self) -> None:  # noqa: D102
-        self._run("large_session")
-
-    def test_error_positions(self) -> None:  # noqa: D102
-        self._run("error_positions")
-
-    def test_appends(self) -> None:  # noqa: D102
-        self._run("appends")
-
-    def test_blocking_twins(self) -> None:  # noqa: D102
-        check_blocking_twins(self.make_session)
-
-    def test_revisions(self) -> None:  # noqa: D102 - see statekit._contract_revisions
-        self._run("revisions")
-
-    def test_stale_save_conflicts(self) -> None:  # noqa: D102
-        self._run("stale_save_conflicts")
-
-    def test_blind_save_and_delete(self) -> None:  # noqa: D102
-        self._run("blind_save_and_delete")
-
-    def test_create_race(self) -> None:  # noqa: D102
-        self._run("create_race")
-
-    def test_write_document(self) -> None:  # noqa: D102
-        self._run("write_document")
-
-    def test_update_races(self) -> None:  # noqa: D102
-        self._run("update_races")
-
-    def test_update_async_mutate(self) -> None:  # noqa: D102
-        self._run("update_async_mutate")
-
-    def test_save_keeps_other_modules(self) -> None:  # noqa: D102 - see statekit._contract_modules
-        self._run("save_keeps_other_modules")
-
-    def test_kept_module_is_not_stale(self) -> None:  # noqa: D102
-        self._run("kept_module_is_not_stale")
-
-    def test_racing_module_writers(self) -> None:  # noqa: D102
-        self._run("racing_module_writers")
-
-    def test_remove_modules(self) -> None:  # noqa: D102
-        self._run("remove_modules")
+}
+"""The checks above, by name."""

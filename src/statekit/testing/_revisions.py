@@ -9,31 +9,15 @@ and blind saves replace; ``update`` loses no increment among racing writers.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from statekit._fields import state_field
-from statekit._module import StateModule, stateful
 from statekit.errors import ConflictError
-from statekit.session._base import SessionBase
-from statekit.session._revisions import MISSING_REVISION
-
-SessionFactory = Callable[[], SessionBase]
+from statekit.session import MISSING_REVISION, SessionBase
+from statekit.testing._models import Check, SessionFactory, Tally, fresh_user
 
 RACING_TASKS = 16
 """Tasks, each with its own session object, racing to increment one counter."""
-
-
-@stateful
-class Tally(StateModule):
-    """A counter for the update checks."""
-
-    count: int = state_field(default=0)
-
-
-def _user() -> str:
-    return f"contract-{uuid.uuid4().hex}"
 
 
 async def _conflicts(call: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -47,7 +31,7 @@ async def _conflicts(call: Callable[[], Awaitable[Any]], what: str) -> None:
 
 async def check_revisions(make_session: SessionFactory) -> None:
     """A revision exists once saved, stays when unchanged state is re-saved, changes with the bytes."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         assert await session.arevision("s", user) is None, "a session never saved has a revision"
         await session.asave("s", user, tally=Tally(count=1))
@@ -63,7 +47,7 @@ async def check_revisions(make_session: SessionFactory) -> None:
 
 async def check_stale_save_conflicts(make_session: SessionFactory) -> None:
     """A save through an object that knows an older revision (or a session since deleted) fails and changes nothing."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as writer, make_session() as stale:
         await writer.asave("s", user, tally=Tally(count=1))
         await stale.aload("s", user, tally=Tally())
@@ -84,7 +68,7 @@ async def check_stale_save_conflicts(make_session: SessionFactory) -> None:
 
 async def check_blind_save_and_delete(make_session: SessionFactory) -> None:
     """An object that never saw the session replaces it; a delete makes the next save blind."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as first, make_session() as blind:
         await first.asave("s", user, tally=Tally(count=1))
         await blind.asave("s", user, tally=Tally(count=2))
@@ -98,7 +82,7 @@ async def check_blind_save_and_delete(make_session: SessionFactory) -> None:
 
 async def check_create_race(make_session: SessionFactory) -> None:
     """Two objects that both saw the session missing: the second to create it conflicts."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as one, make_session() as two:
         assert await one.aload("s", user, tally=Tally()) == {}
         assert await two.aload("s", user, tally=Tally()) == {}
@@ -109,7 +93,7 @@ async def check_create_race(make_session: SessionFactory) -> None:
 
 async def check_write_document(make_session: SessionFactory) -> None:
     """``awrite_document`` compares against the revision given, or none when ``overwrite``."""
-    user = _user()
+    user = fresh_user()
     async with make_session() as session:
         data = {"tally": {"count": 1}}
         created = await session.awrite_document("s", data, user, expected_revision=MISSING_REVISION)
@@ -126,7 +110,7 @@ async def check_write_document(make_session: SessionFactory) -> None:
 
 async def check_update_races(make_session: SessionFactory) -> None:
     """Tasks with their own session objects racing ``aupdate`` on one session lose no increment."""
-    user = _user()
+    user = fresh_user()
 
     async def worker() -> None:
         tally = Tally()
@@ -148,7 +132,7 @@ async def check_update_races(make_session: SessionFactory) -> None:
 
 async def check_update_async_mutate(make_session: SessionFactory) -> None:
     """``aupdate`` awaits an async ``mutate`` and starts a missing session from the modules as given."""
-    user = _user()
+    user = fresh_user()
     tally = Tally(count=10)
 
     async def bump() -> None:
@@ -173,7 +157,7 @@ async def _fresh_count(make_session: SessionFactory, user: str) -> int:
         return await _count(session, user)
 
 
-REVISION_CHECKS: dict[str, Callable[[SessionFactory], Coroutine[Any, Any, None]]] = {
+REVISION_CHECKS: dict[str, Check] = {
     check.__name__.removeprefix("check_"): check
     for check in (
         check_revisions,
