@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
@@ -32,7 +32,7 @@ from statekit.session._log import log_timed
 from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._saving import remove_modules, save_modules
 from statekit.session._storage import Storage
-from statekit.session._sync import BlockingTwins
+from statekit.session._sync import AsyncSession, BlockingTwins
 from statekit.session._update import start_update, update_async
 from statekit.session.document import META_KEY, with_meta, without_token
 
@@ -390,3 +390,10 @@ class SessionBase(Storage, BlockingTwins):
 
     def _user(self, user_id: str | None) -> str:
         return self.default_user_id if user_id is None else user_id
+
+
+if TYPE_CHECKING:
+
+    def _twins_call(session: SessionBase) -> AsyncSession:
+        """Never run: mypy checks here that SessionBase has the async methods its blocking twins call."""
+        return session
