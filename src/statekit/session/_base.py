@@ -8,33 +8,29 @@ the blocking twins come from :mod:`._sync`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
-from statekit._checkers import refuse_non_json
 from statekit._flags import check_flag
 from statekit._foreign import SupportsState
-from statekit._json import describe
 from statekit._secrets import SecretBox, SecretKeys
 from statekit._module import LoadResult, StateModule
 from statekit.errors import SessionError, SessionNotFoundError
 from statekit.session._revisions import MISSING, Expected, StoredDocument, revision_of
-from statekit.session._arguments import check_modules_by_name, require_modules
+from statekit.session._arguments import check_modules_by_name, check_write_options, require_modules
 from statekit.session._cancel import finished
 from statekit.session._delta_save import is_joined
 from statekit.session._kept import check_removed
 from statekit.session._faults import listed_ids
 from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import decode_stored, load_modules
-from statekit.session._log import log_timed
 from statekit.session._near import NEAR_LIMIT, log_missing_load
-from statekit.session._saving import remove_modules, save_modules
+from statekit.session._saving import remove_modules, save_modules, write_document
 from statekit.session._storage import Storage
 from statekit.session._sync import AsyncSession, BlockingTwins
 from statekit.session._update import start_update, update_async
-from statekit.session.document import META_KEY, with_meta, without_token
+from statekit.session.document import without_token
 
 T = TypeVar("T")
 
@@ -311,20 +307,8 @@ class SessionBase(Storage, BlockingTwins):
                 or nests past ``MAX_DEPTH``; nothing was written.
         """
         key = self.key(session_id, user_id)
-        check_flag(overwrite, "overwrite", SessionError)
-        if expected_revision is not None and overwrite:
-            raise SessionError("give expected_revision or overwrite=True, not both")
-        if expected_revision is not None and not isinstance(expected_revision, str):
-            raise SessionError(f"expected_revision must be a revision string, got {describe(expected_revision)}")
-        started = time.perf_counter()
-        document = with_meta(data, self._source(key))
-        refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
-        backend = self._backend()
-        raw = await backend.run_codec(self.codec.dumps, document)
-        expected = None if expected_revision is None else Expected(revision=expected_revision)
-        revision = (await backend.store(key, raw, expected, overwrite=overwrite)).revision
-        log_timed("saved", [name for name in document if name != META_KEY], lambda: self._source(key), len(raw), started)
-        return revision
+        check_write_options(expected_revision, overwrite)
+        return await write_document(self._backend(), key, data, expected_revision, overwrite=overwrite)
 
     def location(self, session_id: str, user_id: str | None = None) -> str:
         """Where the session is (or would be) stored: a file path, a Redis key."""

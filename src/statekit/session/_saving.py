@@ -1,6 +1,6 @@
 """How a session saves: over what is expected, keeping the stored modules it does not name, as a delta when it can.
 
-:class:`~statekit.session.SessionBase`'s save path (and ``remove_modules()``'s),
+:class:`~statekit.session.SessionBase`'s save path (and ``remove_modules()``'s and ``write_document()``'s),
 on the session's :class:`~._backend.Backend`: a save finds what it writes over
 (:mod:`._kept`), encodes the document (or a delta, :mod:`._delta_save`) and
 stores it with a compare-and-set; a blind save that lost a race reads again.
@@ -13,7 +13,9 @@ import itertools
 import time
 from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
+from statekit._checkers import refuse_non_json
 from statekit._dump import dump_many
 from statekit._foreign import SupportsState
 from statekit._gc import paused_gc, without_gc
@@ -27,7 +29,7 @@ from statekit.session._kept import BLIND_ATTEMPTS, Others, json_names, others, r
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
 from statekit.session._revisions import Expected, backoff
-from statekit.session.document import plain_document
+from statekit.session.document import META_KEY, plain_document, with_meta
 
 
 async def save_modules(
@@ -106,3 +108,24 @@ async def remove_modules(backend: Backend, key: SessionKey, gone: frozenset[str]
                 raise
         await asyncio.sleep(backoff(attempt))
     log_timed("removed", sorted(gone), source, len(raw), started)
+
+
+async def write_document(
+    backend: Backend, key: SessionKey, data: Mapping[str, Any], expected_revision: str | None, *, overwrite: bool
+) -> str:
+    """Store a plain session document (``write_document()``, options checked); the revision written.
+
+    Raises:
+        ConflictError: The stored revision is not the expected one (else remembered); nothing was written.
+        DocumentError: ``data`` is not a session document.
+        StateDumpError: ``data`` is not plain JSON data; nothing was written.
+    """
+    started = time.perf_counter()
+    source = partial(backend.source, key)
+    document = with_meta(data, source())
+    refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
+    raw = await backend.run_codec(backend.codec.dumps, document)
+    expected = None if expected_revision is None else Expected(revision=expected_revision)
+    revision = (await backend.store(key, raw, expected, overwrite=overwrite)).revision
+    log_timed("saved", [name for name in document if name != META_KEY], source, len(raw), started)
+    return revision
