@@ -261,7 +261,7 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
         path: The document.
         base: What is stored (already checked by :func:`base_holds`).
         line: The delta, newline-terminated.
-        write_whole: ``atomic_write(path, data, locked=True)`` (passed in, to avoid an import cycle).
+        write_whole: ``_atomic.atomic_write(path, data, locked=True)`` (passed in: it imports what imports this).
 
     Returns:
         The bytes added to the companion.

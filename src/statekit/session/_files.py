@@ -14,7 +14,7 @@ file systems, and listing gives the ids back exactly.
 A save writes a temporary file in the same folder (``.<name>.json.tmp``, a fixed
 name, so that one left by a killed save is replaced by the next save instead of
 piling up), fsyncs it, renames it over the old file and fsyncs the folder: a
-reader sees the old document or the new one, whole, and a save that fails at
+reader sees the old document or the new one, whole (:mod:`._atomic`), and a save that fails at
 any point leaves the old file as it was.
 
 Before every open the path is checked (:mod:`statekit.session._safe_files`): no
@@ -31,9 +31,7 @@ processes alike; the kernel releases the lock when its holder dies.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import tempfile
 from pathlib import Path
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
@@ -66,56 +64,13 @@ from statekit.session._companion import (
     retire,
     tidy,
 )
-from statekit.session._leftovers import sweep, sweep_due, temp_path as temp_path
+from statekit.session._atomic import atomic_write
+from statekit.session._leftovers import sweep, sweep_due, temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, digest_regular, holds_exactly, keep_mode, refuse_odd, write_new
+from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd
 from statekit.session.document import doc_token
 
 R = TypeVar("R")
-
-_TEMP_PREFIX = ".statekit-"
-def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
-    """Replace ``path`` with ``data``, atomically and durably; an existing file keeps its permission bits.
-
-    Args:
-        path: The file; its folder is created when missing.
-        data: The whole new content.
-        locked: Whether the caller holds the session's lock; then the
-            temporary file has a fixed name, so that one left by a killed save
-            is replaced by the next save (none piles up).
-
-    Raises:
-        OSError: The write failed; ``path`` is untouched and no temporary
-            file is left behind.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if locked:
-        temp = str(temp_path(path))
-        fd = write_new(Path(temp))
-    else:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
-    try:
-        with open(fd, "wb") as file:
-            keep_mode(file.fileno(), path)
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    if os.name == "nt":
-        return  # folders cannot be opened for fsync on Windows; the rename is durable enough
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_file(path: Path) -> bytes | None:
