@@ -36,7 +36,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends, _proofs
+from statekit.session import _appends, _proofs, document
 
 
 def _msgs(count: int, start: int = 0) -> list[Msg]:
@@ -122,6 +122,24 @@ def test_appends_write_only_the_new_items(tmp_path: Path) -> None:
     ]
     loaded = _load(tmp_path)
     assert loaded.memory.content == agent.memory.content and loaded.events == [1]
+
+
+def test_the_document_module_reads_what_a_save_wrote(tmp_path: Path) -> None:
+    """statekit.session.document spells the format a save writes: its readers find the token, the flag, the header."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(3))
+    session.save("chat", agent=agent)
+    raw = (tmp_path / "chat.json").read_bytes()
+    data = json.loads(raw)
+    token = document.token_of(data)
+    assert data[document.META_KEY][document.FORMAT_KEY] == document.APPENDS_FORMAT
+    assert token is not None and document.doc_token(raw) == token and not document.has_deltas(raw)
+    assert document.without_token(data)[document.META_KEY] == {document.FORMAT_KEY: document.FORMAT_VERSION}
+    agent.events.append(1)
+    session.save("chat", agent=agent)
+    assert document.has_deltas((tmp_path / "chat.json").read_bytes())
+    header = (tmp_path / "chat.json.log").read_bytes().split(b"\n", 1)[0]
+    assert document.header_of(header) == (document.LOG_FORMAT, token, 1)
 
 
 def test_unchanged_save_writes_nothing(tmp_path: Path) -> None:

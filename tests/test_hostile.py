@@ -31,7 +31,8 @@ from statekit.codecs import JSON, YAML, Codec
 from statekit.cli import main as cli_main
 from statekit.errors import DocumentError, SessionError, StateDumpError, StatekitError, StateLoadError
 from statekit.session import JSONSession, SessionBase, YAMLSession
-from statekit.session._files import FileSession, temp_path
+from statekit.session._files import FileSession
+from statekit.session._leftovers import temp_path
 from statekit.session._safe_files import digest_regular
 from statekit.session.redis import RedisSession
 from statekit.testing import RedisServer, SessionFactory

@@ -27,7 +27,8 @@ from statekit.errors import ConflictError, DocumentError, InvalidSessionIdError,
 from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
 from statekit.session import _files
-from statekit.session._files import USER_MARK, FileSession, decode_id, encode_id
+from statekit.session._file_names import USER_MARK, decode_id, encode_id
+from statekit.session._files import FileSession
 from append_models import Agent as AppendAgent, Memory, Msg
 from statekit.testing import (
     CHECKS,

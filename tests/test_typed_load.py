@@ -28,7 +28,7 @@ from statekit.state import typed as _typed
 from statekit.state.typed import decode, load_typed, typed_document
 from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
-from statekit.session._delta_save import META_KEY
+from statekit.session.document import META_KEY
 
 from strategies import data_for, examples, json_data, json_union_records, record_types, value_types
 from test_agreement import shape

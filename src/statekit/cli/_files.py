@@ -15,7 +15,8 @@ from statekit.session._appends import merge
 from statekit.session._loading import misplaced
 from statekit.session._companion import companion, split
 from statekit.session._companion import read_session as read_stored
-from statekit.session._delta_save import check_token, is_joined, positioned, token_of, without_token
+from statekit.session._delta_save import check_token, is_joined, positioned
+from statekit.session.document import token_of, without_token
 
 
 def file_codec(path: str) -> Codec:

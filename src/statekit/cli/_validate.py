@@ -18,7 +18,7 @@ from statekit.cli._sealed import without_sealed
 from statekit.cli._shared import OK, Commands, UsageError, command
 from statekit.errors import PathSegment, Problem, StateLoadError, StateVersionError
 from statekit.session import META_KEY
-from statekit.session._loading import as_session, check_meta
+from statekit.session.document import as_session, check_meta
 
 
 def add_validate(commands: Commands) -> None:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
-from statekit.session._delta_save import FORMAT_VERSION, META_KEY
 from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, revision_of
+from statekit.session.document import FORMAT_VERSION, META_KEY
 from statekit.session.json import JSONSession
 from statekit.session.yaml import YAMLSession
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 from statekit.errors import InvalidSessionIdError, SessionError
 from statekit.session._ids import SessionKey
-from statekit.session._delta_save import META_KEY
+from statekit.session.document import META_KEY
 
 Layout = Literal["statekit", "agentscope"]
 LAYOUTS: tuple[Layout, ...] = ("statekit", "agentscope")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import operator
 import secrets
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 import attrs
 
@@ -28,16 +28,10 @@ from statekit.state.dump import Held, HeldList, encode_held, item_problem
 from statekit._limits import depth_message, too_deep_below
 from statekit.codecs import json as _json
 from statekit.errors import DocumentError, PathSegment, Problem, StateDumpError
-from statekit.session._proofs import LOG_FORMAT, check, header_of, last, seal, start
+from statekit.session._proofs import check, last, seal, start
+from statekit.session.document import LOG_FORMAT, header_of
 
 Path = tuple[PathSegment, ...]
-
-TOKEN_KEY: Final = "log"
-"""The metadata key holding the document's token (a document with deltas)."""
-
-APPENDS_FORMAT: Final = 2
-"""The session format of a document with a token: older statekits refuse it
-instead of loading it without its deltas."""
 
 COMPACT_MIN_BYTES = 1 << 20
 """Deltas are folded into the document (a full rewrite) once they pass this size
@@ -46,12 +40,6 @@ and a quarter of the document's."""
 def new_token() -> str:
     """A fresh random document token (16 hex digits)."""
     return secrets.token_hex(8)
-
-
-def header_token(line: bytes) -> str | None:
-    """The document token a companion's first line names (``None``: not a header)."""
-    found = header_of(line)
-    return None if found is None else found[1]
 
 
 @attrs.frozen

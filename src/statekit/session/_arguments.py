@@ -8,10 +8,11 @@ import re
 from collections.abc import Callable, Mapping
 
 from statekit.state.dump import check_modules
+from statekit.state.flags import check_flag
 from statekit.values.plain import describe
 from statekit.state.base import is_module
 from statekit.errors import SessionError
-from statekit.session._delta_save import META_KEY
+from statekit.session.document import META_KEY
 
 
 def check_modules_by_name(
@@ -86,6 +87,19 @@ def check_mutate(mutate: object) -> Callable[[], object]:
             f"but {name}{shown} needs some: use a closure or functools.partial"
         ) from None
     return mutate
+
+
+def check_write_options(expected_revision: object, overwrite: object) -> None:
+    """Refuse ``write_document()`` options that are not a revision string and ``True`` or ``False``, or both.
+
+    Raises:
+        SessionError: Saying which.
+    """
+    check_flag(overwrite, "overwrite", SessionError)
+    if expected_revision is not None and overwrite:
+        raise SessionError("give expected_revision or overwrite=True, not both")
+    if expected_revision is not None and not isinstance(expected_revision, str):
+        raise SessionError(f"expected_revision must be a revision string, got {describe(expected_revision)}")
 
 
 def _id(session_id: object) -> str:

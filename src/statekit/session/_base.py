@@ -1,74 +1,45 @@
-"""``SessionBase``: the semantics every backend shares, on a few storage primitives.
+"""``SessionBase``: the public API every backend shares, on the storage primitives of :mod:`._storage`.
 
-A backend stores opaque bytes under a :class:`SessionKey` and implements a few
-async primitives (``_read``, ``_write``, ``_delete``, ``_list`` and, optionally,
-``_exists`` and the compare-and-set ``_write_if``). Everything else lives here,
-once: id checks, the document format, revisions and conflicts, dumping and
-loading the modules all or nothing, error positions, the synchronous twins and
-closing.
+Each method checks its arguments (ids, modules by name, options) and hands the
+work to a pipeline on the session's :class:`~._backend.Backend`: loading
+(:mod:`._loading`), saving (:mod:`._saving`), ``update()`` (:mod:`._update`);
+the blocking twins come from :mod:`._sync`.
 """
 
 from __future__ import annotations
 
-import abc
-import asyncio
-import itertools
-import time
-from functools import partial
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
-from statekit.values.checks import refuse_non_json
 from statekit.state.flags import check_flag
 from statekit.state.foreign import SupportsState
-from statekit.state.gc import paused_gc, without_gc
-from statekit.values.plain import describe
-from statekit.values.secrets import SecretBox, SecretKeys, secrets_with
-from statekit.state.dump import dump_many
+from statekit.values.secrets import SecretBox, SecretKeys
 from statekit.state.module import LoadResult, StateModule
-from statekit.codecs import JSON, Codec
-from statekit.errors import (
-    ConflictError,
-    DocumentError,
-    SessionError,
-    SessionNotFoundError,
-)
-from statekit.session._revisions import (
-    MISSING,
-    Expected,
-    RevisionMemory,
-    StoredDocument,
-    backoff,
-    conflict_message,
-    revision_of,
-)
-from statekit.session._appends import DeltaBase
-from statekit.session._arguments import check_modules_by_name, require_modules
-from statekit.session._cancel import finished, finished_despite_cancel
-from statekit.session._delta_save import META_KEY, Others, is_joined, plain_document, save_with_appends, without_token
-from statekit.session._keyless import refuse_secret_fields
-from statekit.session._kept import BLIND_ATTEMPTS, check_removed, json_names, others, refuse_removal, save_basis
-from statekit.session._faults import BackendFaults, listed_ids, read_bytes
+from statekit.errors import SessionError, SessionNotFoundError
+from statekit.session._revisions import MISSING, Expected, StoredDocument, revision_of
+from statekit.session._arguments import check_modules_by_name, check_write_options, require_modules
+from statekit.session._cancel import finished
+from statekit.session._delta_save import is_joined
+from statekit.session._kept import check_removed
+from statekit.session._faults import listed_ids
 from statekit.session._ids import SessionKey, check_id
-from statekit.session._loading import check_meta, decode_stored, load_modules
-from statekit.session._log import log_timed
+from statekit.session._loading import decode_stored, load_modules
 from statekit.session._near import NEAR_LIMIT, log_missing_load
-from statekit.session._sync import BlockingTwins
+from statekit.session._saving import remove_modules, save_modules, write_document
+from statekit.session._storage import Storage
+from statekit.session._sync import AsyncSession, BlockingTwins
 from statekit.session._update import start_update, update_async
+from statekit.session.document import without_token
 
 T = TypeVar("T")
-
-INLINE_DECODE_BYTES = 1 << 20
-"""Documents up to this size are decoded on the event loop even by backends that
-offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
 
 SAVE_OPTIONS = ("user_id", "overwrite")
 LOAD_OPTIONS = ("user_id", "allow_not_exist", "strict")
 
 
-class SessionBase(BlockingTwins, abc.ABC):
+class SessionBase(Storage, BlockingTwins):
     """A place where sessions (named sets of state modules) are saved and loaded.
 
     Every method has an async form (``asave``...) and a blocking twin
@@ -93,14 +64,6 @@ class SessionBase(BlockingTwins, abc.ABC):
             for Redis, as in the reference).
     """
 
-    codec: ClassVar[Codec] = JSON
-    offload_codec: ClassVar[bool] = False
-    default_user_id: ClassVar[str] = ""
-    _secret_box: SecretBox | None = None
-    omit_secrets: bool = False
-    """Without a ``secret_key``: save modules holding ``state_field(secret=True)``
-    without those fields (``False``: refuse such a save with ``SecretError``). See docs/secrets.md."""
-
     def use_secret_key(self, secret_key: SecretKeys | None) -> None:
         """Encrypt ``state_field(secret=True)`` values with this key (``None``: no key, see ``omit_secrets``).
 
@@ -118,95 +81,6 @@ class SessionBase(BlockingTwins, abc.ABC):
         """
         self._secret_box = None if secret_key is None else SecretBox(secret_key)
 
-    writes_in_threads: ClassVar[bool] = False
-    """Whether the backend writes in worker threads, which a cancel does not stop: saves and
-    deletes then finish (and are remembered) before ``CancelledError`` is raised."""
-
-    supports_appends: ClassVar[bool] = False
-    """Whether the backend stores deltas of append-only lists (``_append``); else every save rewrites."""
-
-    def _saves_deltas(self) -> bool:
-        """Whether a save after appends writes only the new items (see ``supports_appends``)."""
-        return self.supports_appends and self.codec.fast
-
-    # -- the storage primitives a backend implements -------------------------------
-
-    @abc.abstractmethod
-    async def _read(self, key: SessionKey) -> bytes | None:
-        """The stored bytes, or ``None`` when there is no such session."""
-
-    @abc.abstractmethod
-    async def _write(self, key: SessionKey, data: bytes) -> None:
-        """Replace the stored bytes, atomically: a reader sees old or new, whole."""
-
-    @abc.abstractmethod
-    async def _delete(self, key: SessionKey) -> bool:
-        """Remove the session; ``True`` when there was one."""
-
-    @abc.abstractmethod
-    async def _list(self, user_id: str) -> list[str]:
-        """The session ids stored for ``user_id``, in any order."""
-
-    async def _list_users(self) -> list[str]:
-        """The user ids that have sessions, in any order (a backend that can tell overrides this)."""
-        raise SessionError(f"{type(self).__name__} cannot list its users")
-
-    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
-        """Replace the stored bytes only if their revision is still ``expected``.
-
-        The compare-and-set every conditional save goes through. This default
-        reads, compares and writes, which is atomic only when nothing else writes
-        the storage in between (one process, a storage without awaits inside);
-        a backend overrides it with its storage's own compare-and-set.
-
-        Args:
-            key: The session.
-            data: The whole new document.
-            expected: What must be stored: ``expected.matches(stored_bytes)``
-                says (``None`` for nothing stored), and ``expected.revision``
-                is its revision (:data:`~statekit.session.MISSING_REVISION` for nothing stored),
-                for storages that compare revisions themselves. After a delta save
-                only ``expected.base`` is known (``expected.only_base``); a
-                backend with ``supports_appends`` checks it.
-
-        Returns:
-            ``True`` when written; ``False`` when the stored revision differs
-            (then nothing was written).
-        """
-        if not expected.matches(await self._fetch(key)):
-            return False
-        with self._faults("_write", key):
-            await self._write(key, data)
-        return True
-
-    async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
-        """Store one delta (new items of append-only lists) if the session is still ``base``.
-
-        Only called on backends whose ``supports_appends`` is true.
-
-        Returns:
-            How many bytes the stored deltas grew by; ``None`` when the stored
-            session is not ``base`` any more (then nothing was written).
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not store deltas")
-
-    def _companion_source(self, key: SessionKey) -> str:
-        """How error messages name the stored deltas of a session."""
-        return f"{self._source(key)} (appended items)"
-
-    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
-        """Up to ``limit`` of the user's session ids and whether there are more (for a missing load's hint).
-
-        Lists them all by default; a backend whose stores may be huge bounds the work.
-        """
-        ids = await self._list(user_id)
-        return ids[:limit], len(ids) > limit
-
-    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
-        """Up to ``limit`` users holding a session with this id, and whether there are more
-        (for a missing load's hint; none known by default)."""
-        return [], False
-
     async def _listed_some(self, user_id: str) -> tuple[list[str], bool]:
         with self._faults("_list", lambda: f"sessions of user {user_id!r}"):
             return await self._list_some(user_id, NEAR_LIMIT)
@@ -214,20 +88,6 @@ class SessionBase(BlockingTwins, abc.ABC):
     async def _owned_some(self, session_id: str) -> tuple[list[str], bool]:
         with self._faults("_list", lambda: f"owners of session {session_id!r}"):
             return await self._owners(session_id, NEAR_LIMIT)
-
-    async def _exists(self, key: SessionKey) -> bool:
-        """Whether the session exists (override when a cheaper test exists)."""
-        return await self._fetch(key) is not None
-
-    async def _close(self) -> None:
-        """Release what the backend opened (nothing by default)."""
-
-    def _source(self, key: SessionKey) -> str:
-        """How error messages name the stored session (a file name, a key)."""
-        return f"session {key.session_id!r} of user {key.user_id!r}"
-
-    def _check_key(self, key: SessionKey) -> None:
-        """Refuse ids the storage cannot hold (e.g. too long for a file name)."""
 
     # -- async API -------------------------------------------------------------------
 
@@ -256,7 +116,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         check_modules_by_name("save", {"session_id": session_id, "user_id": user_id}, modules, SAVE_OPTIONS)
         require_modules("save", session_id, modules)
         key = self.key(session_id, user_id)
-        await self._save_modules(key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
+        await save_modules(self._backend(), key, modules, overwrite=check_flag(overwrite, "overwrite", SessionError))
 
     async def aload(
         self,
@@ -289,7 +149,7 @@ class SessionBase(BlockingTwins, abc.ABC):
         check_modules_by_name("load", positional, modules, LOAD_OPTIONS)
         key = self.key(session_id, user_id)
         check_flag(allow_not_exist, "allow_not_exist", SessionError)
-        results, _ = await self._load(key, modules, check_flag(strict, "strict", SessionError))
+        results, _ = await load_modules(self._backend(), key, modules, check_flag(strict, "strict", SessionError))
         if results is None:
             if not allow_not_exist:
                 raise SessionNotFoundError(f"no {self._source(key)}")
@@ -360,7 +220,7 @@ class SessionBase(BlockingTwins, abc.ABC):
                 back what an earlier attempt loaded (a property's setter or an
                 override's ``load_state_dict()`` refused).
         """
-        return await update_async(start_update(self, session_id, mutate, user_id, retries, modules), mutate)
+        return await update_async(start_update(self.key, self._backend(), session_id, mutate, user_id, retries, modules), mutate)
 
     async def aremove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None:
         """Remove modules from a stored session, keeping the others as stored.
@@ -381,26 +241,8 @@ class SessionBase(BlockingTwins, abc.ABC):
             ConflictError: The session changed since this object last loaded or
                 saved it; nothing was written.
         """
-        started = time.perf_counter()
         key = self.key(session_id, user_id)
-        gone = check_removed(names)
-        fetch = lambda: self._fetch(key)  # noqa: E731
-        for attempt in itertools.count(1):
-            basis = await save_basis(self._revisions.get(key), False, fetch)
-            if basis.expected.matches(None):
-                raise SessionNotFoundError(f"no {self._source(key)}")
-            decode = partial(decode_stored, self, key=key)
-            found = await others(gone, basis, fetch, decode, lambda: self._source(key), read=True)
-            refuse_removal(gone, found.order, self._source(key))
-            raw = await self._run_codec(self.codec.dumps, plain_document(found.states))
-            try:
-                await self._store(key, raw, found.expected, overwrite=False, names=frozenset(found.states))
-                break
-            except ConflictError:
-                if not basis.blind or attempt >= BLIND_ATTEMPTS:
-                    raise
-            await asyncio.sleep(backoff(attempt))
-        log_timed("removed", sorted(gone), lambda: self._source(key), len(raw), started)
+        await remove_modules(self._backend(), key, check_removed(names))
 
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None:
         """The stored session's revision, or ``None`` when it does not exist."""
@@ -420,14 +262,15 @@ class SessionBase(BlockingTwins, abc.ABC):
             DocumentError: The stored bytes are not a session document.
         """
         key = self.key(session_id, user_id)
-        raw = await self._fetch(key)
+        backend = self._backend()
+        raw = await backend.fetch(key)
         if raw is None:
-            self._revisions.remember(key, MISSING)
+            backend.revisions.remember(key, MISSING)
             return None
-        data = without_token(await decode_stored(self, raw, key))
-        shown = raw if not is_joined(raw) else await self._run_codec(self.codec.dumps, data)
+        data = without_token(await decode_stored(backend, raw, key))
+        shown = raw if not is_joined(raw) else await backend.run_codec(self.codec.dumps, data)
         stored = StoredDocument(data, shown, self._source(key), revision_of(raw))
-        self._revisions.remember(key, Expected(raw=raw, revision=stored.revision))
+        backend.revisions.remember(key, Expected(raw=raw, revision=stored.revision))
         return stored
 
     async def awrite_document(
@@ -464,19 +307,8 @@ class SessionBase(BlockingTwins, abc.ABC):
                 or nests past ``MAX_DEPTH``; nothing was written.
         """
         key = self.key(session_id, user_id)
-        check_flag(overwrite, "overwrite", SessionError)
-        if expected_revision is not None and overwrite:
-            raise SessionError("give expected_revision or overwrite=True, not both")
-        if expected_revision is not None and not isinstance(expected_revision, str):
-            raise SessionError(f"expected_revision must be a revision string, got {describe(expected_revision)}")
-        started = time.perf_counter()
-        document = _with_meta(data, self._source(key))
-        refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
-        raw = await self._run_codec(self.codec.dumps, document)
-        expected = None if expected_revision is None else Expected(revision=expected_revision)
-        revision = (await self._store(key, raw, expected, overwrite=overwrite)).revision
-        log_timed("saved", [name for name in document if name != META_KEY], lambda: self._source(key), len(raw), started)
-        return revision
+        check_write_options(expected_revision, overwrite)
+        return await write_document(self._backend(), key, data, expected_revision, overwrite=overwrite)
 
     def location(self, session_id: str, user_id: str | None = None) -> str:
         """Where the session is (or would be) stored: a file path, a Redis key."""
@@ -543,125 +375,9 @@ class SessionBase(BlockingTwins, abc.ABC):
     def _user(self, user_id: str | None) -> str:
         return self.default_user_id if user_id is None else user_id
 
-    @property
-    def _revisions(self) -> RevisionMemory:
-        memory: RevisionMemory | None = self.__dict__.get("_revision_memory")
-        if memory is None:  # made on first use: backends need not call an __init__ of ours
-            memory = self.__dict__.setdefault("_revision_memory", RevisionMemory())
-        return memory
 
-    async def _load(
-        self, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
-    ) -> tuple[dict[str, LoadResult] | None, Expected]:
-        """Load the modules and remember what was read (see :func:`._loading.load_modules`)."""
-        return await load_modules(self, key, modules, strict)
+if TYPE_CHECKING:
 
-    async def _save_modules(
-        self,
-        key: SessionKey,
-        modules: Mapping[str, SupportsState],
-        *,
-        overwrite: bool = False,
-        expected: Expected | None = None,
-    ) -> None:
-        """Save ``modules`` over what is ``expected`` (else remembered; else, blind, what is stored now),
-        keeping the stored modules they do not name (see :mod:`._kept`)."""
-        started = time.perf_counter()
-        if self._secret_box is None and not self.omit_secrets:
-            refuse_secret_fields(modules)
-        names = frozenset(modules)
-        fetch = lambda: self._fetch(key)  # noqa: E731
-        for attempt in itertools.count(1):
-            remembered = expected if expected is not None or overwrite else self._revisions.get(key)
-            basis = await save_basis(remembered, overwrite, fetch)
-            scan = json_names if self.codec.fast else None
-            kept = partial(others, names, basis, fetch, partial(decode_stored, self, key=key), lambda: self._source(key), scan=scan)
-            try:
-                if self._saves_deltas():
-                    size = await save_with_appends(self, key, modules, basis.expected, kept)
-                else:
-                    found = await kept()
-                    raw = await self._encode(modules, found)
-                    await self._store(key, raw, found.expected, overwrite=False, names=found.names(modules))
-                    size = len(raw)
-                break
-            except ConflictError:
-                if not basis.blind or attempt >= BLIND_ATTEMPTS:
-                    raise
-            await asyncio.sleep(backoff(attempt))
-        log_timed("saved", list(modules), lambda: self._source(key), size, started)
-
-    @finished_despite_cancel
-    async def _store(
-        self,
-        key: SessionKey,
-        raw: bytes,
-        expected: Expected | None,
-        *,
-        overwrite: bool,
-        base: DeltaBase | None = None,
-        names: frozenset[str] | None = None,
-    ) -> Expected:
-        """Write ``raw``: unconditionally, or only over what is expected (else remembered).
-
-        ``base`` is what a later delta save appends to (a document with append-only lists);
-        ``names`` the modules the document holds (a hint for loads, see :class:`Expected`).
-
-        Returns:
-            What is stored now (the next save's expectation).
-        """
-        if expected is None and not overwrite:
-            expected = self._revisions.get(key)
-        if expected is None or overwrite:
-            with self._faults("_write", key):
-                await self._write(key, raw)
-        elif not await self._written_if(key, raw, expected):
-            source = self._source(key)
-            raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
-        written = Expected(raw=raw, base=base, names=names)
-        self._revisions.remember(key, written)
-        return written
-
-    def _faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
-        """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
-        if isinstance(where, SessionKey):
-            key = where
-            return BackendFaults(self, primitive, lambda: self._source(key))
-        return BackendFaults(self, primitive, where)
-
-    async def _fetch(self, key: SessionKey) -> bytes | None:
-        """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
-        with self._faults("_read", key):
-            raw = await self._read(key)
-        return read_bytes(raw, self, lambda: self._source(key))
-
-    async def _written_if(self, key: SessionKey, raw: bytes, expected: Expected) -> bool:
-        """``_write_if``, with the backend's faults told as ``SessionError``."""
-        with self._faults("_write_if", key):
-            return await self._write_if(key, raw, expected)
-
-    async def _run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:
-        """Run ``work`` in a worker thread when the backend asks for it, unless
-        ``size`` (bytes to decode) is small enough that the hop would cost more."""
-        if self.offload_codec and (size is None or size > INLINE_DECODE_BYTES):
-            return await asyncio.to_thread(work, *args)
-        return work(*args)
-
-    async def _encode(self, modules: Mapping[str, SupportsState], found: Others) -> bytes:
-        """The document of ``modules`` with the ``found`` stored modules kept, encoded
-        (a ``StateDumpError`` names any bad value)."""
-        if self.codec.fast:  # straight from the live objects, before anything can change them
-            with paused_gc(), secrets_with(self._secret_box):
-                return self.codec.dumps(plain_document(found.merged(dump_many(modules, live=True))))
-        with paused_gc(), secrets_with(self._secret_box):
-            document = plain_document(found.merged(dump_many(modules)))  # a snapshot: encoded in another thread
-        return await self._run_codec(without_gc(self.codec.dumps), document)
-
-def _with_meta(data: object, source: str) -> dict[str, Any]:
-    if not isinstance(data, Mapping):
-        kind = type(data).__name__
-        raise DocumentError(f"a session document maps module names to states, not a {kind}", source=source)
-    if META_KEY in data:
-        check_meta(data[META_KEY], source)
-        return without_token(data)  # written whole: deltas stored beside an older document are not its
-    return plain_document(data)
+    def _twins_call(session: SessionBase) -> AsyncSession:
+        """Never run: mypy checks here that SessionBase has the async methods its blocking twins call."""
+        return session

@@ -13,13 +13,20 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from statekit.session._base import SessionBase
+
+class Writer(Protocol):
+    """What says whether writes run in worker threads: a session, or the backend its pipelines use."""
+
+    @property
+    def writes_in_threads(self) -> bool:
+        """Whether a cancel lets a write run to its end."""
+        ...
+
 
 P = ParamSpec("P")
-S = TypeVar("S", bound="SessionBase")
+S = TypeVar("S", bound=Writer)
 T = TypeVar("T")
 
 
@@ -41,7 +48,7 @@ def finished_despite_cancel(
     return run
 
 
-async def finished(session: SessionBase, work: Coroutine[Any, Any, T]) -> T:
+async def finished(session: Writer, work: Coroutine[Any, Any, T]) -> T:
     """``work`` (a write of ``session``), run to its end despite a cancel where the backend writes in threads."""
     return await (to_the_end(work) if session.writes_in_threads else work)
 

@@ -24,22 +24,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from pathlib import Path
 
 from statekit.errors import DocumentError, SessionError
-from statekit.session._appends import DeltaBase, header_token
-from statekit.session._proofs import count_at, count_field, header
+from statekit.session._appends import DeltaBase
 from statekit.session._safe_files import read_regular_stat, refuse_linked
-
-HEAD_BYTES = 512
-"""The document's metadata (and so its token) must come within its first bytes."""
+from statekit.session.document import (
+    DELTAS_KEY,
+    HEAD_BYTES,
+    count_at,
+    count_field,
+    deltas_flag,
+    doc_token,
+    has_deltas,
+    header,
+    header_token,
+)
 
 READ_ATTEMPTS = 20
 """How often a read starts again when a writer replaced the document while it was read."""
 
-_HEAD = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"log"\s*:\s*"([0-9a-f]{1,64})"')
-_FLAG = re.compile(rb'\A(?:\xef\xbb\xbf)?\s*\{\s*"__statekit__"\s*:\s*\{[^{}]*?"deltas"\s*:\s*([01])\b')
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _UPDATE_FLAGS = os.O_RDWR | _NO_FOLLOW
 
@@ -85,12 +89,6 @@ def aside(path: Path) -> Path:
     return path.with_name(f".{path.name}.log.old")
 
 
-def doc_token(head: bytes) -> str | None:
-    """The token in a document's metadata, from its first :data:`HEAD_BYTES` bytes."""
-    found = _HEAD.match(head[:HEAD_BYTES])
-    return None if found is None else found.group(1).decode()
-
-
 def split(raw: bytes) -> tuple[bytes, bytes, str | None]:
     """A read's document bytes, its companion's complete lines and the token."""
     if isinstance(raw, Stored):
@@ -133,7 +131,7 @@ def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> byt
             raise DocumentError(
                 f"the companion {companion(path)} is missing: this document's metadata says items were appended "
                 "beside it (was the document copied or restored without its .log?); put the companion back beside "
-                f'it, or set "deltas" to 0 in its metadata to load the last full write without those items',
+                f'it, or set "{DELTAS_KEY}" to 0 in its metadata to load the last full write without those items',
                 source=str(path),
             )
         return doc
@@ -160,12 +158,6 @@ def joined(doc: bytes, log: bytes, token: str) -> Stored:
     out = Stored(doc)
     out.log, out.token = log, token
     return out
-
-
-def has_deltas(doc: bytes) -> bool:
-    """Whether a document's metadata says a companion holds deltas of it (see ``DELTAS_KEY``)."""
-    found = _FLAG.match(doc[:HEAD_BYTES])
-    return found is not None and found.group(1) == b"1"
 
 
 def _read_log(path: Path, token: str | None) -> bytes | None:
@@ -269,7 +261,7 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
         path: The document.
         base: What is stored (already checked by :func:`base_holds`).
         line: The delta, newline-terminated.
-        write_whole: ``atomic_write(path, data, locked=True)`` (passed in, to avoid an import cycle).
+        write_whole: ``_atomic.atomic_write(path, data, locked=True)`` (passed in: it imports what imports this).
 
     Returns:
         The bytes added to the companion.
@@ -320,9 +312,9 @@ def _mark_deltas(path: Path) -> None:
     fd = os.open(path, _UPDATE_FLAGS)
     try:
         refuse_linked(path, os.fstat(fd).st_nlink)
-        found = _FLAG.match(os.read(fd, HEAD_BYTES))
-        if found is not None and found.group(1) == b"0":
-            os.lseek(fd, found.start(1), os.SEEK_SET)
+        flag = deltas_flag(os.read(fd, HEAD_BYTES))
+        if flag is not None and not flag[1]:
+            os.lseek(fd, flag[0], os.SEEK_SET)
             os.write(fd, b"1")
             os.fsync(fd)
     finally:

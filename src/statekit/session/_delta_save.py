@@ -10,7 +10,7 @@ lists too and rewrites the document, with a new token.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any
 
 import attrs
 
@@ -21,9 +21,7 @@ from statekit.values.secrets import secrets_with
 from statekit.codecs import Codec, with_document_positions
 from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
 from statekit.session._appends import (
-    APPENDS_FORMAT,
     Path,
-    TOKEN_KEY,
     DeltaBase,
     appended_at,
     base_after_write,
@@ -35,63 +33,17 @@ from statekit.session._appends import (
     skeleton_bytes,
     stored_skeleton,
 )
+from statekit.session._backend import Backend
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._companion import Stored, split
+from statekit.session._ids import SessionKey
+from statekit.session._kept import Others
 from statekit.session._revisions import Expected, conflict_message
-
-if TYPE_CHECKING:
-    from statekit.session._base import SessionBase
-    from statekit.session._ids import SessionKey
-
-META_KEY: Final = "__statekit__"
-"""The reserved top-level key of a session document; no module may use it."""
-
-FORMAT_VERSION: Final = 1
-"""The version of the session document this statekit writes when it has no deltas."""
-
-DELTAS_KEY: Final = "deltas"
-"""The metadata key of a document with a token that says whether deltas were stored beside it:
-``0`` when written, ``1`` once a file's companion holds some (set in place, see
-:mod:`._companion`), so that a load refuses the document found without them."""
-
-
-@attrs.frozen
-class Others:
-    """The stored modules a save does not name (see :mod:`._kept`), and the stored order of every module.
-
-    Attributes:
-        states: The kept modules' stored states (plain data, as decoded).
-        order: Every module name of the stored document, in its order.
-        expected: What the compare-and-set must find (the bytes they were taken from).
-        read: Whether finding them read or decoded anything (the caller awaited:
-            a live dump made before is stale).
-    """
-
-    states: dict[str, Any]
-    order: tuple[str, ...]
-    expected: Expected
-    read: bool = True
-
-    def names(self, saved: Mapping[str, object]) -> frozenset[str]:
-        """The module names of the document written: the saved ones and the kept ones."""
-        return frozenset(saved).union(self.states)
-
-    def merged(self, states: dict[str, Any]) -> dict[str, Any]:
-        """``states`` (the saved modules) with the kept ones, in the stored order (new modules last)."""
-        if not self.states:
-            return states
-        out = {name: states[name] if name in states else self.states[name] for name in self.order}
-        out.update((name, state) for name, state in states.items() if name not in out)
-        return out
-
-
-def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
-    """A session document without deltas: statekit's metadata, then the module states."""
-    return {META_KEY: {"format": FORMAT_VERSION}, **states}
+from statekit.session.document import META_KEY, appends_document, plain_document, token_of
 
 
 async def save_with_appends(
-    session: SessionBase,
+    backend: Backend,
     key: SessionKey,
     modules: Mapping[str, SupportsState],
     expected: Expected,
@@ -100,7 +52,7 @@ async def save_with_appends(
     """Save ``modules``: a delta when only appends happened, else the whole document.
 
     Args:
-        session: The session.
+        backend: The session's storage.
         key: Where.
         modules: What.
         expected: What the save must find stored.
@@ -113,7 +65,7 @@ async def save_with_appends(
     held: Held = []
     dumped = None
     if base is not None:  # a delta may do: dump now, and decide
-        with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - its helper
+        with paused_gc(), secrets_with(backend.secret_box):
             skeleton = dump_many(modules, live=True, held=held)
         shape = skeleton_bytes(skeleton)
         parts = new_items(base, shape, held) if held else None
@@ -121,33 +73,33 @@ async def save_with_appends(
             line = delta_line(parts)
             if not base.compacts(len(line)):
                 items = {entry.path: tuple(entry.value) for entry in held}  # what the line holds: taken before any await
-                await _save_delta(session, key, base, line, items, expected.names)
+                await _save_delta(backend, key, base, line, items, expected.names)
                 return len(line)
         dumped = skeleton, shape
     others = await kept()
     raw = None
     if dumped is None or others.read:  # the live dump is taken after the last await: nothing changes it before encoding
         held = []
-        with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001 - one block: the collector stays off
+        with paused_gc(), secrets_with(backend.secret_box):
             skeleton = dump_many(modules, live=True, held=held)
             if not held:  # nothing append-only: the plain save
-                raw = session.codec.dumps(plain_document(others.merged(skeleton)))
+                raw = backend.codec.dumps(plain_document(others.merged(skeleton)))
         shape = skeleton_bytes(skeleton) if held else b""
     else:
         skeleton, shape = dumped
         if not held:
-            with paused_gc(), secrets_with(session._secret_box):  # noqa: SLF001
-                raw = session.codec.dumps(plain_document(others.merged(skeleton)))
+            with paused_gc(), secrets_with(backend.secret_box):
+                raw = backend.codec.dumps(plain_document(others.merged(skeleton)))
     if raw is not None:
         del skeleton, dumped  # its dicts are encoded: free them before the write (a large save's peak)
-        await session._store(key, raw, others.expected, overwrite=False, names=others.names(modules))  # noqa: SLF001
+        await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules))
         return len(raw)
-    return await _save_full(session, key, skeleton, shape, held, others, modules)
+    return await _save_full(backend, key, skeleton, shape, held, others, modules)
 
 
 @finished_despite_cancel
 async def _save_delta(
-    session: SessionBase,
+    backend: Backend,
     key: SessionKey,
     base: DeltaBase,
     line: bytes,
@@ -160,16 +112,15 @@ async def _save_delta(
     threads this runs as a task of its own, after other tasks may have appended more.
     """
     line, chain = base.sealed(line) if line else (line, None)
-    with session._faults("_append", key):  # noqa: SLF001
-        written = await session._append(key, line, base)  # noqa: SLF001 - b"": only the revision check
+    written = await backend.append(key, line, base)  # b"": only the revision check
     if written is None:
-        source = session._source(key)  # noqa: SLF001
+        source = backend.source(key)
         raise ConflictError(conflict_message(source, created=False), source=source)
-    session._revisions.remember(key, Expected(base=base.after(written, items, chain), names=names))  # noqa: SLF001
+    backend.revisions.remember(key, Expected(base=base.after(written, items, chain), names=names))
 
 
 async def _save_full(
-    session: SessionBase,
+    backend: Backend,
     key: SessionKey,
     skeleton: dict[str, Any],
     shape: bytes,
@@ -180,17 +131,10 @@ async def _save_full(
     token = new_token()
     with paused_gc():
         fill(held)
-        raw = session.codec.dumps({META_KEY: {"format": APPENDS_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0}, **others.merged(skeleton)})
+        raw = backend.codec.dumps(appends_document(token, others.merged(skeleton)))
     base = base_after_write(token, len(raw), shape, held)
-    await session._store(key, raw, others.expected, overwrite=False, base=base, names=others.names(modules))  # noqa: SLF001
+    await backend.store(key, raw, others.expected, overwrite=False, base=base, names=others.names(modules))
     return len(raw)
-
-
-def token_of(document: Mapping[str, Any]) -> str | None:
-    """The document's token (``None``: it has no deltas)."""
-    meta = document.get(META_KEY)
-    token = meta.get(TOKEN_KEY) if isinstance(meta, dict) else None
-    return token if isinstance(token, str) else None
 
 
 def base_after_load(modules: Mapping[str, SupportsState], document: Mapping[str, Any], raw: bytes) -> DeltaBase | None:
@@ -235,16 +179,6 @@ def check_token(document: Mapping[str, Any], token: str | None, source: str, log
             f"{own}: they do not belong together",
             source=source,
         )
-
-
-def without_token(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A document to show or write whole: its metadata without the token (and so without deltas)."""
-    out = dict(data)
-    meta = out.get(META_KEY)
-    if isinstance(meta, dict) and TOKEN_KEY in meta:
-        kept = {k: v for k, v in meta.items() if k not in (TOKEN_KEY, DELTAS_KEY)}
-        out[META_KEY] = {**kept, "format": FORMAT_VERSION}
-    return out
 
 
 def is_joined(raw: bytes) -> bool:

@@ -14,7 +14,7 @@ file systems, and listing gives the ids back exactly.
 A save writes a temporary file in the same folder (``.<name>.json.tmp``, a fixed
 name, so that one left by a killed save is replaced by the next save instead of
 piling up), fsyncs it, renames it over the old file and fsyncs the folder: a
-reader sees the old document or the new one, whole, and a save that fails at
+reader sees the old document or the new one, whole (:mod:`._atomic`), and a save that fails at
 any point leaves the old file as it was.
 
 Before every open the path is checked (:mod:`statekit.session._safe_files`): no
@@ -31,14 +31,10 @@ processes alike; the kernel releases the lock when its holder dies.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import re
-import tempfile
 from pathlib import Path
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
-from urllib.parse import unquote
 
 from statekit.state.flags import check_flag
 from statekit.values.secrets import SecretKeys
@@ -55,6 +51,7 @@ from statekit.session._agentscope import (
 )
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
+from statekit.session._file_names import MAX_NAME_LENGTH, USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
 from statekit.session._companion import (
@@ -62,107 +59,18 @@ from statekit.session._companion import (
     aside,
     base_holds,
     companion,
-    doc_token,
     drop_retired,
     read_session,
     retire,
     tidy,
 )
-from statekit.session._leftovers import sweep, sweep_due, temp_path as temp_path
+from statekit.session._atomic import atomic_write
+from statekit.session._leftovers import sweep, sweep_due, temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, digest_regular, holds_exactly, keep_mode, refuse_odd, write_new
+from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd
+from statekit.session.document import doc_token
 
 R = TypeVar("R")
-
-MAX_NAME_LENGTH = 240
-"""The longest encoded id, in characters (file names hold 255 bytes)."""
-
-USER_MARK = "@"
-"""Prefix of a user's folder; never the first character of an encoded id."""
-
-_TEMP_PREFIX = ".statekit-"
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
-_PLAIN = re.compile(r"[a-z0-9_-]([a-z0-9._-]*[a-z0-9_-])?")
-_DEVICES = frozenset(
-    ["con", "prn", "aux", "nul"] + [f"{name}{digit}" for name in ("com", "lpt") for digit in range(1, 10)]
-)
-
-
-def encode_id(value: str) -> str:
-    """Turn an id into a file name that cannot escape or collide.
-
-    Args:
-        value: A checked, non-empty id.
-
-    Returns:
-        The file name stem (no suffix).
-    """
-    if _PLAIN.fullmatch(value) is None:
-        value = "".join(char if char in _SAFE else _percent(char) for char in value)
-        if value[0] == ".":
-            value = "%2E" + value[1:]
-        if value[-1] == ".":
-            value = value[:-1] + "%2E"
-    if value.split(".", 1)[0] in _DEVICES:
-        value = _percent(value[0]) + value[1:]
-    return value
-
-
-def decode_id(name: str) -> str | None:
-    """The id a file name stands for, or ``None`` when statekit did not write it."""
-    try:
-        value = unquote(name, errors="strict")
-    except UnicodeDecodeError:
-        return None
-    return value if value and encode_id(value) == name else None
-
-
-def _percent(char: str) -> str:
-    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
-
-
-def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
-    """Replace ``path`` with ``data``, atomically and durably; an existing file keeps its permission bits.
-
-    Args:
-        path: The file; its folder is created when missing.
-        data: The whole new content.
-        locked: Whether the caller holds the session's lock; then the
-            temporary file has a fixed name, so that one left by a killed save
-            is replaced by the next save (none piles up).
-
-    Raises:
-        OSError: The write failed; ``path`` is untouched and no temporary
-            file is left behind.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if locked:
-        temp = str(temp_path(path))
-        fd = write_new(Path(temp))
-    else:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
-    try:
-        with open(fd, "wb") as file:
-            keep_mode(file.fileno(), path)
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    if os.name == "nt":
-        return  # folders cannot be opened for fsync on Windows; the rename is durable enough
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_file(path: Path) -> bytes | None:
@@ -231,48 +139,6 @@ def _refuse_odd_beside(path: Path) -> None:
     """
     refuse_odd(companion(path))
     refuse_odd(aside(path))
-
-
-def _list_folder(folder: Path, suffix: str) -> list[str]:
-    try:
-        entries = list(os.scandir(folder))
-    except FileNotFoundError:
-        return []
-    names = (
-        entry.name[: -len(suffix)]
-        for entry in entries
-        if entry.name.endswith(suffix) and entry.is_file(follow_symlinks=False)
-    )
-    return [session_id for session_id in map(decode_id, names) if session_id is not None]
-
-
-def _some_ids(folder: Path, suffix: str, limit: int) -> tuple[list[str], bool]:
-    """Up to ``limit`` session ids of one folder, and whether there are more."""
-    ids: list[str] = []
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(folder) as entries:
-        for entry in entries:
-            if len(ids) >= limit:
-                return ids, True
-            if entry.name.endswith(suffix) and (session_id := decode_id(entry.name[: -len(suffix)])) is not None:
-                ids.append(session_id)
-    return ids, False
-
-
-def _some_owners(save_dir: Path, name: str, limit: int) -> tuple[list[str], bool]:
-    """Up to ``limit`` users whose folder under ``save_dir`` holds the file ``name``, and whether there were more folders."""
-    owners = [""] if (save_dir / name).is_file() else []
-    looked = 0
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError), os.scandir(save_dir) as entries:
-        for entry in entries:
-            if not entry.name.startswith(USER_MARK) or not entry.is_dir(follow_symlinks=False):
-                continue
-            looked += 1
-            if looked > limit:
-                return owners, True
-            user = decode_id(entry.name[len(USER_MARK) :])
-            if user is not None and os.path.isfile(os.path.join(entry.path, name)):
-                owners.append(user)
-    return owners, False
 
 
 def _check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
@@ -434,7 +300,7 @@ class FileSession(SessionBase):
                 return []
             if self.layout == "agentscope":
                 return list_legacy(folder, user_id, self.codec.suffix)
-            return _list_folder(folder, self.codec.suffix)
+            return list_folder(folder, self.codec.suffix)
 
         try:
             return await asyncio.to_thread(work)
@@ -447,12 +313,12 @@ class FileSession(SessionBase):
         folder = self._folder(user_id)
         if not await asyncio.to_thread(check_path, self.save_dir, folder, folder=True):
             return [], False
-        return await asyncio.to_thread(_some_ids, folder, self.codec.suffix, limit)
+        return await asyncio.to_thread(some_ids, folder, self.codec.suffix, limit)
 
     async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
         if self.layout == "agentscope":
             return [], False
-        return await asyncio.to_thread(_some_owners, self.save_dir, encode_id(session_id) + self.codec.suffix, limit)
+        return await asyncio.to_thread(some_owners, self.save_dir, encode_id(session_id) + self.codec.suffix, limit)
 
     async def _list_users(self) -> list[str]:
         if self.layout == "agentscope":  # {user_id}_{session_id}.json: a name does not say where the user ends
@@ -463,10 +329,10 @@ class FileSession(SessionBase):
                 entries = list(os.scandir(self.save_dir))
             except FileNotFoundError:
                 return []
-            users = [""] if _list_folder(self.save_dir, self.codec.suffix) else []
+            users = [""] if list_folder(self.save_dir, self.codec.suffix) else []
             for entry in entries:
                 user = decode_id(entry.name[len(USER_MARK) :]) if entry.name.startswith(USER_MARK) else None
-                if user is not None and entry.is_dir(follow_symlinks=False) and _list_folder(Path(entry.path), self.codec.suffix):
+                if user is not None and entry.is_dir(follow_symlinks=False) and list_folder(Path(entry.path), self.codec.suffix):
                     users.append(user)
             return users
 

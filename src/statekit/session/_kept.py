@@ -28,14 +28,43 @@ import msgspec
 
 from statekit.values.plain import describe
 from statekit.errors import ConflictError, DocumentError, SessionError
-from statekit.session._companion import doc_token, split
-from statekit.session._delta_save import META_KEY, Others
-from statekit.session._loading import BOM, check_meta
+from statekit.session._companion import split
 from statekit.session._revisions import MISSING, MISSING_REVISION, Expected, conflict_message, revision_of
+from statekit.session.document import BOM, META_KEY, check_meta, doc_token
 
 BLIND_ATTEMPTS: Final = 100
 """How often a blind save (or ``overwrite=True``) reads again after another writer got in between
 (with the random backoff of ``update()``): each round one of the racing writers wins."""
+
+
+@attrs.frozen
+class Others:
+    """The stored modules a save does not name, and the stored order of every module.
+
+    Attributes:
+        states: The kept modules' stored states (plain data, as decoded).
+        order: Every module name of the stored document, in its order.
+        expected: What the compare-and-set must find (the bytes they were taken from).
+        read: Whether finding them read or decoded anything (the caller awaited:
+            a live dump made before is stale).
+    """
+
+    states: dict[str, Any]
+    order: tuple[str, ...]
+    expected: Expected
+    read: bool = True
+
+    def names(self, saved: Mapping[str, object]) -> frozenset[str]:
+        """The module names of the document written: the saved ones and the kept ones."""
+        return frozenset(saved).union(self.states)
+
+    def merged(self, states: dict[str, Any]) -> dict[str, Any]:
+        """``states`` (the saved modules) with the kept ones, in the stored order (new modules last)."""
+        if not self.states:
+            return states
+        out = {name: states[name] if name in states else self.states[name] for name in self.order}
+        out.update((name, state) for name, state in states.items() if name not in out)
+        return out
 
 
 @attrs.frozen

@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 from statekit.errors import SessionError
-from statekit.session._companion import HEAD_BYTES, aside, companion, doc_token, restore_aside, tidy
+from statekit.session._companion import companion, restore_aside, tidy
 from statekit.session._filelock import session_lock
 from statekit.session._safe_files import read_regular_stat
+from statekit.session.document import HEAD_BYTES, doc_token
 
 SWEEP_EVERY = 60.0
 """Seconds between two sweeps of one folder by one process."""

@@ -1,49 +1,42 @@
 """How a session loads: read, decode (typed when it can, plain when it must), load all or nothing.
 
-:class:`~statekit.session._base.SessionBase`'s load path, kept apart from the
-class so that each stays readable: :func:`load_modules` reads the stored bytes,
+:class:`~statekit.session.SessionBase`'s load path, on the session's
+:class:`~._backend.Backend`: :func:`load_modules` reads the stored bytes,
 tries the typed load of well-formed JSON (:mod:`statekit.state.typed`) and falls back
 to decoding plain data and :func:`~statekit.state.load.load_many`, which reports every
 problem; the document's metadata and deltas are checked on the way.
 """
 
-# ruff: noqa: SLF001 - SessionBase's own load path: it reads the private members of the class
-
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statekit.state.foreign import SupportsState
 from statekit.state.gc import paused_gc, without_gc
-from statekit.values.plain import describe
 from statekit.state.load import load_many
-from statekit.state.module import LoadResult, StateModule
+from statekit.state.module import LoadResult
 from statekit.values.secrets import secrets_with
 from statekit.state.typed import decode, load_typed, typed_document
 from statekit.values.versions import migrations_run
 from statekit.codecs import JSON, JSON_COMPACT
 from statekit.errors import DocumentError, StateLoadError, StateVersionError
-from statekit.session._appends import APPENDS_FORMAT, DeltaBase, merge
-from statekit.session._companion import HEAD_BYTES, doc_token, split
-from statekit.session._delta_save import META_KEY, base_after_load, check_token, is_joined, positioned, token_of
+from statekit.session._backend import Backend
+from statekit.session._appends import DeltaBase, merge
+from statekit.session._companion import split
+from statekit.session._delta_save import base_after_load, check_token, is_joined, positioned
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
 from statekit.session._revisions import MISSING, Expected
-
-if TYPE_CHECKING:
-    from statekit.session._base import SessionBase
+from statekit.session.document import BOM, HEAD_BYTES, META_KEY, as_session, check_meta, doc_token, token_of
 
 DEPTH_CHECKING = (JSON, JSON_COMPACT)
 """The codecs whose ``dumps`` and ``loads`` refuse documents nested past ``MAX_DEPTH``."""
 
-BOM = b"\xef\xbb\xbf"
-"""A UTF-8 byte order mark, which a JSON document may start with."""
-
 
 async def load_modules(
-    session: SessionBase, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
+    backend: Backend, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> tuple[dict[str, LoadResult] | None, Expected]:
     """Load the modules and remember what was read.
 
@@ -52,31 +45,31 @@ async def load_modules(
         was read, for a save that must find it still there.
     """
     started = time.perf_counter()
-    raw = await session._fetch(key)
+    raw = await backend.fetch(key)
     if raw is None:
-        session._revisions.remember(key, MISSING)
+        backend.revisions.remember(key, MISSING)
         return None, MISSING
     base, names = None, frozenset(modules)
     try:
-        results = await _load_typed(session, raw, key, modules, strict)
+        results = await _load_typed(backend, raw, key, modules, strict)
         if results is None:
-            results, base, names = await _load_plain(session, raw, key, modules, strict)
+            results, base, names = await _load_plain(backend, raw, key, modules, strict)
     except StateLoadError as err:
-        raise positioned(err, raw, session.codec, session._source(key), session._companion_source(key)) from None
+        raise positioned(err, raw, backend.codec, backend.source(key), backend.companion_source(key)) from None
     except StateVersionError as err:
-        raise err.located(session._source(key)) from err.__cause__
+        raise err.located(backend.source(key)) from err.__cause__
     seen = Expected(raw=raw, base=base, names=names)
-    session._revisions.remember(key, seen)
-    log_timed("loaded", list(modules), lambda: session._source(key), len(raw), started)
+    backend.revisions.remember(key, seen)
+    log_timed("loaded", list(modules), lambda: backend.source(key), len(raw), started)
     return results, seen
 
 
 async def _load_typed(
-    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
+    backend: Backend, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> dict[str, LoadResult] | None:
     """The fast load (see :mod:`statekit.state.typed`); ``None``, nothing changed, when it does not apply."""
-    seen = session._revisions.get(key)
-    if not session.codec.fast or is_joined(raw) or not _may_hold_only(seen, modules):
+    seen = backend.revisions.get(key)
+    if not backend.codec.fast or is_joined(raw) or not _may_hold_only(seen, modules):
         return None
     typed = typed_document(modules, META_KEY)
     if typed is None:
@@ -84,37 +77,37 @@ async def _load_typed(
     body = raw[len(BOM):] if raw.startswith(BOM) else raw
     # Bytes this object wrote or loaded before passed the depth check then (the built-in
     # codecs check it on both ways; another codec may not): a compare costs less.
-    checked = session.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
-    document = await session._run_codec(without_gc(decode), typed, body, checked, size=len(body))
+    checked = backend.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
+    document = await backend.run_codec(without_gc(decode), typed, body, checked, size=len(body))
     if document is None:
         return None
-    with paused_gc(), secrets_with(session._secret_box):
+    with paused_gc(), secrets_with(backend.secret_box):
         return load_typed(typed, modules, document, strict)
 
 
 async def _load_plain(
-    session: SessionBase, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
+    backend: Backend, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
 ) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str]]:
     """The full load: decode to plain data, plan and report every problem, commit.
 
     Returns:
         The results, the delta base (append-only lists) and the document's module names.
     """
-    document = await decode_stored(session, raw, key)
+    document = await decode_stored(backend, raw, key)
     migrated = migrations_run()
-    with paused_gc(), secrets_with(session._secret_box):
-        results = load_many(modules, document, strict=strict, fresh=session.codec.fast)
+    with paused_gc(), secrets_with(backend.secret_box):
+        results = load_many(modules, document, strict=strict, fresh=backend.codec.fast)
     names = frozenset(name for name in document if name != META_KEY)
     if not token_of(document) or migrations_run() != migrated or any(r.unexpected_keys for r in results.values()):
         # keys a lenient load ignored, or data a migration upgraded (an item too), stay in the document
         # as stored: the next save rewrites it (the skeleton check covers missing module keys; an
         # item's missing keys took defaults it may omit)
         return results, None, names
-    with secrets_with(session._secret_box):  # saved with append-only lists: what the next save compares with
+    with secrets_with(backend.secret_box):  # saved with append-only lists: what the next save compares with
         return results, base_after_load(modules, document, raw), names
 
 
-async def decode_stored(session: SessionBase, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
+async def decode_stored(backend: Backend, raw: bytes, key: SessionKey) -> Mapping[str, Any]:
     """The stored bytes as plain data: the document with its deltas merged in.
 
     Raises:
@@ -122,17 +115,17 @@ async def decode_stored(session: SessionBase, raw: bytes, key: SessionKey) -> Ma
             deltas of another document, or metadata moved from the top.
     """
     raw, log, token = split(raw)
-    document = await _decode_document(session, raw, key)
+    document = await _decode_document(backend, raw, key)
     if log:
-        check_token(document, token, session._source(key), session._companion_source(key))
+        check_token(document, token, backend.source(key), backend.companion_source(key))
         # without the collector: a full pass over the fresh document costs more than the merge
-        await session._run_codec(
-            without_gc(merge), document, log, token or "", session._companion_source(key), size=len(log)
+        await backend.run_codec(
+            without_gc(merge), document, log, token or "", backend.companion_source(key), size=len(log)
         )
     elif token_of(document) is not None and doc_token(raw) is None:
-        raise DocumentError(misplaced(document, session._saves_deltas()), source=session._source(key))
+        raise DocumentError(misplaced(document, backend.saves_deltas()), source=backend.source(key))
     elif token is not None:  # a companion beside a document without a token
-        check_token(document, token, session._source(key), session._companion_source(key))
+        check_token(document, token, backend.source(key), backend.companion_source(key))
     return document
 
 
@@ -144,14 +137,14 @@ def misplaced(document: Mapping[str, Any], deltas: bool) -> str:
     return REORDERED if next(iter(document)) != META_KEY else FAR
 
 
-async def _decode_document(session: SessionBase, raw: bytes, key: SessionKey) -> dict[str, Any]:
+async def _decode_document(backend: Backend, raw: bytes, key: SessionKey) -> dict[str, Any]:
     try:
-        document = await session._run_codec(without_gc(session.codec.loads), raw, None, size=len(raw))
+        document = await backend.run_codec(without_gc(backend.codec.loads), raw, None, size=len(raw))
     except DocumentError as err:  # named here, so that a good load never builds the name
-        raise DocumentError(err.reason, source=session._source(key), line=err.line, column=err.column) from None
-    document = as_session(document, session._source(key))
+        raise DocumentError(err.reason, source=backend.source(key), line=err.line, column=err.column) from None
+    document = as_session(document, backend.source(key))
     if META_KEY in document:
-        check_meta(document[META_KEY], session._source(key))
+        check_meta(document[META_KEY], backend.source(key))
     return document
 
 
@@ -176,33 +169,3 @@ ELSEWHERE = (
 def _may_hold_only(seen: Expected | None, modules: Mapping[str, SupportsState]) -> bool:
     """False when the document last seen held other modules: the typed decode would fail on them."""
     return seen is None or seen.names is None or seen.names == frozenset(modules)
-
-
-def as_session(document: object, source: str) -> dict[str, Any]:
-    """Decoded data as a session document: a mapping of module names to states.
-
-    Raises:
-        DocumentError: It is something else (a list, a string, empty), saying what.
-    """
-    if not isinstance(document, dict):
-        kind = "empty" if document is None else type(document).__name__
-        raise DocumentError(f"a session document maps module names to states; this one is {kind}", source=source)
-    return document
-
-
-def check_meta(meta: object, source: str) -> None:
-    """Refuse a document's ``__statekit__`` metadata unless this statekit reads its format.
-
-    Raises:
-        DocumentError: The format is not an integer, or is newer than this statekit reads.
-    """
-    if not isinstance(meta, dict):
-        raise DocumentError(f"{META_KEY} should be an object holding the format, got {describe(meta)}", source=source)
-    version = meta.get("format")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise DocumentError(f"{META_KEY}.format should be an integer, got {version!r}", source=source)
-    if version > APPENDS_FORMAT:
-        raise DocumentError(
-            f"written in session format {version} by a newer statekit; this one reads up to {APPENDS_FORMAT}",
-            source=source,
-        )

@@ -1,7 +1,8 @@
 """Delta lines that prove themselves: each carries its sequence number and a chained checksum.
 
 A companion (or the deltas after a Redis document) starts with a header line
-naming the line format, the document's token and how many deltas were saved::
+naming the line format, the document's token and how many deltas were saved
+(its format is in :mod:`statekit.session.document`)::
 
     {"statekit_log":2,"document":"9f2c4e1a0b7d3c55","deltas":2           }
     [[1,"6d1f0c2a"],[["agent","memory","content"],[{"role":"user","text":"hi"}]]]
@@ -26,55 +27,11 @@ from __future__ import annotations
 
 import re
 import zlib
-from typing import Any, Final
-
-import orjson
+from typing import Any
 
 from statekit.errors import DocumentError
 
-LOG_FORMAT: Final = 2
-"""The format of the delta lines this statekit writes (1: deltas alone, no sequence or checksum)."""
-
-_HEADER_KEY = "statekit_log"
-_COUNT_KEY = "deltas"
-_COUNT_WIDTH = 12
-_COUNT = re.compile(rb'"deltas":([0-9]+ *)\}$')
 _SEALED = re.compile(rb'\[\[([1-9][0-9]{0,17}),"([0-9a-f]{8})"\],')
-
-
-def header(token: str, count: int | None = None) -> bytes:
-    """The first line of a companion: which document its deltas belong to, their format and
-    (``count``, in a file) how many were saved, a fixed-width number rewritten in place by each save."""
-    line = orjson.dumps({_HEADER_KEY: LOG_FORMAT, "document": token})
-    if count is not None:
-        line = line[:-1] + b',"%s":%s}' % (_COUNT_KEY.encode(), count_field(count))
-    return line + b"\n"
-
-
-def header_of(line: bytes) -> tuple[int, str, int | None] | None:
-    """The format, document token and count of saved deltas (``None``: not kept) a companion's
-    first line names; ``None``: not a header."""
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    version, token, count = data.get(_HEADER_KEY), data.get("document"), data.get(_COUNT_KEY)
-    if version not in (1, LOG_FORMAT) or type(version) is not int or not isinstance(token, str):
-        return None
-    return version, token, count if type(count) is int else None
-
-
-def count_at(head: bytes) -> int | None:
-    """Where the count of saved deltas is in a companion's first bytes (``None``: it keeps none)."""
-    found = _COUNT.search(head[: head.find(b"\n")])
-    return None if found is None else found.start(1)
-
-
-def count_field(count: int) -> bytes:
-    """The bytes of the count of saved deltas, always as wide."""
-    return b"%-*d" % (_COUNT_WIDTH, count)
 
 
 def start(token: str) -> int:

@@ -15,15 +15,16 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, cast, overload
 
 from statekit.errors import SessionError
+from statekit.session._backend import Backend
+from statekit.session._ids import SessionKey
 from statekit.session._update import start_update, update_blocking
 
 if TYPE_CHECKING:
     from statekit.state.foreign import SupportsState
     from statekit.state.module import LoadResult, StateModule
-    from statekit.session._base import SessionBase
     from statekit.session._revisions import StoredDocument
 
 T = TypeVar("T")
@@ -120,14 +121,53 @@ class Portal:
         return self._loop
 
 
+class AsyncSession(Protocol):
+    """The async methods of :class:`~statekit.session.SessionBase` that have a blocking twin."""
+
+    def key(self, session_id: str, user_id: str | None = None) -> SessionKey: ...
+    async def asave(
+        self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule | SupportsState
+    ) -> None: ...
+    async def aload(
+        self,
+        session_id: str,
+        user_id: str | None = None,
+        allow_not_exist: bool = True,
+        strict: bool = True,
+        **modules: StateModule | SupportsState,
+    ) -> dict[str, LoadResult]: ...
+    async def aremove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None: ...
+    async def arevision(self, session_id: str, user_id: str | None = None) -> str | None: ...
+    async def aread_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None: ...
+    async def awrite_document(
+        self,
+        session_id: str,
+        data: Mapping[str, Any],
+        user_id: str | None = None,
+        *,
+        expected_revision: str | None = None,
+        overwrite: bool = False,
+    ) -> str: ...
+    async def alist_sessions(self, user_id: str | None = None) -> list[str]: ...
+    async def alist_users(self) -> list[str]: ...
+    async def aexists(self, session_id: str, user_id: str | None = None) -> bool: ...
+    async def adelete(self, session_id: str, user_id: str | None = None) -> bool: ...
+    async def aclose(self) -> None: ...
+
+
 class BlockingTwins:
     """The blocking twins of :class:`~statekit.session.SessionBase`'s async methods."""
 
     _portal: Portal | None = None
 
     @property
-    def _async(self) -> SessionBase:
-        return cast("SessionBase", self)
+    def _async(self) -> AsyncSession:
+        return cast("AsyncSession", self)
+
+    def _backend(self) -> Backend:
+        """The session's storage, as its pipelines use it (:class:`~._storage.Storage` makes it:
+        it comes before this class among ``SessionBase``'s bases)."""
+        raise NotImplementedError
 
     def save(
         self, session_id: str, user_id: str | None = None, *, overwrite: bool = False, **modules: StateModule | SupportsState
@@ -177,7 +217,7 @@ class BlockingTwins:
     ) -> Any:
         """Blocking :meth:`aupdate`: ``mutate`` runs on this thread (it may call the blocking methods)."""
         refuse_inside_loop("update")
-        attempts = start_update(self._async, session_id, mutate, user_id, retries, modules)
+        attempts = start_update(self._async.key, self._backend(), session_id, mutate, user_id, retries, modules)
         return update_blocking(attempts, mutate, lambda make: self._block("update", make))
 
     def remove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None:

@@ -15,7 +15,7 @@ import inspect
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -28,11 +28,11 @@ from statekit.state.base import modules_below, state_keys
 from statekit.values.secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError, SessionError
 from statekit.session._arguments import check_modules_by_name, check_mutate, require_modules
+from statekit.session._backend import Backend
+from statekit.session._ids import SessionKey
+from statekit.session._loading import load_modules
 from statekit.session._revisions import Expected, backoff
-
-if TYPE_CHECKING:
-    from statekit.session._base import SessionBase
-    from statekit.session._ids import SessionKey
+from statekit.session._saving import save_modules
 
 Attributes = list[tuple[SupportsState, dict[str, Any]]]
 """Modules with their state attributes (references, not copies)."""
@@ -42,7 +42,8 @@ UPDATE_OPTIONS = ("user_id", "retries")
 
 
 def start_update(
-    session: SessionBase,
+    make_key: Callable[[str, str | None], SessionKey],
+    backend: Backend,
     session_id: str,
     mutate: object,
     user_id: str | None,
@@ -51,17 +52,19 @@ def start_update(
 ) -> Attempts:
     """Check ``update()``'s arguments (before anything is loaded) and start its attempts.
 
+    ``make_key`` is the session's ``key`` method (checking the ids), ``backend`` its storage.
+
     Raises:
         SessionError: No module, a module by position, a misspelled option, ``retries``
             not a whole number >= 0, or a ``mutate`` that cannot be called without arguments.
     """
     check_modules_by_name("update", {"session_id": session_id, "mutate": mutate}, modules, UPDATE_OPTIONS)
     require_modules("update", session_id, modules)
-    key = session.key(session_id, user_id)
+    key = make_key(session_id, user_id)
     if type(retries) is not int or retries < 0:
         raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
     check_mutate(mutate)
-    return Attempts(session, key, retries, modules)
+    return Attempts(backend, key, retries, modules)
 
 
 class Attempts:
@@ -72,8 +75,8 @@ class Attempts:
     ``mutate`` may call the session's blocking methods.
     """
 
-    def __init__(self, session: SessionBase, key: SessionKey, retries: int, modules: Mapping[str, SupportsState]) -> None:
-        self.session, self.key, self.retries, self.modules = session, key, retries, modules
+    def __init__(self, backend: Backend, key: SessionKey, retries: int, modules: Mapping[str, SupportsState]) -> None:
+        self.backend, self.key, self.retries, self.modules = backend, key, retries, modules
         self.passed = _attributes_of(modules)  # references only: no copy
         self.loads: list[Commit] = []  # what earlier attempts' loads replaced
         self.fresh: bytes | None = None
@@ -81,9 +84,9 @@ class Attempts:
     async def load(self) -> Expected:
         """Load the modules (a missing session: put them back as passed); what was read."""
         with journaled(self.loads):
-            results, seen = await self.session._load(self.key, self.modules, True)  # noqa: SLF001 - its helper
+            results, seen = await load_modules(self.backend, self.key, self.modules, True)
         if results is None:
-            self.fresh = _as_passed(self.modules, (self.passed, self.loads, self.fresh), self.session._secret_box)  # noqa: SLF001
+            self.fresh = _as_passed(self.modules, (self.passed, self.loads, self.fresh), self.backend.secret_box)
         return seen
 
     async def save(self, seen: Expected, attempt: int) -> bool:
@@ -93,7 +96,7 @@ class Attempts:
             ConflictError: Lost the race of the last attempt allowed, saying so.
         """
         try:  # against what this attempt loaded, not what the object saw last: tasks may share it
-            await self.session._save_modules(self.key, self.modules, expected=seen)  # noqa: SLF001
+            await save_modules(self.backend, self.key, self.modules, expected=seen)
         except ConflictError as err:
             if attempt >= self.retries:
                 raise ConflictError(_gave_up(err.source, self.retries), source=err.source) from err

@@ -37,8 +37,8 @@ from statekit.errors import BackendAuthError, BackendUnavailableError, MissingEx
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import doc_token, joined
-from statekit.session._proofs import count_at, count_field, header
+from statekit.session._companion import joined
+from statekit.session.document import HEAD_BYTES, count_at, count_field, doc_token, header, token_mark
 from statekit.session._redis_auth import password_hint
 from statekit.session._revisions import Expected
 
@@ -115,8 +115,8 @@ _COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=F
 # Deltas of append-only lists follow the document in the same key (one line
 # each, see _appends.py). Within one document token the value only grows, so
 # the token (in the document's first bytes) and the length say what is stored.
-_IF_BASE = MINE + """
-local head = redis.call('GETRANGE', KEYS[1], 0, 511)
+_IF_BASE = MINE + f"""
+local head = redis.call('GETRANGE', KEYS[1], 0, {HEAD_BYTES - 1})
 if not string.find(head, ARGV[1], 1, true) then return 0 end
 if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
 if ARGV[4] == 'set' then
@@ -332,7 +332,7 @@ class RedisSession(SessionBase):
         ttl = self._ttl_arg()
         at, field = ("", b"") if count is None else (str(count[0]), count[1])
         write_id = new_id()
-        args = (f'"log":"{base.token}"', str(base.doc_len + base.log_len), data, mode, ttl, at, field, write_id)
+        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field, write_id)
         name = self._key(key)
 
         async def attempt(retried: bool, sending: Sending) -> bool:
@@ -377,7 +377,7 @@ class RedisSession(SessionBase):
                 return True
             expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
-            head = await pipe.execute_command("GETRANGE", name, 0, 511, **{NEVER_DECODE: True})
+            head = await pipe.execute_command("GETRANGE", name, 0, HEAD_BYTES - 1, **{NEVER_DECODE: True})
             if not isinstance(head, bytes) or doc_token(head) != base.token:
                 return False
             if await pipe.strlen(name) != base.doc_len + base.log_len:

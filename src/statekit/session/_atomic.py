@@ -1,0 +1,57 @@
+"""Atomic, durable file writes: a temporary file beside the target, fsync'd, renamed over it, the folder fsync'd."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from statekit.session._leftovers import temp_path
+from statekit.session._safe_files import keep_mode, write_new
+
+_TEMP_PREFIX = ".statekit-"
+
+
+def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
+    """Replace ``path`` with ``data``, atomically and durably; an existing file keeps its permission bits.
+
+    Args:
+        path: The file; its folder is created when missing.
+        data: The whole new content.
+        locked: Whether the caller holds the session's lock; then the
+            temporary file has a fixed name, so that one left by a killed save
+            is replaced by the next save (none piles up).
+
+    Raises:
+        OSError: The write failed; ``path`` is untouched and no temporary
+            file is left behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if locked:
+        temp = str(temp_path(path))
+        fd = write_new(Path(temp))
+    else:
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
+    try:
+        with open(fd, "wb") as file:
+            keep_mode(file.fileno(), path)
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    if os.name == "nt":
+        return  # folders cannot be opened for fsync on Windows; the rename is durable enough
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,145 @@
+"""What the session pipelines (load, save, update) use of one session object: its storage, its faults told, its memory.
+
+A :class:`~statekit.session.SessionBase` hands its pipelines a :class:`Backend`
+made for the call (held by no one after it, so no reference cycle keeps a
+session alive): the backend's storage primitives (bound methods), each call of
+one wrapped so that a backend's own fault becomes a ``SessionError``, the
+codec, the secret key and what the object remembers of each session. The
+pipelines never reach into the session object itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from statekit.values.secrets import SecretBox
+from statekit.codecs import Codec
+from statekit.errors import ConflictError
+from statekit.session._appends import DeltaBase
+from statekit.session._cancel import finished_despite_cancel
+from statekit.session._faults import BackendFaults
+from statekit.session._ids import SessionKey
+from statekit.session._revisions import Expected, RevisionMemory, conflict_message
+
+T = TypeVar("T")
+
+INLINE_DECODE_BYTES = 1 << 20
+"""Documents up to this size are decoded on the event loop even by backends that
+offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
+
+Fetch = Callable[[SessionKey], Awaitable[bytes | None]]
+Faults = Callable[[str, SessionKey | Callable[[], str]], BackendFaults]
+Write = Callable[[SessionKey, bytes], Awaitable[None]]
+WriteIf = Callable[[SessionKey, bytes, Expected], Awaitable[bool]]
+Append = Callable[[SessionKey, bytes, DeltaBase], Awaitable[int | None]]
+Name = Callable[[SessionKey], str]
+
+
+class Backend:
+    """One session object's storage and memory, as the pipelines may use them.
+
+    Attributes:
+        fetch: Reads the stored bytes (``_read``, its faults told as ``SessionError``).
+        faults: Around a call of a storage primitive: a fault that is not a
+            ``StatekitError`` becomes a ``SessionError`` naming the backend and the session.
+        source: How error messages name a stored session; ``companion_source``: its deltas.
+        codec: How documents become bytes.
+        secret_box: Seals and opens secret fields (``None``: no key).
+        omit_secrets: Without a key, save secret fields' modules without them.
+        revisions: What the object remembers of each session.
+        writes_in_threads: Whether writes run in worker threads (a cancel lets them finish).
+    """
+
+    __slots__ = (
+        "_append",
+        "_offload",
+        "_saves_deltas",
+        "_write",
+        "_write_if",
+        "codec",
+        "companion_source",
+        "faults",
+        "fetch",
+        "omit_secrets",
+        "revisions",
+        "secret_box",
+        "source",
+        "writes_in_threads",
+    )
+
+    def __init__(
+        self,
+        calls: tuple[Fetch, Faults, Write, WriteIf, Append],
+        names: tuple[Name, Name],
+        codec: tuple[Codec, bool],
+        secrets: tuple[SecretBox | None, bool],
+        revisions: RevisionMemory,
+        saves_deltas: Callable[[], bool],
+        writes_in_threads: bool,
+    ) -> None:
+        self.fetch, self.faults, self._write, self._write_if, self._append = calls
+        self.source, self.companion_source = names
+        self.codec, self._offload = codec
+        self.secret_box, self.omit_secrets = secrets
+        self.revisions = revisions
+        self._saves_deltas = saves_deltas
+        self.writes_in_threads = writes_in_threads
+
+    def saves_deltas(self) -> bool:
+        """Whether a save after appends writes only the new items (see ``supports_appends``)."""
+        return self._saves_deltas()
+
+    async def write(self, key: SessionKey, raw: bytes) -> None:
+        """``_write``, with the backend's faults told as ``SessionError``."""
+        with self.faults("_write", key):
+            await self._write(key, raw)
+
+    async def append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
+        """``_append``, with the backend's faults told as ``SessionError``."""
+        with self.faults("_append", key):
+            return await self._append(key, line, base)
+
+    @finished_despite_cancel
+    async def store(
+        self,
+        key: SessionKey,
+        raw: bytes,
+        expected: Expected | None,
+        *,
+        overwrite: bool,
+        base: DeltaBase | None = None,
+        names: frozenset[str] | None = None,
+    ) -> Expected:
+        """Write ``raw``: unconditionally, or only over what is expected (else remembered).
+
+        ``base`` is what a later delta save appends to (a document with append-only lists);
+        ``names`` the modules the document holds (a hint for loads, see :class:`Expected`).
+
+        Returns:
+            What is stored now (the next save's expectation).
+
+        Raises:
+            ConflictError: The stored revision is not the expected one; nothing was written.
+        """
+        if expected is None and not overwrite:
+            expected = self.revisions.get(key)
+        if expected is None or overwrite:
+            await self.write(key, raw)
+        else:
+            with self.faults("_write_if", key):
+                written = await self._write_if(key, raw, expected)
+            if not written:
+                source = self.source(key)
+                raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
+        stored = Expected(raw=raw, base=base, names=names)
+        self.revisions.remember(key, stored)
+        return stored
+
+    async def run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:
+        """Run ``work`` in a worker thread when the backend asks for it, unless
+        ``size`` (bytes to decode) is small enough that the hop would cost more."""
+        if self._offload and (size is None or size > INLINE_DECODE_BYTES):
+            return await asyncio.to_thread(work, *args)
+        return work(*args)

@@ -1,0 +1,168 @@
+"""``Storage``: the primitives a session backend implements (with their defaults), and the :class:`Backend` its pipelines get.
+
+A backend stores opaque bytes under a :class:`SessionKey` and implements a few
+async primitives (``_read``, ``_write``, ``_delete``, ``_list`` and, optionally,
+``_exists``, the compare-and-set ``_write_if`` and ``_append``).
+:class:`~statekit.session.SessionBase` builds the public API on them; its
+pipelines (load, save, update) reach them only through :meth:`Storage._backend`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import ClassVar
+
+from statekit.values.secrets import SecretBox
+from statekit.codecs import JSON, Codec
+from statekit.errors import SessionError
+from statekit.session._appends import DeltaBase
+from statekit.session._backend import Backend
+from statekit.session._faults import BackendFaults, read_bytes
+from statekit.session._ids import SessionKey
+from statekit.session._revisions import Expected, RevisionMemory
+
+
+class Storage(abc.ABC):
+    """The storage primitives of a session backend, and what the object remembers of each session."""
+
+    codec: ClassVar[Codec] = JSON
+    offload_codec: ClassVar[bool] = False
+    default_user_id: ClassVar[str] = ""
+    _secret_box: SecretBox | None = None
+    omit_secrets: bool = False
+    """Without a ``secret_key``: save modules holding ``state_field(secret=True)``
+    without those fields (``False``: refuse such a save with ``SecretError``). See docs/secrets.md."""
+
+    writes_in_threads: ClassVar[bool] = False
+    """Whether the backend writes in worker threads, which a cancel does not stop: saves and
+    deletes then finish (and are remembered) before ``CancelledError`` is raised."""
+
+    supports_appends: ClassVar[bool] = False
+    """Whether the backend stores deltas of append-only lists (``_append``); else every save rewrites."""
+
+    def _saves_deltas(self) -> bool:
+        """Whether a save after appends writes only the new items (see ``supports_appends``)."""
+        return self.supports_appends and self.codec.fast
+
+    @abc.abstractmethod
+    async def _read(self, key: SessionKey) -> bytes | None:
+        """The stored bytes, or ``None`` when there is no such session."""
+
+    @abc.abstractmethod
+    async def _write(self, key: SessionKey, data: bytes) -> None:
+        """Replace the stored bytes, atomically: a reader sees old or new, whole."""
+
+    @abc.abstractmethod
+    async def _delete(self, key: SessionKey) -> bool:
+        """Remove the session; ``True`` when there was one."""
+
+    @abc.abstractmethod
+    async def _list(self, user_id: str) -> list[str]:
+        """The session ids stored for ``user_id``, in any order."""
+
+    async def _list_users(self) -> list[str]:
+        """The user ids that have sessions, in any order (a backend that can tell overrides this)."""
+        raise SessionError(f"{type(self).__name__} cannot list its users")
+
+    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
+        """Replace the stored bytes only if their revision is still ``expected``.
+
+        The compare-and-set every conditional save goes through. This default
+        reads, compares and writes, which is atomic only when nothing else writes
+        the storage in between (one process, a storage without awaits inside);
+        a backend overrides it with its storage's own compare-and-set.
+
+        Args:
+            key: The session.
+            data: The whole new document.
+            expected: What must be stored: ``expected.matches(stored_bytes)``
+                says (``None`` for nothing stored), and ``expected.revision``
+                is its revision (:data:`~statekit.session.MISSING_REVISION` for nothing stored),
+                for storages that compare revisions themselves. After a delta save
+                only ``expected.base`` is known (``expected.only_base``); a
+                backend with ``supports_appends`` checks it.
+
+        Returns:
+            ``True`` when written; ``False`` when the stored revision differs
+            (then nothing was written).
+        """
+        if not expected.matches(await self._fetch(key)):
+            return False
+        with self._faults("_write", key):
+            await self._write(key, data)
+        return True
+
+    async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
+        """Store one delta (new items of append-only lists) if the session is still ``base``.
+
+        Only called on backends whose ``supports_appends`` is true.
+
+        Returns:
+            How many bytes the stored deltas grew by; ``None`` when the stored
+            session is not ``base`` any more (then nothing was written).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not store deltas")
+
+    def _companion_source(self, key: SessionKey) -> str:
+        """How error messages name the stored deltas of a session."""
+        return f"{self._source(key)} (appended items)"
+
+    async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` of the user's session ids and whether there are more (for a missing load's hint).
+
+        Lists them all by default; a backend whose stores may be huge bounds the work.
+        """
+        ids = await self._list(user_id)
+        return ids[:limit], len(ids) > limit
+
+    async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` users holding a session with this id, and whether there are more
+        (for a missing load's hint; none known by default)."""
+        return [], False
+
+    async def _exists(self, key: SessionKey) -> bool:
+        """Whether the session exists (override when a cheaper test exists)."""
+        return await self._fetch(key) is not None
+
+    async def _close(self) -> None:
+        """Release what the backend opened (nothing by default)."""
+
+    def _source(self, key: SessionKey) -> str:
+        """How error messages name the stored session (a file name, a key)."""
+        return f"session {key.session_id!r} of user {key.user_id!r}"
+
+    def _check_key(self, key: SessionKey) -> None:
+        """Refuse ids the storage cannot hold (e.g. too long for a file name)."""
+
+    @property
+    def _revisions(self) -> RevisionMemory:
+        memory: RevisionMemory | None = self.__dict__.get("_revision_memory")
+        if memory is None:  # made on first use: backends need not call an __init__ of ours
+            memory = self.__dict__.setdefault("_revision_memory", RevisionMemory())
+        return memory
+
+    def _faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
+        """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
+        if isinstance(where, SessionKey):
+            key = where
+            return BackendFaults(self, primitive, lambda: self._source(key))
+        return BackendFaults(self, primitive, where)
+
+    async def _fetch(self, key: SessionKey) -> bytes | None:
+        """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
+        with self._faults("_read", key):
+            raw = await self._read(key)
+        return read_bytes(raw, self, lambda: self._source(key))
+
+    def _backend(self) -> Backend:
+        """What the pipelines (load, save, update) use of this object, made for one call."""
+        return Backend(
+            (self._fetch, self._faults, self._write, self._write_if, self._append),
+            (self._source, self._companion_source),
+            (self.codec, self.offload_codec),
+            (self._secret_box, self.omit_secrets),
+            self._revisions,
+            self._saves_deltas,
+            self.writes_in_threads,
+        )
