@@ -34,7 +34,7 @@ ACCEPTED: Final = (
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):")
 """A URL's scheme: two characters or more (``C:`` is a drive, not a scheme)."""
 
-_FORMATS: Final = {"json": JSONSession, "yaml": YAMLSession}
+_FORMATS: Final[dict[str, type[JSONSession] | type[YAMLSession]]] = {"json": JSONSession, "yaml": YAMLSession}
 
 
 def open_session(url: str | os.PathLike[str], **options: Any) -> SessionBase:
