@@ -144,12 +144,12 @@ def open_url(url: str, *, option: str, must_exist: bool, **options: Any) -> Sess
         UsageError: The URL (or an option) is not one the backends take.
         StatekitError: ``must_exist`` and the folder or file is not there.
     """
+    if options and scheme_of(url) not in REDIS_SCHEMES:
+        raise UsageError(f"--key-prefix goes with a Redis store, not with this {option}")
     path = local_path(url)
     if must_exist and path is not None and not path.exists():
         what = "folder" if scheme_of(url) in (None, "file") else "database file"
         raise StatekitError(f"{option} {str(path)!r}: there is no such {what}")
-    if options and scheme_of(url) not in REDIS_SCHEMES:
-        raise UsageError(f"--key-prefix goes with a Redis store, not with this {option}")
     try:
         store = open_session(url, **options)
     except SessionError as exc:
