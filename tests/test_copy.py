@@ -266,6 +266,20 @@ def test_a_copied_session_goes_on_saving_appended_items(tmp_path: Path, capsys: 
     assert [message.text for message in again.memory.content] == ["hello from alice ✓", "hi", "after the copy"]
 
 
+def test_a_document_without_metadata_copies_and_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file without statekit's metadata (older statekits, AgentScope's) is the same document once the copy adds it."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "chat.json").write_text('{"vault": {"token": "", "keys": ["a", "b"]}}', encoding="utf-8")
+    for _ in range(2):
+        status, out, err = run(capsys, "copy", str(tmp_path / "old"), f"file://{tmp_path}/new?format=yaml")
+        assert (status, err) == (0, "")
+    assert out.endswith("copied 0, identical 1, refused 0\n")
+    assert YAMLSession(tmp_path / "new").read_document("chat") is not None
+    vault = Vault()
+    YAMLSession(tmp_path / "new", omit_secrets=True).load("chat", vault=vault)
+    assert vault.keys == ["a", "b"]
+
+
 def test_copy_goes_over_one_user_or_the_default_user(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _fill(tmp_path / "json")
     status, out, _ = run(capsys, "copy", str(tmp_path / "json"), str(tmp_path / "bob"), "--user", "bob")

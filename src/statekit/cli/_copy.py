@@ -24,7 +24,7 @@ from statekit.cli._batch import FAILED, Tally, Target, label, reason, targets_of
 from statekit.cli._shared import INVALID, OK, Commands, command
 from statekit.cli._store import open_url
 from statekit.errors import ConflictError, StatekitError
-from statekit.session import MISSING_REVISION, SessionBase
+from statekit.session import META_KEY, MISSING_REVISION, SessionBase
 
 COPIED, IDENTICAL = "copied", "identical"
 LABELS = {COPIED: "copied", IDENTICAL: "identical", FAILED: "refused"}
@@ -178,7 +178,16 @@ async def _copy_one(
 
 
 def document_digest(data: Mapping[str, Any]) -> str:
-    """The SHA-256 of a session document as canonical JSON (keys sorted): equal documents, equal digests, whatever stored them."""
+    """The SHA-256 of a session document as canonical JSON: equal documents, equal digests, whatever stored them.
+
+    Keys are sorted, and the format number of statekit's metadata is left out
+    (each store writes its own; a document without metadata, as older and
+    AgentScope's files are, is the same document with it).
+    """
+    meta = data.get(META_KEY)
+    if isinstance(meta, Mapping):
+        rest = {name: value for name, value in meta.items() if name != "format"}
+        data = {name: value for name, value in data.items() if name != META_KEY} | ({META_KEY: rest} if rest else {})
     try:
         canonical = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # an integer past 64 bits (a YAML store holds them): the slower encoder takes it
