@@ -294,6 +294,18 @@ def test_copy_goes_over_one_user_or_the_default_user(tmp_path: Path, capsys: pyt
     assert JSONSession(tmp_path / "nobody").list_users() == [""]
 
 
+def test_the_default_user_goes_to_the_destinations_default_user(tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --user, sessions saved with no user_id stay so: Redis's ``default_user`` becomes the folder's ``""``."""
+    with open_session(redis_url) as session:
+        session.save("chat", agent=Agent())
+        assert session.list_users() == ["default_user"]
+    assert run(capsys, "copy", redis_url, str(tmp_path / "json"))[:2] == (0, f"chat: copied to {tmp_path}/json/chat.json, verified\ncopied 1, identical 0, refused 0\n")
+    assert JSONSession(tmp_path / "json").list_users() == [""]
+    status, out, _ = run(capsys, "copy", redis_url, str(tmp_path / "json"), "--all-users")  # every user's: each under its own id
+    assert (status, out.splitlines()[-1]) == (0, "copied 1, identical 0, refused 0")
+    assert JSONSession(tmp_path / "json").list_users() == ["", "default_user"]
+
+
 def test_a_different_destination_session_is_refused_unless_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     saved = _fill(tmp_path / "json")
     other = JSONSession(tmp_path / "back", secret_key=KEY)

@@ -58,7 +58,7 @@ def add_copy(commands: Commands) -> None:
         help="the store to copy from: a folder, file:///abs/dir[?format=yaml], redis://..., sqlite:///x.db, postgresql://...",
     )
     sub.add_argument("destination", metavar="DST_URL", help="the store to copy into (a new folder or database file is created)")
-    sub.add_argument("--user", metavar="USER_ID", help="copy this user's sessions (default: the source store's default user)")
+    sub.add_argument("--user", metavar="USER_ID", help="copy this user's sessions (default: the default user's, into the destination's default user)")
     sub.add_argument("--all-users", action="store_true", help="copy every session of every user (not with --user)")
     sub.add_argument("--dry-run", action="store_true", help="say what would be copied; write nothing")
     sub.add_argument("--overwrite", action="store_true", help="replace a different session of the same id at the destination")
