@@ -117,8 +117,7 @@ def open_store(options: StoreOptions) -> SessionBase:
             raise StatekitError(f"{options.option} {options.folder!r}: there is no such folder")
         return YAMLSession(options.folder) if options.yaml else JSONSession(options.folder)
     if options.url is not None:
-        prefix = {"key_prefix": options.key_prefix} if options.key_prefix else {}
-        return open_url(options.url, option="--store", must_exist=True, **prefix)
+        return open_url(options.url, option="--store", must_exist=True, key_prefix=options.key_prefix)
     if options.redis_url is None:
         raise UsageError("say where the sessions are: --dir DIR, or --redis-url URL / --host / --port")
     from statekit.session.redis import RedisSession
@@ -130,7 +129,7 @@ def open_store(options: StoreOptions) -> SessionBase:
     return _keeping_ttl(store)
 
 
-def open_url(url: str, *, option: str, must_exist: bool, **options: Any) -> SessionBase:
+def open_url(url: str, *, option: str, must_exist: bool, key_prefix: str = "") -> SessionBase:
     """Open the store a URL given as ``option`` names (see :func:`statekit.session.open`).
 
     Args:
@@ -138,23 +137,25 @@ def open_url(url: str, *, option: str, must_exist: bool, **options: Any) -> Sess
         option: How the command line named it (``--store``, ``SRC_URL``), for errors.
         must_exist: Refuse a folder or database file that is not there (a
             store to read), rather than opening an empty one.
-        **options: For the backend (``key_prefix``).
+        key_prefix: The key prefix of a Redis store (``""``: none).
 
     Raises:
-        UsageError: The URL (or an option) is not one the backends take.
+        UsageError: The URL is not one the backends take, or a key prefix is
+            given for a store that is not Redis.
         StatekitError: ``must_exist`` and the folder or file is not there.
     """
-    if options and scheme_of(url) not in REDIS_SCHEMES:
+    redis = scheme_of(url) in REDIS_SCHEMES
+    if key_prefix and not redis:
         raise UsageError(f"--key-prefix goes with a Redis store, not with this {option}")
     path = local_path(url)
     if must_exist and path is not None and not path.exists():
         what = "folder" if scheme_of(url) in (None, "file") else "database file"
         raise StatekitError(f"{option} {str(path)!r}: there is no such {what}")
     try:
-        store = open_session(url, **options)
+        store = open_session(url, **({"key_prefix": key_prefix} if key_prefix else {}))
     except SessionError as exc:
         raise UsageError(f"{option}: {exc}") from None
-    return _keeping_ttl(store) if scheme_of(url) in REDIS_SCHEMES else store
+    return _keeping_ttl(store) if redis else store
 
 
 def _keeping_ttl(store: Any) -> SessionBase:
