@@ -319,7 +319,7 @@ def test_a_different_destination_session_is_refused_unless_overwrite(tmp_path: P
     assert other.session_path("chat-0", "alice").read_bytes() == before  # left exactly as it was
     status, out, err = run(capsys, "copy", str(tmp_path / "json"), str(tmp_path / "back"), "--all-users", "--overwrite")
     assert (status, err) == (0, "")
-    assert f"chat-0 (user 'alice'): replaced to {tmp_path}/back/@alice/chat-0.json, verified\n" in out
+    assert f"chat-0 (user 'alice'): replaced {tmp_path}/back/@alice/chat-0.json, verified\n" in out
     assert out.endswith(f"copied 1, identical {len(saved) - 1}, refused 0\n")
     _assert_loads_as_saved(str(tmp_path / "back"), saved)
 
@@ -340,7 +340,7 @@ def test_a_dry_run_writes_nothing(tmp_path: Path, redis_url: str, capsys: pytest
     for extra in ((), ("--overwrite",)):  # a dry run predicts the refusal, and with --overwrite the replacement
         status, out, err = run(capsys, "copy", str(tmp_path / "json"), str(tmp_path / "new"), "--dry-run", *extra)
         assert status == (0 if extra else 1)
-        assert ("would be replaced to" in out) == bool(extra) and ("not copied" in err) != bool(extra)
+        assert (f"chat-0: would replace {tmp_path}/new/chat-0.json\n" in out) == bool(extra) and ("not copied" in err) != bool(extra)
     assert JSONSession(tmp_path / "new").session_path("chat-0").read_bytes() == before
     assert JSONSession(tmp_path / "new").list_sessions() == ["chat-0"]
 

@@ -160,9 +160,9 @@ async def _copy_one(
             f"{there}: not copied: it holds a different session (revision {existing.revision[:12]}); "
             "give --overwrite to replace it"
         )
-    verb = "copied" if existing is None else "replaced"
+    done = f"copied to {there}" if existing is None else f"replaced {there}"
     if dry_run:
-        return COPIED, f"would be {verb} to {there}"
+        return COPIED, f"would be copied to {there}" if existing is None else f"would replace {there}"
     expected = MISSING_REVISION if existing is None else existing.revision
     try:
         await destination.awrite_document(session_id, stored.data, user, expected_revision=expected)
@@ -174,7 +174,7 @@ async def _copy_one(
             f"{there}: written, but it does not read back as the source session (its digest differs): "
             "check it before using it"
         )
-    return COPIED, f"{verb} to {there}, verified"
+    return COPIED, f"{done}, verified"
 
 
 def document_digest(data: Mapping[str, Any]) -> str:
