@@ -49,3 +49,11 @@ class TextMemory(StateModule):
     """A memory of :class:`Msg` alone (no note): loads what :class:`NumberedMemory` saved, but for the texts."""
 
     content: list[Msg] = state_field(factory=list, append_only=True)
+
+
+@stateful
+class Vault(StateModule):
+    """A secret beside an append-only list: the copy tests carry both from store to store."""
+
+    token: str = state_field(default="", secret=True)
+    keys: list[str] = state_field(factory=list, append_only=True)

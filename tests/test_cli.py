@@ -259,6 +259,54 @@ def test_store_commands_need_a_store(capsys: pytest.CaptureFixture[str]) -> None
     assert (status, err) == (2, "statekit list: error: give either --dir or a Redis server, not both\n")
 
 
+def test_store_url_on_the_commands_that_take_a_store(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--store`` takes what statekit.session.open takes: a folder path (``--yaml`` applies) or a URL (issue 28)."""
+    path = saved_session(workdir, YAMLSession)
+    url = f"file://{workdir}/sessions?format=yaml"
+    assert run(capsys, "list", "--store", url) == (0, "chat-1\n", "")
+    assert run(capsys, "list", "--store", "sessions", "--yaml") == (0, "chat-1\n", "")
+    assert run(capsys, "list", "--store", "sessions") == (1, "", "no sessions of user '' in sessions; found 1 YAML session of user '' (add --yaml)\n")
+    status, out, _ = run(capsys, "show", "--store", url, "chat-1", "--module", "agent", "--json")
+    assert (status, orjson.loads(out)["name"]) == (0, "Friday")
+    status, out, _ = run(capsys, "compact", "--store", url)
+    assert (status, out.splitlines()[-1]) == (0, "compacted 0, unchanged 1, failed 0")
+    assert run(capsys, "delete", "--store", url, "chat-1") == (0, "deleted chat-1\n", "")
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "message"),
+    [
+        (["--store", "sessions", "--dir", "sessions"], 2, "statekit list: error: give one store: --store URL, --dir DIR or a Redis server (--redis-url, --host, --port)\n"),
+        (["--store", "redis://localhost:6379/0", "--host", "localhost"], 2, "statekit list: error: give one store: --store URL"),
+        (["--store", "file:///srv/sessions", "--yaml"], 2, "statekit list: error: --yaml goes with a folder; a file: URL says it as file:///abs/dir?format=yaml\n"),
+        (["--store", "file:///srv/sessions", "--key-prefix", "app:"], 2, "statekit list: error: --key-prefix goes with a Redis store, not with this --store\n"),
+        (["--store", "mysql://admin:s3cret@db/app"], 2, "statekit list: error: --store: a store URL of scheme 'mysql' is not one statekit opens; accepted: "),
+        (["--store", "missing"], 1, "--store 'missing': there is no such folder\n"),
+        (["--store", "file:///no/such/folder"], 1, "--store '/no/such/folder': there is no such folder\n"),
+        (["--store", "sqlite:///missing.db"], 1, "--store 'missing.db': there is no such database file\n"),
+    ],
+)
+def test_a_store_url_the_command_cannot_use(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], status: int, message: str
+) -> None:
+    found, out, err = run(capsys, "list", *argv)
+    assert (found, out) == (status, "")
+    assert err.startswith(message) and len(err.splitlines()) == 1
+    assert "s3cret" not in err
+    assert not (workdir / "missing.db").exists()
+
+
+@pytest.mark.redis
+def test_a_redis_store_url_takes_the_key_prefix(workdir: Path, redis_server: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    agents = sys.modules[agent_class(workdir).__module__]
+    prefix = f"cli-{uuid.uuid4().hex}:"
+    with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        session.save("chat-1", "alice", agent=agents.Agent(name="Friday"))
+    url = f"redis://{redis_server.host}:{redis_server.port}/0"
+    assert run(capsys, "list", "--store", url, "--key-prefix", prefix, "--user", "alice") == (0, "chat-1\n", "")
+
+
 def test_redis_that_is_down_exits_1_quickly(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

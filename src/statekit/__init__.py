@@ -34,7 +34,7 @@ from statekit.errors import (
     StateVersionError,
     WriteOutcomeUnknownError,
 )
-from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession
+from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession, open_session
 
 # A library's logger is silent until the application configures logging (no "last resort" to stderr).
 logging.getLogger("statekit").addHandler(logging.NullHandler())
@@ -81,6 +81,7 @@ __all__ = [
     "from_config",
     "json_schema",
     "make_converter",
+    "open_session",
     "seed",
     "session_schema",
     "state_field",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from statekit import __version__
 from statekit.cli._compact import add_compact
 from statekit.cli._convert import add_convert
+from statekit.cli._copy import add_copy
 from statekit.cli._import import add_import_agentscope
 from statekit.cli._migrate import add_migrate
 from statekit.cli._rekey import add_rekey
@@ -31,6 +32,7 @@ examples:
   statekit delete --redis-url redis://localhost:6379/0 --user alice chat-1
   statekit migrate --dir sessions --module agent=myapp.agents:Agent --dry-run
   statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run
+  statekit copy sessions sqlite:///backup.db --all-users
   statekit import-agentscope old_sessions sessions --user-id alice
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
@@ -88,5 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_compact(commands)
     add_migrate(commands)
     add_rekey(commands)
+    add_copy(commands)
     add_import_agentscope(commands)
     return parser

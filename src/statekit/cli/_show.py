@@ -37,7 +37,7 @@ def add_show(commands: Commands) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     options = store_options(args)
-    if options.folder is None and options.redis_url is None:
+    if not options.named:
         _show_codec(args.target)
         document = read_file(args.target)
     else:

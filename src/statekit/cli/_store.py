@@ -13,12 +13,19 @@ import attrs
 from statekit.state.config import Document
 from statekit.cli._shared import UsageError
 from statekit.errors import SessionError, SessionNotFoundError, StatekitError
-from statekit.session import JSONSession, SessionBase, YAMLSession
+from statekit.session import JSONSession, SessionBase, YAMLSession, open_session
+from statekit.session._open import REDIS_SCHEMES, local_path, scheme_of
 
 
 def add_store_options(sub: argparse.ArgumentParser, *, all_users: bool = False) -> None:
-    """The options that say where the sessions are (``--dir``, ``--redis-url``, ...) and whose (``--user``)."""
-    where = sub.add_argument_group("where the sessions are (a folder, or Redis)")
+    """The options that say where the sessions are (``--store``, ``--dir``, ``--redis-url``, ...) and whose (``--user``)."""
+    where = sub.add_argument_group("where the sessions are (a store URL, a folder, or Redis)")
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help="any store, as statekit.session.open takes it: a folder, file:///abs/dir[?format=yaml], "
+        "redis://..., sqlite:///relative.db, postgresql://... (docs/cli.md)",
+    )
     where.add_argument("--dir", metavar="DIR", help="a folder of session files (JSONSession/YAMLSession)")
     where.add_argument("--yaml", action="store_true", help="the folder holds YAML sessions (default: JSON)")
     where.add_argument(
@@ -37,30 +44,48 @@ def add_store_options(sub: argparse.ArgumentParser, *, all_users: bool = False) 
 
 @attrs.frozen
 class StoreOptions:
-    """Where sessions are: a folder of files, or a Redis server.
+    """Where sessions are: a folder of files, a Redis server, or any store URL.
 
     Attributes:
-        folder: The folder of a file store (``None`` for Redis).
+        folder: The folder of a file store (``None`` for the others).
         yaml: The folder holds YAML sessions (else JSON).
         redis_url: The Redis server, as a ``redis://`` URL.
         key_prefix: The Redis key prefix the application uses.
+        url: Any other store, as a URL (``--store``): ``file://``, Redis, SQLite, PostgreSQL.
+        option: The option that named the folder (for its errors).
     """
 
     folder: str | None
     yaml: bool
     redis_url: str | None
     key_prefix: str = ""
+    url: str | None = None
+    option: str = "--dir"
+
+    @property
+    def named(self) -> bool:
+        """Whether the options name a store at all."""
+        return self.folder is not None or self.redis_url is not None or self.url is not None
 
 
 def store_options(args: argparse.Namespace) -> StoreOptions:
     """The store the options of :func:`add_store_options` name.
 
     Raises:
-        UsageError: Both a folder and a Redis server were named.
+        UsageError: Two stores were named (a folder, a Redis server, ``--store``),
+            or ``--yaml`` with a store URL that is not a folder.
     """
     url = args.redis_url
     if url is None and (args.host is not None or args.port is not None):
         url = f"redis://{args.host or 'localhost'}:{args.port or 6379}/{args.db}"
+    if args.store is not None:
+        if args.dir is not None or url is not None:
+            raise UsageError("give one store: --store URL, --dir DIR or a Redis server (--redis-url, --host, --port)")
+        if scheme_of(args.store) is None:  # a folder path: --dir's checks and --yaml apply
+            return StoreOptions(folder=args.store, yaml=args.yaml, redis_url=None, key_prefix=args.key_prefix, option="--store")
+        if args.yaml:
+            raise UsageError("--yaml goes with a folder; a file: URL says it as file:///abs/dir?format=yaml")
+        return StoreOptions(folder=None, yaml=False, redis_url=None, key_prefix=args.key_prefix, url=args.store)
     if args.dir is not None and url is not None:
         raise UsageError("give either --dir or a Redis server, not both")
     return StoreOptions(folder=args.dir, yaml=args.yaml, redis_url=url, key_prefix=args.key_prefix)
@@ -83,14 +108,16 @@ def open_store(options: StoreOptions) -> SessionBase:
     """Open the session store the options name.
 
     Raises:
-        UsageError: Neither a folder nor Redis was named, or the Redis URL is bad.
-        StatekitError: The folder is not there (rather than listing nothing).
-        MissingExtraError: Redis was named but the redis package is missing.
+        UsageError: No store was named, or its URL is bad.
+        StatekitError: The folder (or database file) is not there (rather than listing nothing).
+        MissingExtraError: Redis (or another optional backend) was named but its package is missing.
     """
     if options.folder is not None:
         if not Path(options.folder).is_dir():
-            raise StatekitError(f"--dir {options.folder!r}: there is no such folder")
+            raise StatekitError(f"{options.option} {options.folder!r}: there is no such folder")
         return YAMLSession(options.folder) if options.yaml else JSONSession(options.folder)
+    if options.url is not None:
+        return open_url(options.url, option="--store", must_exist=True, key_prefix=options.key_prefix)
     if options.redis_url is None:
         raise UsageError("say where the sessions are: --dir DIR, or --redis-url URL / --host / --port")
     from statekit.session.redis import RedisSession
@@ -99,8 +126,43 @@ def open_store(options: StoreOptions) -> SessionBase:
         store = RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
+    return _keeping_ttl(store)
+
+
+def open_url(url: str, *, option: str, must_exist: bool, key_prefix: str = "") -> SessionBase:
+    """Open the store a URL given as ``option`` names (see :func:`statekit.session.open`).
+
+    Args:
+        url: The store.
+        option: How the command line named it (``--store``, ``SRC_URL``), for errors.
+        must_exist: Refuse a folder or database file that is not there (a
+            store to read), rather than opening an empty one.
+        key_prefix: The key prefix of a Redis store (``""``: none).
+
+    Raises:
+        UsageError: The URL is not one the backends take, or a key prefix is
+            given for a store that is not Redis.
+        StatekitError: ``must_exist`` and the folder or file is not there.
+    """
+    redis = scheme_of(url) in REDIS_SCHEMES
+    if key_prefix and not redis:
+        raise UsageError(f"--key-prefix goes with a Redis store, not with this {option}")
+    path = local_path(url)
+    if must_exist and path is not None and not path.exists():
+        what = "folder" if scheme_of(url) in (None, "file") else "database file"
+        raise StatekitError(f"{option} {str(path)!r}: there is no such {what}")
+    try:
+        store = open_session(url, **({"key_prefix": key_prefix} if key_prefix else {}))
+    except SessionError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    return _keeping_ttl(store) if redis else store
+
+
+def _keeping_ttl(store: Any) -> SessionBase:
+    """A RedisSession whose rewrites keep each key's expiry."""
     store._keep_ttl = True  # noqa: SLF001 - compact and migrate rewrite keys the app may let expire
-    return store
+    session: SessionBase = store
+    return session
 
 
 async def read_session(store: SessionBase, session_id: str, user_id: str | None) -> Document:

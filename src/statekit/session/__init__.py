@@ -4,6 +4,7 @@
 - :class:`RedisSession`: one Redis key per session (needs ``statekit[redis]``;
   imported on first use, so the rest works without it).
 - :class:`SessionBase`: the base class of every backend, and of your own.
+- :func:`open`: any of them from a URL (``redis://...``, ``file:///dir``, ``sqlite:///x.db``...).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocume
 from statekit.session.document import FORMAT_VERSION, META_KEY
 from statekit.session.json import JSONSession
 from statekit.session.yaml import YAMLSession
+from statekit.session._open import open_session
+
+open = open_session  # statekit.session.open(url), as the issue names it; statekit.open_session at the top
 
 if TYPE_CHECKING:
     from statekit.session.redis import RedisSession
@@ -31,6 +35,8 @@ __all__ = [
     "SessionKey",
     "StoredDocument",
     "YAMLSession",
+    "open",
+    "open_session",
     "revision_of",
 ]
 
