@@ -33,6 +33,7 @@ from statekit.errors import (
     SessionError,
     WriteOutcomeUnknownError,
 )
+from statekit.session import _redis_ids
 from statekit.session.redis import TIMEOUT, RedisSession
 from statekit.testing import CHECKS, Chat, Counter, Message, RedisServer, free_port, local_redis_server
 
@@ -630,13 +631,15 @@ class LosingProxy:
 
     :meth:`lose` arms it: the next chunk a client sends that holds ``marker`` waits
     for ``first()`` (another writer's work, done meanwhile), goes to the server,
-    and the server's reply never comes back: the proxy drops it and cuts that
-    connection, as a network would. Every other byte passes through.
+    and the server's reply never comes back: the proxy drops it (after ``then()``,
+    more work done once the command ran) and cuts that connection, as a network
+    would. Every other byte passes through.
     """
 
     def __init__(self, server: RedisServer) -> None:
         self._server = server
         self._trap: tuple[bytes, Callable[[], Any]] | None = None
+        self._then: Callable[[], Any] | None = None
         self.lost = 0
         self._listener: asyncio.Server | None = None
         self.port = 0
@@ -650,8 +653,9 @@ class LosingProxy:
         assert self._listener is not None
         self._listener.close()
 
-    def lose(self, marker: bytes, first: Callable[[], Any]) -> None:
-        self._trap = (marker, first)
+    def lose(self, marker: bytes, first: Callable[[], Any] | None = None, then: Callable[[], Any] | None = None) -> None:
+        self._trap = (marker, first or _nothing)
+        self._then = then
 
     async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         server_in, server_out = await asyncio.open_connection(self._server.host, self._server.port)
@@ -671,6 +675,9 @@ class LosingProxy:
             while chunk := await server_in.read(65536):
                 if losing.is_set():  # the trapped command's reply: lost, and the connection with it
                     self.lost += 1
+                    then, self._then = self._then, None
+                    if then is not None:
+                        await then()
                     break
                 client_out.write(chunk)
                 await client_out.drain()
@@ -678,6 +685,10 @@ class LosingProxy:
             server_out.transport.abort()
 
         await asyncio.gather(upstream(), downstream(), return_exceptions=True)
+
+
+async def _nothing() -> None:
+    pass
 
 
 @pytest.mark.parametrize("kind", ["counter", "agent"])
@@ -713,6 +724,122 @@ async def test_a_retry_does_not_take_identical_bytes_from_another_writer_for_its
         assert proxy.lost == 1
         assert calls == [2]  # refused once (the other writer's bytes are not its own), then applied
     assert await _stored(server, prefix, change) == 3  # both acknowledged updates are stored
+
+
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+@pytest.mark.parametrize("later", [1, 2], ids=["one-later-write", "kept-minus-one-later"])
+async def test_a_retry_finds_its_landed_write_under_later_writes(
+    redis_server: RedisServer,
+    scriptless_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    lua: bool,
+    later: int,
+) -> None:
+    """This write lands, its reply is lost, and other writers write over it before the retry asks:
+    the retry used to find another write id and report a conflict, and update() applied its change twice."""
+    monkeypatch.setattr(_redis_ids, "KEPT", 3)  # this write's id and the ``later`` ones' are all kept
+    server, change = (redis_server if lua else scriptless_server), Kind(kind)
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix) as other,
+    ):
+        module = change.module()
+        await session.asave("s", **change.named(module))
+        await session.aupdate("s", lambda: change.change(module), **change.named(module))  # the script is known
+        calls = [0]
+
+        def counted() -> None:
+            calls[0] += 1
+            change.change(module)
+
+        async def others_write_over_it() -> None:
+            for _ in range(later):
+                others = change.module()
+                await other.aupdate("s", lambda: change.change(others), **change.named(others))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=others_write_over_it)
+        await session.aupdate("s", counted, **change.named(module))
+        assert proxy.lost == 1
+        assert calls == [1]  # applied once: the retry found its own id among those kept
+    assert await _stored(server, prefix, change) == 2 + later
+
+
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_retry_whose_id_was_pushed_out_says_the_write_may_have_been_applied(
+    redis_server: RedisServer, scriptless_server: RedisServer, monkeypatch: pytest.MonkeyPatch, kind: str, lua: bool
+) -> None:
+    """As many writes as ids are kept came after the lost one: whether it landed cannot be told."""
+    monkeypatch.setattr(_redis_ids, "KEPT", 2)
+    server, change = (redis_server if lua else scriptless_server), Kind(kind)
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix) as other,
+    ):
+        module = change.module()
+        await session.asave("s", **change.named(module))
+        await session.aupdate("s", lambda: change.change(module), **change.named(module))
+        calls = [0]
+
+        def counted() -> None:
+            calls[0] += 1
+            change.change(module)
+
+        async def others_push_it_out() -> None:
+            for _ in range(2):
+                others = change.module()
+                await other.aupdate("s", lambda: change.change(others), **change.named(others))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=others_push_it_out)
+        with pytest.raises(WriteOutcomeUnknownError, match="no longer among the last 2 kept.*may or may not have"):
+            await session.aupdate("s", counted, **change.named(module))
+        assert calls == [1]  # not applied again on a guess
+    assert await _stored(server, prefix, change) == 4  # it had landed: 1 + this one + the 2 others
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_write_id_of_the_previous_format_counts_as_one_id_and_becomes_a_list(
+    redis_server: RedisServer, scriptless_server: RedisServer, lua: bool
+) -> None:
+    """The previous statekit kept one id as a string: a retry reads it, and the next write replaces it."""
+    server, prefix = (redis_server if lua else scriptless_server), f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix, key_ttl=600) as session,
+    ):
+        client, counter = session.get_client(), Counter()
+        companion = f"{session.session_key('s')}:write-id"
+        await session.asave("s", counter=counter)
+        await client.set(companion, "0123456789abcdef")  # a previous statekit's write id
+        await session.aupdate("s", lambda: setattr(counter, "count", counter.count + 1), counter=counter)
+        assert await client.type(companion) == b"list"
+        assert await client.llen(companion) == 1
+        assert 590 <= await client.ttl(companion) <= 600
+        calls = [0]
+
+        def counted() -> None:
+            calls[0] += 1
+            counter.count += 1
+
+        async def downgraded() -> None:  # as if the previous statekit had stored this write's id
+            await client.set(companion, await client.lindex(companion, 0))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=downgraded)
+        await session.aupdate("s", counted, counter=counter)
+        assert proxy.lost == 1
+        assert calls == [1]  # the retry found its id in the string
+        await session.aupdate("s", counted, counter=counter)  # the next write makes it a list again
+        assert await client.type(companion) == b"list"
+        assert await session.adelete("s") is True
+        assert await client.type(companion) == b"list"  # the delete's id joins the others for a while
+        assert await client.llen(companion) == 2
+        assert await session.alist_sessions() == []
 
 
 @pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
