@@ -828,7 +828,9 @@ async def test_a_write_id_of_the_previous_format_counts_as_one_id_and_becomes_a_
             counter.count += 1
 
         async def downgraded() -> None:  # as if the previous statekit had stored this write's id
-            await client.set(companion, await client.lindex(companion, 0))
+            newest = await client.lindex(companion, 0)
+            assert newest is not None
+            await client.set(companion, newest)
 
         proxy.lose(b"EVALSHA" if lua else b"EXEC", then=downgraded)
         await session.aupdate("s", counted, counter=counter)

@@ -155,6 +155,7 @@ async def looked_at(
     replace = kind not in ("list", "none")
     if not retried or kind not in ("list", "string"):
         return NOT_DONE, replace
+    ids: Any  # bytes: a list of them, or the one string of the previous format
     if kind == "string":
         ids = [await pipe.execute_command("GET", companion, **{NEVER_DECODE: True})]
     else:
