@@ -804,6 +804,32 @@ async def test_a_retry_whose_id_was_pushed_out_says_the_write_may_have_been_appl
 
 
 @pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_retried_delete_does_not_delete_the_session_saved_after_it(
+    redis_server: RedisServer, scriptless_server: RedisServer, lua: bool
+) -> None:
+    """The delete lands, its reply is lost, another writer saves the session anew: sent again, the
+    delete used to find another write id, delete the new session too and say there was one."""
+    server, prefix = (redis_server if lua else scriptless_server), f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix) as other,
+    ):
+        await session.asave("s", counter=Counter(count=1))
+        await session.adelete("warm-up")  # the script is known
+
+        async def saved_anew() -> None:
+            await other.asave("s", counter=Counter(count=7))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=saved_anew)
+        assert await session.adelete("s") is True
+        assert proxy.lost == 1
+        counter = Counter()
+        await other.aload("s", allow_not_exist=False, counter=counter)
+        assert counter.count == 7  # the other writer's session is still there
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
 async def test_a_write_id_of_the_previous_format_counts_as_one_id_and_becomes_a_list(
     redis_server: RedisServer, scriptless_server: RedisServer, lua: bool
 ) -> None:
