@@ -633,13 +633,16 @@ class LosingProxy:
     for ``first()`` (another writer's work, done meanwhile), goes to the server,
     and the server's reply never comes back: the proxy drops it (after ``then()``,
     more work done once the command ran) and cuts that connection, as a network
-    would. Every other byte passes through.
+    would. :meth:`hold` delays a command instead, past its connection's loss.
+    Every other byte passes through.
     """
 
     def __init__(self, server: RedisServer) -> None:
         self._server = server
         self._trap: tuple[bytes, Callable[[], Any]] | None = None
         self._then: Callable[[], Any] | None = None
+        self._holding: bytes | None = None
+        self._held: tuple[bytes, bytes] | None = None
         self.lost = 0
         self._listener: asyncio.Server | None = None
         self.port = 0
@@ -657,12 +660,36 @@ class LosingProxy:
         self._trap = (marker, first or _nothing)
         self._then = then
 
+    def hold(self, marker: bytes) -> None:
+        """Hold the next chunk holding ``marker`` and cut its connection at once (its reply is lost);
+        the held command reaches the server late: just before the next chunk holding ``marker``
+        (the same command, sent again), as a command stuck in a network would."""
+        self._holding = marker
+
+    async def _land(self, chunk: bytes) -> None:
+        """Run a held chunk on a connection of its own, its reply read and dropped."""
+        reader, writer = await asyncio.open_connection(self._server.host, self._server.port)
+        writer.write(chunk + b"PING\r\n")
+        replies = b""
+        while not replies.endswith(b"+PONG\r\n"):
+            replies += await reader.read(65536)
+        writer.close()
+        self.lost += 1
+
     async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         server_in, server_out = await asyncio.open_connection(self._server.host, self._server.port)
         losing = asyncio.Event()
 
         async def upstream() -> None:
             while chunk := await client_in.read(65536):
+                if self._holding is not None and self._holding in chunk:
+                    self._held, self._holding = (self._holding, chunk), None
+                    client_out.transport.abort()
+                    server_out.transport.abort()
+                    return
+                if self._held is not None and self._held[0] in chunk:
+                    held, self._held = self._held[1], None
+                    await self._land(held)
                 if self._trap is not None and self._trap[0] in chunk:
                     first, self._trap = self._trap[1], None
                     await first()
@@ -801,6 +828,35 @@ async def test_a_retry_whose_id_was_pushed_out_says_the_write_may_have_been_appl
             await session.aupdate("s", counted, **change.named(module))
         assert calls == [1]  # not applied again on a guess
     assert await _stored(server, prefix, change) == 4  # it had landed: 1 + this one + the 2 others
+
+
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_write_that_lands_late_during_its_retry_is_applied_once(
+    redis_server: RedisServer, scriptless_server: RedisServer, kind: str, lua: bool
+) -> None:
+    """The first send reaches the server after the retry looked for its id and just before the
+    retry's own write: on the WATCH path the retry's EXEC then fails, and used to be reported as a conflict."""
+    server, change = (redis_server if lua else scriptless_server), Kind(kind)
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+    ):
+        module = change.module()
+        await session.asave("s", **change.named(module))
+        await session.aupdate("s", lambda: change.change(module), **change.named(module))  # the script is known
+        calls = [0]
+
+        def counted() -> None:
+            calls[0] += 1
+            change.change(module)
+
+        proxy.hold(b"EVALSHA" if lua else b"EXEC")
+        await session.aupdate("s", counted, **change.named(module))
+        assert proxy.lost == 1
+        assert calls == [1]
+    assert await _stored(server, prefix, change) == 2
 
 
 @pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])

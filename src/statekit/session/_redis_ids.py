@@ -24,6 +24,7 @@ import functools
 import itertools
 import secrets
 from binascii import crc_hqx
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -194,29 +195,64 @@ async def companion_expiry(
     return {"px": left} if left > 0 else {}
 
 
-async def deleted_watching(
-    client: Redis | RedisCluster, keys: tuple[str, str], delete: tuple[str, int], attempt: tuple[bool, Sending]
+Pipe = Pipeline | ClusterPipeline
+
+Planned = tuple[Callable[[Pipe], object], dict[str, Any]] | None
+"""What a ``WATCH`` write's reads decided: what to queue after ``MULTI`` and the companion's expiry (as
+:func:`companion_expiry` gives it), or ``None``: the value is not the one expected."""
+
+
+async def watched(
+    client: Redis | RedisCluster,
+    keys: tuple[str, str],
+    write: tuple[str, bool, Sending],
+    reads: Callable[[Pipe], Awaitable[Planned]],
+    again: bool = False,
 ) -> int:
-    """:data:`DELETE` with ``WATCH``/``MULTI``, for servers that run no Lua (``keys``: the value's and
-    its companion's; ``delete``: the delete's id and how long the ids stay; ``attempt``: sent again?, its
-    ``Sending``). Answers as the script does."""
-    (name, companion), (write_id, seconds), (retried, sending) = keys, delete, attempt
+    """A conditional write with ``WATCH``/``MULTI``, for servers that run no Lua; it answers as the scripts do.
+
+    ``keys``: the value's and its companion's; ``write``: the id, whether it is sent again, its
+    ``Sending``; ``reads``: reads the watched value and plans the write; ``again``: look again after
+    a failed ``EXEC`` even on a first send (a delete). The kept ids are read after the value: a
+    first send that lands in between is seen in one or the other; one that lands after both makes
+    the retry's ``EXEC`` fail, and the retry looks again.
+    """
+    (name, companion), (write_id, retried, sending) = keys, write
     while True:
         async with client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
+            planned = await reads(pipe)
             found, replace = await looked_at(pipe, companion, write_id, retried)
             if found != NOT_DONE:
                 return found
-            if not await pipe.exists(name):
-                if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
-                    await pipe.delete(companion)
-                return NOT_DONE
+            if planned is None:
+                return NOT_DONE  # leaving the block resets the pipeline, which unwatches
+            queue, expiry = planned
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.delete(name)
-            pushed(pipe, companion, (write_id, replace), {"ex": seconds})
+            queue(pipe)
+            pushed(pipe, companion, (write_id, replace), expiry)
             if await executed(pipe, sending):
                 return DONE
-        # the value changed between EXISTS and EXEC: look again (within the operation's timeout)
+            if not (retried or again):
+                return NOT_DONE  # another writer changed the value between the reads and EXEC
+        # the value changed before EXEC (maybe by this write's first send): look again, within the timeout
+
+
+async def deleted_watching(
+    client: Redis | RedisCluster, keys: tuple[str, str], delete: tuple[str, int], attempt: tuple[bool, Sending]
+) -> int:
+    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: the value's and its companion's; ``delete``: the
+    delete's id and how long the ids stay; ``attempt``: sent again?, its ``Sending``)."""
+    (name, companion), (write_id, seconds) = keys, delete
+
+    async def reads(pipe: Pipe) -> Planned:
+        if await pipe.exists(name):
+            return (lambda queued: queued.delete(name)), {"ex": seconds}
+        if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
+            await pipe.delete(companion)
+        return None
+
+    return await watched(client, keys, (write_id, *attempt), reads, again=True)
 
 
 def answered(outcome: int, where: str) -> bool:

@@ -52,20 +52,19 @@ try:
 
     from statekit.session._redis_ids import (
         DELETE,
-        DONE,
         MINE,
-        NOT_DONE,
+        Pipe,
+        Planned,
         answered,
         companion_expiry,
         deleted_watching,
         id_args,
         id_key,
-        looked_at,
         new_id,
-        pushed,
         tombstone_seconds,
+        watched,
     )
-    from statekit.session._redis_once import Sending, executed, send_once, write_once  # they need redis too
+    from statekit.session._redis_once import Sending, send_once, write_once  # they need redis too
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
         "RedisSession needs the redis package: pip install 'statekit[redis]'"
@@ -375,21 +374,19 @@ class RedisSession(SessionBase):
         """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
         (``change``: the mode and the header's count to write; ``attempt``: the write's id, whether it is
         sent again, its ``Sending``)."""
-        (mode, count), (write_id, retried, sending) = change, attempt
-        companion = self._id_key(name)
-        async with self._client.pipeline(transaction=True) as pipe:
-            await pipe.watch(name)
-            found, replace = await looked_at(pipe, companion, write_id, retried)
-            if found != NOT_DONE:
-                return found
-            expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
+        mode, count = change
+
+        async def reads(pipe: Pipe) -> Planned:
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
             head = await pipe.execute_command("GETRANGE", name, 0, 511, **{NEVER_DECODE: True})
             if not isinstance(head, bytes) or doc_token(head) != base.token:
-                return NOT_DONE
+                return None
             if await pipe.strlen(name) != base.doc_len + base.log_len:
-                return NOT_DONE
-            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                return None
+            expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
+            return queue, expiry
+
+        def queue(pipe: Pipe) -> None:
             if mode == "set":
                 pipe.set(name, data, **self._expiry())
             elif data:
@@ -398,8 +395,8 @@ class RedisSession(SessionBase):
                 pipe.setrange(name, *count)
             if mode != "set" and self.key_ttl is not None:
                 pipe.expire(name, self.key_ttl)
-            pushed(pipe, companion, (write_id, replace), expiry)
-            return DONE if await executed(pipe, sending) else NOT_DONE
+
+        return await watched(self._client, (name, self._id_key(name)), attempt, reads)
 
     def _ttl_arg(self) -> str:
         """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
@@ -440,22 +437,15 @@ class RedisSession(SessionBase):
         self, name: str, data: bytes, expected: Expected, attempt: tuple[str, bool, Sending]
     ) -> int:
         """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
-        write_id, retried, sending = attempt
-        companion = self._id_key(name)
-        async with self._client.pipeline(transaction=True) as pipe:
-            await pipe.watch(name)
-            found, replace = await looked_at(pipe, companion, write_id, retried)
-            if found != NOT_DONE:
-                return found
-            expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
+
+        async def reads(pipe: Pipe) -> Planned:
             current = await pipe.get(name)
             if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
-                return NOT_DONE  # leaving the block resets the pipeline, which unwatches
-            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.set(name, data, **self._expiry())
-            pushed(pipe, companion, (write_id, replace), expiry)
-            # not done: another writer changed the key between GET and EXEC
-            return DONE if await executed(pipe, sending) else NOT_DONE
+                return None
+            expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
+            return (lambda queued: queued.set(name, data, **self._expiry())), expiry
+
+        return await watched(self._client, (name, self._id_key(name)), attempt, reads)
 
     async def _delete(self, key: SessionKey) -> bool:
         name, write_id, seconds = self._key(key), new_id(), tombstone_seconds(self.timeout)
