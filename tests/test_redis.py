@@ -753,6 +753,20 @@ async def test_a_retry_does_not_take_identical_bytes_from_another_writer_for_its
     assert await _stored(server, prefix, change) == 3  # both acknowledged updates are stored
 
 
+async def _primed(session: RedisSession, change: Kind) -> tuple[Counter | Agent, list[int], Callable[[], None]]:
+    """Session "s" saved and updated once (the script is known); its module, and a change that counts its calls."""
+    module = change.module()
+    await session.asave("s", **change.named(module))
+    await session.aupdate("s", lambda: change.change(module), **change.named(module))
+    calls = [0]
+
+    def counted() -> None:
+        calls[0] += 1
+        change.change(module)
+
+    return module, calls, counted
+
+
 @pytest.mark.parametrize("kind", ["counter", "agent"])
 @pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
 @pytest.mark.parametrize("later", [1, 2], ids=["one-later-write", "kept-minus-one-later"])
@@ -809,14 +823,7 @@ async def test_a_retry_whose_id_was_pushed_out_says_the_write_may_have_been_appl
         RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
         RedisSession(server.host, server.port, key_prefix=prefix) as other,
     ):
-        module = change.module()
-        await session.asave("s", **change.named(module))
-        await session.aupdate("s", lambda: change.change(module), **change.named(module))
-        calls = [0]
-
-        def counted() -> None:
-            calls[0] += 1
-            change.change(module)
+        module, calls, counted = await _primed(session, change)
 
         async def others_push_it_out() -> None:
             for _ in range(2):
@@ -843,14 +850,7 @@ async def test_a_write_that_lands_late_during_its_retry_is_applied_once(
         LosingProxy(server) as proxy,
         RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
     ):
-        module = change.module()
-        await session.asave("s", **change.named(module))
-        await session.aupdate("s", lambda: change.change(module), **change.named(module))  # the script is known
-        calls = [0]
-
-        def counted() -> None:
-            calls[0] += 1
-            change.change(module)
+        module, calls, counted = await _primed(session, change)
 
         proxy.hold(b"EVALSHA" if lua else b"EXEC")
         await session.aupdate("s", counted, **change.named(module))
