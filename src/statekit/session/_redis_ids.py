@@ -68,12 +68,12 @@ if ARGV[#ARGV] == 'retry' then
   if found ~= 0 then return found end
 end
 local function push()
-  local pushed = redis.pcall('LPUSH', KEYS[2], id)
-  if type(pushed) == 'table' and pushed['err'] then
+  local length = redis.pcall('LPUSH', KEYS[2], id)
+  if type(length) == 'table' then
     redis.call('DEL', KEYS[2])
-    redis.call('LPUSH', KEYS[2], id)
+    length = redis.call('LPUSH', KEYS[2], id)
   end
-  redis.call('LTRIM', KEYS[2], 0, kept - 1)
+  if length > kept then redis.call('LTRIM', KEYS[2], 0, kept - 1) end
 end
 local function stamp()
   push()
