@@ -642,6 +642,7 @@ class LosingProxy:
         self._trap: tuple[bytes, Callable[[], Any]] | None = None
         self._then: Callable[[], Any] | None = None
         self._holding: bytes | None = None
+        self._landing = b""
         self._held: tuple[bytes, bytes] | None = None
         self.lost = 0
         self._listener: asyncio.Server | None = None
@@ -660,11 +661,11 @@ class LosingProxy:
         self._trap = (marker, first or _nothing)
         self._then = then
 
-    def hold(self, marker: bytes) -> None:
+    def hold(self, marker: bytes, landing: bytes) -> None:
         """Hold the next chunk holding ``marker`` and cut its connection at once (its reply is lost);
-        the held command reaches the server late: just before the next chunk holding ``marker``
-        (the same command, sent again), as a command stuck in a network would."""
-        self._holding = marker
+        the held command reaches the server late, as a command stuck in a network would: just before
+        the next chunk holding ``landing`` (``marker``: the same command, sent again)."""
+        self._holding, self._landing = marker, landing
 
     async def _land(self, chunk: bytes) -> None:
         """Run a held chunk on a connection of its own, its reply read and dropped."""
@@ -683,7 +684,7 @@ class LosingProxy:
         async def upstream() -> None:
             while chunk := await client_in.read(65536):
                 if self._holding is not None and self._holding in chunk:
-                    self._held, self._holding = (self._holding, chunk), None
+                    self._held, self._holding = (self._landing, chunk), None
                     client_out.transport.abort()
                     server_out.transport.abort()
                     return
@@ -838,12 +839,17 @@ async def test_a_retry_whose_id_was_pushed_out_says_the_write_may_have_been_appl
 
 
 @pytest.mark.parametrize("kind", ["counter", "agent"])
-@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+@pytest.mark.parametrize(
+    ("lua", "landing"),
+    [(True, b"EVALSHA"), (False, b"EXEC"), (False, b"GET")],
+    ids=["script", "watch-multi-before-its-exec", "watch-multi-before-its-read"],
+)
 async def test_a_write_that_lands_late_during_its_retry_is_applied_once(
-    redis_server: RedisServer, scriptless_server: RedisServer, kind: str, lua: bool
+    redis_server: RedisServer, scriptless_server: RedisServer, kind: str, lua: bool, landing: bytes
 ) -> None:
-    """The first send reaches the server after the retry looked for its id and just before the
-    retry's own write: on the WATCH path the retry's EXEC then fails, and used to be reported as a conflict."""
+    """The first send reaches the server after the retry looked for its id, just before the retry's
+    own write (or its read of the value: GET, GETRANGE): on the WATCH path the retry's EXEC then failed,
+    or the value did not match, and either was reported as a conflict."""
     server, change = (redis_server if lua else scriptless_server), Kind(kind)
     prefix = f"ids-{uuid.uuid4().hex}:"
     async with (
@@ -852,7 +858,7 @@ async def test_a_write_that_lands_late_during_its_retry_is_applied_once(
     ):
         module, calls, counted = await _primed(session, change)
 
-        proxy.hold(b"EVALSHA" if lua else b"EXEC")
+        proxy.hold(b"EVALSHA" if lua else b"EXEC", landing)
         await session.aupdate("s", counted, **change.named(module))
         assert proxy.lost == 1
         assert calls == [1]

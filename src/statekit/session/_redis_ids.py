@@ -212,21 +212,21 @@ async def watched(
     """A conditional write with ``WATCH``/``MULTI``, for servers that run no Lua; it answers as the scripts do.
 
     ``keys``: the value's and its companion's; ``write``: the id, whether it is sent again, its
-    ``Sending``; ``reads``: reads the watched value and plans the write; ``again``: look again after
-    a failed ``EXEC`` even on a first send (a delete). The kept ids are read after the value: a
-    first send that lands in between is seen in one or the other; one that lands after both makes
-    the retry's ``EXEC`` fail, and the retry looks again.
+    ``Sending``; ``reads``: reads the watched value (its last read just before ``EXEC``) and plans the
+    write; ``again``: look again after a failed ``EXEC`` even on a first send (a delete). A retry's
+    first send may land at any point meanwhile: before the value is read, then a value that does not
+    match sends the retry to the ids again; after it, then the retry's ``EXEC`` fails, and it looks again.
     """
     (name, companion), (write_id, retried, sending) = keys, write
     while True:
         async with client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
-            planned = await reads(pipe)
             found, replace = await looked_at(pipe, companion, write_id, retried)
             if found != NOT_DONE:
                 return found
-            if planned is None:
-                return NOT_DONE  # leaving the block resets the pipeline, which unwatches
+            planned = await reads(pipe)
+            if planned is None:  # leaving the block resets the pipeline, which unwatches
+                return (await looked_at(pipe, companion, write_id, retried))[0] if retried else NOT_DONE
             queue, expiry = planned
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             queue(pipe)

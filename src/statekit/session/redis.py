@@ -377,13 +377,13 @@ class RedisSession(SessionBase):
         mode, count = change
 
         async def reads(pipe: Pipe) -> Planned:
+            expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
             head = await pipe.execute_command("GETRANGE", name, 0, 511, **{NEVER_DECODE: True})
             if not isinstance(head, bytes) or doc_token(head) != base.token:
                 return None
             if await pipe.strlen(name) != base.doc_len + base.log_len:
                 return None
-            expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
             return queue, expiry
 
         def queue(pipe: Pipe) -> None:
@@ -439,10 +439,10 @@ class RedisSession(SessionBase):
         """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
 
         async def reads(pipe: Pipe) -> Planned:
+            expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
             current = await pipe.get(name)
             if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
                 return None
-            expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
             return (lambda queued: queued.set(name, data, **self._expiry())), expiry
 
         return await watched(self._client, (name, self._id_key(name)), attempt, reads)
