@@ -33,6 +33,7 @@ from statekit.errors import (
     SessionError,
     WriteOutcomeUnknownError,
 )
+from statekit.session import _redis_ids
 from statekit.session.redis import TIMEOUT, RedisSession
 from statekit.testing import CHECKS, Chat, Counter, Message, RedisServer, free_port, local_redis_server
 
@@ -630,13 +631,19 @@ class LosingProxy:
 
     :meth:`lose` arms it: the next chunk a client sends that holds ``marker`` waits
     for ``first()`` (another writer's work, done meanwhile), goes to the server,
-    and the server's reply never comes back: the proxy drops it and cuts that
-    connection, as a network would. Every other byte passes through.
+    and the server's reply never comes back: the proxy drops it (after ``then()``,
+    more work done once the command ran) and cuts that connection, as a network
+    would. :meth:`hold` delays a command instead, past its connection's loss.
+    Every other byte passes through.
     """
 
     def __init__(self, server: RedisServer) -> None:
         self._server = server
         self._trap: tuple[bytes, Callable[[], Any]] | None = None
+        self._then: Callable[[], Any] | None = None
+        self._holding: bytes | None = None
+        self._landing = b""
+        self._held: tuple[bytes, bytes] | None = None
         self.lost = 0
         self._listener: asyncio.Server | None = None
         self.port = 0
@@ -650,8 +657,25 @@ class LosingProxy:
         assert self._listener is not None
         self._listener.close()
 
-    def lose(self, marker: bytes, first: Callable[[], Any]) -> None:
-        self._trap = (marker, first)
+    def lose(self, marker: bytes, first: Callable[[], Any] | None = None, then: Callable[[], Any] | None = None) -> None:
+        self._trap = (marker, first or _nothing)
+        self._then = then
+
+    def hold(self, marker: bytes, landing: bytes) -> None:
+        """Hold the next chunk holding ``marker`` and cut its connection at once (its reply is lost);
+        the held command reaches the server late, as a command stuck in a network would: just before
+        the next chunk holding ``landing`` (``marker``: the same command, sent again)."""
+        self._holding, self._landing = marker, landing
+
+    async def _land(self, chunk: bytes) -> None:
+        """Run a held chunk on a connection of its own, its reply read and dropped."""
+        reader, writer = await asyncio.open_connection(self._server.host, self._server.port)
+        writer.write(chunk + b"PING\r\n")
+        replies = b""
+        while not replies.endswith(b"+PONG\r\n"):
+            replies += await reader.read(65536)
+        writer.close()
+        self.lost += 1
 
     async def _serve(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         server_in, server_out = await asyncio.open_connection(self._server.host, self._server.port)
@@ -659,6 +683,14 @@ class LosingProxy:
 
         async def upstream() -> None:
             while chunk := await client_in.read(65536):
+                if self._holding is not None and self._holding in chunk:
+                    self._held, self._holding = (self._landing, chunk), None
+                    client_out.transport.abort()
+                    server_out.transport.abort()
+                    return
+                if self._held is not None and self._held[0] in chunk:
+                    held, self._held = self._held[1], None
+                    await self._land(held)
                 if self._trap is not None and self._trap[0] in chunk:
                     first, self._trap = self._trap[1], None
                     await first()
@@ -671,6 +703,9 @@ class LosingProxy:
             while chunk := await server_in.read(65536):
                 if losing.is_set():  # the trapped command's reply: lost, and the connection with it
                     self.lost += 1
+                    then, self._then = self._then, None
+                    if then is not None:
+                        await then()
                     break
                 client_out.write(chunk)
                 await client_out.drain()
@@ -678,6 +713,10 @@ class LosingProxy:
             server_out.transport.abort()
 
         await asyncio.gather(upstream(), downstream(), return_exceptions=True)
+
+
+async def _nothing() -> None:
+    pass
 
 
 @pytest.mark.parametrize("kind", ["counter", "agent"])
@@ -713,6 +752,184 @@ async def test_a_retry_does_not_take_identical_bytes_from_another_writer_for_its
         assert proxy.lost == 1
         assert calls == [2]  # refused once (the other writer's bytes are not its own), then applied
     assert await _stored(server, prefix, change) == 3  # both acknowledged updates are stored
+
+
+async def _primed(session: RedisSession, change: Kind) -> tuple[Counter | Agent, list[int], Callable[[], None]]:
+    """Session "s" saved and updated once (the script is known); its module, and a change that counts its calls."""
+    module = change.module()
+    await session.asave("s", **change.named(module))
+    await session.aupdate("s", lambda: change.change(module), **change.named(module))
+    calls = [0]
+
+    def counted() -> None:
+        calls[0] += 1
+        change.change(module)
+
+    return module, calls, counted
+
+
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+@pytest.mark.parametrize("later", [1, 2], ids=["one-later-write", "kept-minus-one-later"])
+async def test_a_retry_finds_its_landed_write_under_later_writes(
+    redis_server: RedisServer,
+    scriptless_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    lua: bool,
+    later: int,
+) -> None:
+    """This write lands, its reply is lost, and other writers write over it before the retry asks:
+    the retry used to find another write id and report a conflict, and update() applied its change twice."""
+    monkeypatch.setattr(_redis_ids, "KEPT", 3)  # this write's id and the ``later`` ones' are all kept
+    server, change = (redis_server if lua else scriptless_server), Kind(kind)
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix) as other,
+    ):
+        module = change.module()
+        await session.asave("s", **change.named(module))
+        await session.aupdate("s", lambda: change.change(module), **change.named(module))  # the script is known
+        calls = [0]
+
+        def counted() -> None:
+            calls[0] += 1
+            change.change(module)
+
+        async def others_write_over_it() -> None:
+            for _ in range(later):
+                others = change.module()
+                await other.aupdate("s", lambda: change.change(others), **change.named(others))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=others_write_over_it)
+        await session.aupdate("s", counted, **change.named(module))
+        assert proxy.lost == 1
+        assert calls == [1]  # applied once: the retry found its own id among those kept
+    assert await _stored(server, prefix, change) == 2 + later
+
+
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_retry_whose_id_was_pushed_out_says_the_write_may_have_been_applied(
+    redis_server: RedisServer, scriptless_server: RedisServer, monkeypatch: pytest.MonkeyPatch, kind: str, lua: bool
+) -> None:
+    """As many writes as ids are kept came after the lost one: whether it landed cannot be told."""
+    monkeypatch.setattr(_redis_ids, "KEPT", 2)
+    server, change = (redis_server if lua else scriptless_server), Kind(kind)
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix) as other,
+    ):
+        module, calls, counted = await _primed(session, change)
+
+        async def others_push_it_out() -> None:
+            for _ in range(2):
+                others = change.module()
+                await other.aupdate("s", lambda: change.change(others), **change.named(others))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=others_push_it_out)
+        with pytest.raises(WriteOutcomeUnknownError, match="no longer among the last 2 kept.*may or may not have"):
+            await session.aupdate("s", counted, **change.named(module))
+        assert calls == [1]  # not applied again on a guess
+    assert await _stored(server, prefix, change) == 4  # it had landed: 1 + this one + the 2 others
+
+
+@pytest.mark.parametrize("kind", ["counter", "agent"])
+@pytest.mark.parametrize(
+    ("lua", "landing"),
+    [(True, b"EVALSHA"), (False, b"EXEC"), (False, b"GET")],
+    ids=["script", "watch-multi-before-its-exec", "watch-multi-before-its-read"],
+)
+async def test_a_write_that_lands_late_during_its_retry_is_applied_once(
+    redis_server: RedisServer, scriptless_server: RedisServer, kind: str, lua: bool, landing: bytes
+) -> None:
+    """The first send reaches the server after the retry looked for its id, just before the retry's
+    own write (or its read of the value: GET, GETRANGE): on the WATCH path the retry's EXEC then failed,
+    or the value did not match, and either was reported as a conflict."""
+    server, change = (redis_server if lua else scriptless_server), Kind(kind)
+    prefix = f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+    ):
+        module, calls, counted = await _primed(session, change)
+
+        proxy.hold(b"EVALSHA" if lua else b"EXEC", landing)
+        await session.aupdate("s", counted, **change.named(module))
+        assert proxy.lost == 1
+        assert calls == [1]
+    assert await _stored(server, prefix, change) == 2
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_retried_delete_does_not_delete_the_session_saved_after_it(
+    redis_server: RedisServer, scriptless_server: RedisServer, lua: bool
+) -> None:
+    """The delete lands, its reply is lost, another writer saves the session anew: sent again, the
+    delete used to find another write id, delete the new session too and say there was one."""
+    server, prefix = (redis_server if lua else scriptless_server), f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix) as other,
+    ):
+        await session.asave("s", counter=Counter(count=1))
+        await session.adelete("warm-up")  # the script is known
+
+        async def saved_anew() -> None:
+            await other.asave("s", counter=Counter(count=7))
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=saved_anew)
+        assert await session.adelete("s") is True
+        assert proxy.lost == 1
+        counter = Counter()
+        await other.aload("s", allow_not_exist=False, counter=counter)
+        assert counter.count == 7  # the other writer's session is still there
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_write_id_of_the_previous_format_counts_as_one_id_and_becomes_a_list(
+    redis_server: RedisServer, scriptless_server: RedisServer, lua: bool
+) -> None:
+    """The previous statekit kept one id as a string: a retry reads it, and the next write replaces it."""
+    server, prefix = (redis_server if lua else scriptless_server), f"ids-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix, key_ttl=600) as session,
+    ):
+        client, counter = session.get_client(), Counter()
+        companion = f"{session.session_key('s')}:write-id"
+        await session.asave("s", counter=counter)
+        await client.set(companion, "0123456789abcdef")  # a previous statekit's write id
+        await session.aupdate("s", lambda: setattr(counter, "count", counter.count + 1), counter=counter)
+        assert await client.type(companion) == b"list"
+        assert await client.llen(companion) == 1
+        assert 590 <= await client.ttl(companion) <= 600
+        calls = [0]
+
+        def counted() -> None:
+            calls[0] += 1
+            counter.count += 1
+
+        async def downgraded() -> None:  # as if the previous statekit had stored this write's id
+            newest = await client.lindex(companion, 0)
+            assert newest is not None
+            await client.set(companion, newest)
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=downgraded)
+        await session.aupdate("s", counted, counter=counter)
+        assert proxy.lost == 1
+        assert calls == [1]  # the retry found its id in the string
+        await session.aupdate("s", counted, counter=counter)  # the next write makes it a list again
+        assert await client.type(companion) == b"list"
+        assert await session.adelete("s") is True
+        assert await client.type(companion) == b"list"  # the delete's id joins the others for a while
+        assert await client.llen(companion) == 2
+        assert await session.alist_sessions() == []
 
 
 @pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])

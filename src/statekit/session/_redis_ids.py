@@ -1,16 +1,21 @@
 """Write ids beside Redis values: a write sent again after a lost reply recognises its own write, and only it.
 
 Every conditional write (the compare-and-set script, the delta script, their
-``WATCH``/``MULTI`` twins) carries a random id, and stores it in the same
-atomic step in a small companion key, :func:`id_key`: the session key followed
-by ``:write-id`` (on a Redis Cluster, plus a hash tag when needed, so that it
-lives in the value's slot). The value's bytes, and so its revision, stay as
-they were. A write sent again after its reply was lost answers "done" only when
-the companion holds its own id; identical bytes stored by another writer are
-not taken for its own. A value without a companion (written by AgentScope or
-an older statekit) is never "mine". The companion expires with the value, and
-a delete leaves its own id there for :func:`tombstone_seconds`, so that a
-delete sent again knows it was done.
+``WATCH``/``MULTI`` twins) and every delete carries a random id, and pushes it
+in the same atomic step onto a small companion list, :func:`id_key`: the
+session key followed by ``:write-id`` (on a Redis Cluster, plus a hash tag when
+needed, so that it lives in the value's slot), which keeps the last
+:data:`KEPT` ids. The value's bytes, and so its revision, stay as they were. A
+write sent again after its reply was lost answers "done" when its own id is
+kept; identical bytes stored by another writer are not taken for its own. An
+id that is not kept while fewer than :data:`KEPT` are means the write never
+landed; when :data:`KEPT` are kept, later writes may have pushed it out, and
+the answer is :data:`UNKNOWN`. A value without a companion (written by
+AgentScope or an older statekit) is never "mine"; a companion of the previous
+format (one id, a string) counts as that one id and becomes a list at the next
+write. The companion expires with the value, and a delete leaves it for
+:func:`tombstone_seconds`, so that a delete (or a write) sent again knows it
+was done.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import functools
 import itertools
 import secrets
 from binascii import crc_hqx
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -27,34 +33,76 @@ from redis.asyncio.cluster import ClusterPipeline, RedisCluster
 from redis.client import NEVER_DECODE
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from statekit.session._redis_once import Sending, executed
+from statekit.errors import WriteOutcomeUnknownError
+from statekit.session._redis_once import Sending, executed, flag
 
 ID_SUFFIX = ":write-id"
 """What follows the session key in its companion's name (never ``:state``: listing does not see it)."""
 
+KEPT = 32
+"""How many write ids the companion keeps: a retry whose id was pushed out by as many later
+writes cannot tell whether it landed. Read at each write (tests make it smaller)."""
+
+NOT_DONE, DONE, UNKNOWN = 0, 1, 2
+"""The scripts' answers: the write was refused (a conflict, or no value to delete), it was done,
+or a retry's id may have been pushed out of the companion (:data:`KEPT` later writes)."""
+
 MINE = """
-if ARGV[#ARGV] == 'retry' and redis.call('GET', KEYS[2]) == ARGV[#ARGV - 1] then return 1 end
+local id, kept = ARGV[#ARGV - 2], tonumber(ARGV[#ARGV - 1])
+local function seen()
+  local kind = redis.call('TYPE', KEYS[2])['ok']
+  if kind == 'string' then
+    if redis.call('GET', KEYS[2]) == id then return 1 end
+    return 0
+  end
+  if kind ~= 'list' then return 0 end
+  local ids = redis.call('LRANGE', KEYS[2], 0, -1)
+  for _, each in ipairs(ids) do
+    if each == id then return 1 end
+  end
+  if #ids >= kept then return 2 end
+  return 0
+end
+if ARGV[#ARGV] == 'retry' then
+  local found = seen()
+  if found ~= 0 then return found end
+end
+local function push()
+  local length = redis.pcall('LPUSH', KEYS[2], id)
+  if type(length) == 'table' then
+    redis.call('DEL', KEYS[2])
+    length = redis.call('LPUSH', KEYS[2], id)
+  end
+  if length > kept then redis.call('LTRIM', KEYS[2], 0, kept - 1) end
+end
 local function stamp()
+  push()
   local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then redis.call('SET', KEYS[2], ARGV[#ARGV - 1], 'PX', ttl)
-  else redis.call('SET', KEYS[2], ARGV[#ARGV - 1]) end
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) else redis.call('PERSIST', KEYS[2]) end
 end
 """
-"""Prepended to the write scripts (KEYS[2]: the companion; ARGV[#ARGV - 1]: the write id, ARGV[#ARGV]:
-'retry' or ''): a retry whose id is stored answers "done"; ``stamp()`` stores the id, expiring with the value."""
+"""Prepended to the write scripts (KEYS[2]: the companion; ARGV[#ARGV - 2]: the write id, ARGV[#ARGV - 1]:
+how many ids are kept, ARGV[#ARGV]: 'retry' or ''): a retry whose id is kept answers 1 ("done"), one whose id
+may have been pushed out answers 2; ``stamp()`` pushes the id, the companion expiring with the value. A
+companion of the previous format (a string) is one id, replaced by a list at the next write."""
 
-DELETE = """
-if ARGV[#ARGV] == 'retry' and redis.call('GET', KEYS[2]) == ARGV[1] then return 1 end
+DELETE = MINE + """
 if redis.call('DEL', KEYS[1]) == 0 then
   if redis.call('PTTL', KEYS[2]) == -1 then redis.call('DEL', KEYS[2]) end
   return 0
 end
-redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+push()
+redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
-"""Delete KEYS[1]; when there was one, leave the delete's id (ARGV[1]) for ARGV[2] seconds. When there was
-none, a write id left without expiry (its value deleted by another program) goes too; one that expires may be
-another delete's, which its own retry may still look for."""
+"""Delete KEYS[1]; when there was one, push the delete's id and keep the ids for ARGV[1] seconds. When there was
+none, a companion left without expiry (its value deleted by another program) goes too; one that expires may hold
+another delete's id, which its own retry may still look for."""
+
+
+def id_args(write_id: str, retried: bool) -> tuple[str, str, str]:
+    """The scripts' last arguments: the write id, how many ids are kept (:data:`KEPT`), the retry flag."""
+    return write_id, str(KEPT), flag(retried)
 
 
 def new_id() -> str:
@@ -97,15 +145,47 @@ def _searched(plain: str, slot: int) -> str:
     )
 
 
-async def mine(pipe: Pipeline | ClusterPipeline, companion: str, write_id: str) -> bool:
-    """For a retry on the ``WATCH`` path: whether the companion holds this write's id."""
-    return bool(await pipe.execute_command("GET", companion, **{NEVER_DECODE: True}) == write_id.encode())
+async def looked_at(
+    pipe: Pipeline | ClusterPipeline, companion: str, write_id: str, retried: bool
+) -> tuple[int, bool]:
+    """On the ``WATCH`` path, before ``MULTI``: for a retry, what the kept ids say (:data:`DONE`,
+    :data:`UNKNOWN`, else :data:`NOT_DONE`, as ``seen()`` in :data:`MINE`); and whether the companion
+    is of the previous format (a string: :func:`pushed` replaces it)."""
+    kind = await pipe.execute_command("TYPE", companion, **{NEVER_DECODE: True})
+    kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+    replace = kind not in ("list", "none")
+    if not retried or kind not in ("list", "string"):
+        return NOT_DONE, replace
+    ids: Any  # bytes: a list of them, or the one string of the previous format
+    if kind == "string":
+        ids = [await pipe.execute_command("GET", companion, **{NEVER_DECODE: True})]
+    else:
+        ids = await pipe.execute_command("LRANGE", companion, 0, -1, **{NEVER_DECODE: True})
+    if write_id.encode() in ids:
+        return DONE, replace
+    return (UNKNOWN if kind == "list" and len(ids) >= KEPT else NOT_DONE), replace
+
+
+def pushed(pipe: Pipeline | ClusterPipeline, companion: str, write: tuple[str, bool], expiry: dict[str, Any]) -> None:
+    """Queue, after ``MULTI``, what ``stamp()`` in :data:`MINE` does (``write``: the id, and whether the
+    companion is a string to replace; ``expiry``: from :func:`companion_expiry`, none: persist)."""
+    write_id, replace = write
+    if replace:
+        pipe.delete(companion)
+    pipe.lpush(companion, write_id)
+    pipe.ltrim(companion, 0, KEPT - 1)
+    if "ex" in expiry:
+        pipe.expire(companion, expiry["ex"])
+    elif "px" in expiry:
+        pipe.pexpire(companion, expiry["px"])
+    else:
+        pipe.persist(companion)
 
 
 async def companion_expiry(
     pipe: Pipeline | ClusterPipeline, name: str, key_ttl: int | None, keeps: bool
 ) -> dict[str, Any]:
-    """``SET``'s expiry options for the companion on the ``WATCH`` path: the value's TTL after the write
+    """The companion's expiry on the ``WATCH`` path: the value's TTL after the write
     (``key_ttl``; else, when the write ``keeps`` the value's own, that one, read while watched; else none)."""
     if key_ttl is not None:
         return {"ex": key_ttl}
@@ -115,24 +195,76 @@ async def companion_expiry(
     return {"px": left} if left > 0 else {}
 
 
-async def deleted_watching(
-    client: Redis | RedisCluster, keys: tuple[str, str], delete: tuple[str, int], attempt: tuple[bool, Sending]
-) -> bool:
-    """:data:`DELETE` with ``WATCH``/``MULTI``, for servers that run no Lua (``keys``: the value's and
-    its companion's; ``delete``: the delete's id and how long it stays; ``attempt``: sent again?, its ``Sending``)."""
-    (name, companion), (write_id, seconds), (retried, sending) = keys, delete, attempt
+Pipe = Pipeline | ClusterPipeline
+
+Planned = tuple[Callable[[Pipe], object], dict[str, Any]] | None
+"""What a ``WATCH`` write's reads decided: what to queue after ``MULTI`` and the companion's expiry (as
+:func:`companion_expiry` gives it), or ``None``: the value is not the one expected."""
+
+
+async def watched(
+    client: Redis | RedisCluster,
+    keys: tuple[str, str],
+    write: tuple[str, bool, Sending],
+    reads: Callable[[Pipe], Awaitable[Planned]],
+    again: bool = False,
+) -> int:
+    """A conditional write with ``WATCH``/``MULTI``, for servers that run no Lua; it answers as the scripts do.
+
+    ``keys``: the value's and its companion's; ``write``: the id, whether it is sent again, its
+    ``Sending``; ``reads``: reads the watched value (its last read just before ``EXEC``) and plans the
+    write; ``again``: look again after a failed ``EXEC`` even on a first send (a delete). A retry's
+    first send may land at any point meanwhile: before the value is read, then a value that does not
+    match sends the retry to the ids again; after it, then the retry's ``EXEC`` fails, and it looks again.
+    """
+    (name, companion), (write_id, retried, sending) = keys, write
     while True:
         async with client.pipeline(transaction=True) as pipe:
             await pipe.watch(name)
-            if retried and await mine(pipe, companion, write_id):
-                return True
-            if not await pipe.exists(name):
-                if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
-                    await pipe.delete(companion)
-                return False
+            found, replace = await looked_at(pipe, companion, write_id, retried)
+            if found != NOT_DONE:
+                return found
+            planned = await reads(pipe)
+            if planned is None:  # leaving the block resets the pipeline, which unwatches
+                return (await looked_at(pipe, companion, write_id, retried))[0] if retried else NOT_DONE
+            queue, expiry = planned
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.delete(name)
-            pipe.set(companion, write_id, ex=seconds)
+            queue(pipe)
+            pushed(pipe, companion, (write_id, replace), expiry)
             if await executed(pipe, sending):
-                return True
-        # the value changed between EXISTS and EXEC: look again (within the operation's timeout)
+                return DONE
+            if not (retried or again):
+                return NOT_DONE  # another writer changed the value between the reads and EXEC
+        # the value changed before EXEC (maybe by this write's first send): look again, within the timeout
+
+
+async def deleted_watching(
+    client: Redis | RedisCluster, keys: tuple[str, str], delete: tuple[str, int], attempt: tuple[bool, Sending]
+) -> int:
+    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: the value's and its companion's; ``delete``: the
+    delete's id and how long the ids stay; ``attempt``: sent again?, its ``Sending``)."""
+    (name, companion), (write_id, seconds) = keys, delete
+
+    async def reads(pipe: Pipe) -> Planned:
+        if await pipe.exists(name):
+            return (lambda queued: queued.delete(name)), {"ex": seconds}
+        if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
+            await pipe.delete(companion)
+        return None
+
+    return await watched(client, keys, (write_id, *attempt), reads, again=True)
+
+
+def answered(outcome: int, where: str) -> bool:
+    """A write's answer (:data:`DONE`, :data:`NOT_DONE`) as a bool; ``where``: the server, for the error.
+
+    Raises:
+        WriteOutcomeUnknownError: The answer is :data:`UNKNOWN`.
+    """
+    if outcome == UNKNOWN:
+        raise WriteOutcomeUnknownError(
+            f"Redis at {where}: a write was sent but its reply was lost; asked again, its write id was no longer "
+            f"among the last {KEPT} kept (as many writes came since): the write may or may not have been applied "
+            "(load the session to see which)"
+        )
+    return outcome == DONE

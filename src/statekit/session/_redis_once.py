@@ -7,11 +7,11 @@ another writer". So a write is sent here exactly once, on a connection of its
 own. When its reply is lost after it was sent (a timeout, a dropped
 connection), the same write is sent again marked as a retry: the scripts (and
 the ``WATCH``/``MULTI`` twins) then answer "done" when the write's own id is
-stored beside the value (see :mod:`._redis_ids`), so the answer says whether
-the lost write landed. That is asked until the
-server answers or another ``timeout`` runs out; then
-:class:`~statekit.errors.WriteOutcomeUnknownError` says that the write may or
-may not have been applied.
+among those kept beside the value (see :mod:`._redis_ids`), so the answer says
+whether the lost write landed (or that it cannot be told, when later writes may
+have pushed the id out). That is asked until the server answers or another
+``timeout`` runs out; then :class:`~statekit.errors.WriteOutcomeUnknownError`
+says that the write may or may not have been applied.
 """
 
 from __future__ import annotations

@@ -53,14 +53,18 @@ try:
     from statekit.session._redis_ids import (
         DELETE,
         MINE,
+        Pipe,
+        Planned,
+        answered,
         companion_expiry,
         deleted_watching,
+        id_args,
         id_key,
-        mine,
         new_id,
         tombstone_seconds,
+        watched,
     )
-    from statekit.session._redis_once import Sending, executed, flag, send_once, write_once  # they need redis too
+    from statekit.session._redis_once import Sending, send_once, write_once  # they need redis too
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
         "RedisSession needs the redis package: pip install 'statekit[redis]'"
@@ -108,7 +112,8 @@ stamp()
 return 1
 """
 """Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL, '' or 'keep' (the key's own);
-ARGV[4]: the write's id, stored in KEYS[2]; ARGV[5]: 'retry' after a lost reply (see _redis_once, _redis_ids)."""
+ARGV[4]: the write's id, pushed onto KEYS[2]; ARGV[5]: how many ids it keeps; ARGV[6]: 'retry' after a lost
+reply (see _redis_once, _redis_ids). Answers 1 (written), 0 (changed by another writer), 2 (unknown after a retry)."""
 
 _COMPARE_AND_SET_SHA = hashlib.sha1(_COMPARE_AND_SET.encode(), usedforsecurity=False).hexdigest()
 
@@ -332,28 +337,28 @@ class RedisSession(SessionBase):
         ttl = self._ttl_arg()
         at, field = ("", b"") if count is None else (str(count[0]), count[1])
         write_id = new_id()
-        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field, write_id)
+        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field)
         name = self._key(key)
 
-        async def attempt(retried: bool, sending: Sending) -> bool:
+        async def attempt(retried: bool, sending: Sending) -> int:
             if self._lua:
                 try:
-                    return await self._eval(_IF_BASE, _IF_BASE_SHA, name, sending, *args, flag(retried))
+                    return await self._eval(_IF_BASE, _IF_BASE_SHA, name, sending, *args, *id_args(write_id, retried))
                 except _redis_errors.ResponseError as err:
                     if not _refuses_scripts(err):
                         raise
                     self._lua = False
             return await self._if_base_watch(name, base, data, (mode, count), (write_id, retried, sending))
 
-        return await write_once(lambda: self._errors(key), attempt)
+        return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
 
-    async def _eval(self, script: str, sha: str, name: str, sending: Sending, *args: Any) -> bool:
-        """Run a script on ``name`` and its companion (:func:`id_key`)."""
+    async def _eval(self, script: str, sha: str, name: str, sending: Sending, *args: Any) -> int:
+        """Run a script on ``name`` and its companion (:func:`id_key`); its answer (``DONE``...)."""
         keys = (2, name, self._id_key(name))
         try:
-            return bool(await send_once(self._client, sending, name, "EVALSHA", sha, *keys, *args))
+            return int(await send_once(self._client, sending, name, "EVALSHA", sha, *keys, *args))
         except _redis_errors.NoScriptError:  # EVAL caches it on this node only (SCRIPT LOAD needs all of them)
-            return bool(await send_once(self._client, sending, name, "EVAL", script, *keys, *args))
+            return int(await send_once(self._client, sending, name, "EVAL", script, *keys, *args))
 
     def _id_key(self, name: str) -> str:
         return id_key(name, isinstance(self._client, RedisCluster))
@@ -365,24 +370,23 @@ class RedisSession(SessionBase):
         data: bytes,
         change: tuple[str, tuple[int, bytes] | None],
         attempt: tuple[str, bool, Sending],
-    ) -> bool:
+    ) -> int:
         """The same as ``_IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
         (``change``: the mode and the header's count to write; ``attempt``: the write's id, whether it is
         sent again, its ``Sending``)."""
-        (mode, count), (write_id, retried, sending) = change, attempt
-        companion = self._id_key(name)
-        async with self._client.pipeline(transaction=True) as pipe:
-            await pipe.watch(name)
-            if retried and await mine(pipe, companion, write_id):
-                return True
+        mode, count = change
+
+        async def reads(pipe: Pipe) -> Planned:
             expiry = await companion_expiry(pipe, name, self.key_ttl, mode != "set" or self._keep_ttl)
             # raw bytes even from a decode_responses client: 512 bytes may end inside a character
             head = await pipe.execute_command("GETRANGE", name, 0, HEAD_BYTES - 1, **{NEVER_DECODE: True})
             if not isinstance(head, bytes) or doc_token(head) != base.token:
-                return False
+                return None
             if await pipe.strlen(name) != base.doc_len + base.log_len:
-                return False
-            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                return None
+            return queue, expiry
+
+        def queue(pipe: Pipe) -> None:
             if mode == "set":
                 pipe.set(name, data, **self._expiry())
             elif data:
@@ -391,8 +395,8 @@ class RedisSession(SessionBase):
                 pipe.setrange(name, *count)
             if mode != "set" and self.key_ttl is not None:
                 pipe.expire(name, self.key_ttl)
-            pipe.set(companion, write_id, **expiry)
-            return await executed(pipe, sending)
+
+        return await watched(self._client, (name, self._id_key(name)), attempt, reads)
 
     def _ttl_arg(self) -> str:
         """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
@@ -416,10 +420,10 @@ class RedisSession(SessionBase):
             return await self._if_base(key, expected.base, data, "set")
         name, write_id = self._key(key), new_id()
 
-        async def attempt(retried: bool, sending: Sending) -> bool:
+        async def attempt(retried: bool, sending: Sending) -> int:
             if self._lua:
                 try:
-                    args = (data, expected.revision, self._ttl_arg(), write_id, flag(retried))
+                    args = (data, expected.revision, self._ttl_arg(), *id_args(write_id, retried))
                     return await self._eval(_COMPARE_AND_SET, _COMPARE_AND_SET_SHA, name, sending, *args)
                 except _redis_errors.ResponseError as err:
                     if not _refuses_scripts(err):
@@ -427,42 +431,37 @@ class RedisSession(SessionBase):
                     self._lua = False  # a server without scripting (fakeredis, some proxies, an ACL)
             return await self._compare_and_set_watch(name, data, expected, (write_id, retried, sending))
 
-        return await write_once(lambda: self._errors(key), attempt)
+        return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
 
     async def _compare_and_set_watch(
         self, name: str, data: bytes, expected: Expected, attempt: tuple[str, bool, Sending]
-    ) -> bool:
+    ) -> int:
         """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
-        write_id, retried, sending = attempt
-        companion = self._id_key(name)
-        async with self._client.pipeline(transaction=True) as pipe:
-            await pipe.watch(name)
-            if retried and await mine(pipe, companion, write_id):
-                return True
+
+        async def reads(pipe: Pipe) -> Planned:
             expiry = await companion_expiry(pipe, name, self.key_ttl, self._keep_ttl)
             current = await pipe.get(name)
             if not expected.matches(current.encode("utf-8") if isinstance(current, str) else current):
-                return False  # leaving the block resets the pipeline, which unwatches
-            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.set(name, data, **self._expiry())
-            pipe.set(companion, write_id, **expiry)
-            return await executed(pipe, sending)  # False: another writer changed the key between GET and EXEC
+                return None
+            return (lambda queued: queued.set(name, data, **self._expiry())), expiry
+
+        return await watched(self._client, (name, self._id_key(name)), attempt, reads)
 
     async def _delete(self, key: SessionKey) -> bool:
-        name, write_id = self._key(key), new_id()
-        args = (write_id, tombstone_seconds(self.timeout))
+        name, write_id, seconds = self._key(key), new_id(), tombstone_seconds(self.timeout)
 
-        async def attempt(retried: bool, sending: Sending) -> bool:
+        async def attempt(retried: bool, sending: Sending) -> int:
             if self._lua:
                 try:
-                    return await self._eval(DELETE, _DELETE_SHA, name, sending, *args, flag(retried))
+                    return await self._eval(DELETE, _DELETE_SHA, name, sending, seconds, *id_args(write_id, retried))
                 except _redis_errors.ResponseError as err:
                     if not _refuses_scripts(err):
                         raise
                     self._lua = False
-            return await deleted_watching(self._client, (name, self._id_key(name)), args, (retried, sending))
+            keys = (name, self._id_key(name))
+            return await deleted_watching(self._client, keys, (write_id, seconds), (retried, sending))
 
-        return await write_once(lambda: self._errors(key), attempt)
+        return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
 
     async def _exists(self, key: SessionKey) -> bool:
         async with self._errors(key):
