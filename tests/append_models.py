@@ -49,3 +49,11 @@ class TextMemory(StateModule):
     """A memory of :class:`Msg` alone (no note): loads what :class:`NumberedMemory` saved, but for the texts."""
 
     content: list[Msg] = state_field(factory=list, append_only=True)
+
+
+@stateful
+class KeyedMemory(StateModule):
+    """A memory with a secret API key (encrypted at rest under a session's ``secret_key``)."""
+
+    api_key: str = state_field(default="", secret=True)
+    content: list[Msg] = state_field(factory=list, append_only=True)

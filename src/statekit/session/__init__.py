@@ -3,6 +3,8 @@
 - :class:`JSONSession`, :class:`YAMLSession`: one file per session under a folder.
 - :class:`RedisSession`: one Redis key per session (needs ``statekit[redis]``;
   imported on first use, so the rest works without it).
+- :class:`PostgresSession`: one row per session in a PostgreSQL table (needs
+  ``statekit[postgres]``; imported on first use too).
 - :class:`SessionBase`: the base class of every backend, and of your own.
 """
 
@@ -18,6 +20,7 @@ from statekit.session.json import JSONSession
 from statekit.session.yaml import YAMLSession
 
 if TYPE_CHECKING:
+    from statekit.session.postgres import PostgresSession
     from statekit.session.redis import RedisSession
 
 __all__ = [
@@ -26,6 +29,7 @@ __all__ = [
     "MISSING_REVISION",
     "Expected",
     "JSONSession",
+    "PostgresSession",
     "RedisSession",
     "SessionBase",
     "SessionKey",
@@ -40,4 +44,8 @@ def __getattr__(name: str) -> Any:
         from statekit.session.redis import RedisSession  # noqa: PLC0415 - the optional extra
 
         return RedisSession
+    if name == "PostgresSession":
+        from statekit.session.postgres import PostgresSession  # noqa: PLC0415 - the optional extra
+
+        return PostgresSession
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
