@@ -28,8 +28,7 @@ from statekit.errors import (
     SessionError,
 )
 from statekit.session import MISSING_REVISION
-from statekit.session.postgres import GRACE, PostgresSession
-from statekit.session._pg_sql import SCHEMA_VERSION, ddl_text
+from statekit.session.postgres import GRACE, SCHEMA_VERSION, PostgresSession
 from statekit.testing import Counter, PostgresServer, SessionContract
 from workers import run_workers
 
@@ -292,7 +291,7 @@ def test_the_documented_ddl_is_what_runs() -> None:
     from pathlib import Path
 
     page = (Path(__file__).parent.parent / "docs" / "backends.md").read_text(encoding="utf-8")
-    assert ddl_text() in page
+    assert PostgresSession.schema_ddl() in page
 
 
 def test_init_db_creates_the_tables(postgres_dsn: str, table: str) -> None:
@@ -306,3 +305,14 @@ def test_init_db_creates_the_tables(postgres_dsn: str, table: str) -> None:
     assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(SCHEMA_VERSION,)]
 
 
+
+
+def test_init_db_print_shows_the_ddl_without_connecting(capsys: pytest.CaptureFixture[str]) -> None:
+    from statekit.cli import main
+
+    assert main(["init-db", "--print", "--table", "agent_sessions"]) == 0
+    assert capsys.readouterr().out == PostgresSession.schema_ddl("agent_sessions") + "\n"
+    assert main(["init-db", "redis://localhost:6379/0"]) == 2
+    assert "postgresql://" in capsys.readouterr().err
+    assert main(["init-db", "--print", "--table", "a;b"]) == 1
+    assert "table must be a plain SQL name" in capsys.readouterr().err

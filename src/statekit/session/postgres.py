@@ -48,11 +48,11 @@ try:
         redacted,
         translated,
     )
-    from statekit.session._pg_sql import LOCK, SCHEMA_VERSION, Statements
+    from statekit.session._pg_sql import LOCK, SCHEMA_VERSION, Statements, ddl_text
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without psycopg
     raise MissingExtraError("PostgresSession needs psycopg 3: pip install 'statekit[postgres]'") from _missing
 
-__all__ = ["PostgresSession"]
+__all__ = ["SCHEMA_VERSION", "PostgresSession"]
 
 TIMEOUT = 5.0
 """Seconds to connect, and for each statement, unless ``timeout`` is given."""
@@ -109,8 +109,7 @@ class PostgresSession(SessionBase):
         create_schema: bool = True,
         **connect_options: Any,
     ) -> None:
-        if not isinstance(table, str) or not _TABLE.fullmatch(table):
-            raise SessionError(f"table must be a plain SQL name (letters, digits, _; at most 41), got {table!r}")
+        _check_table(table)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 or not math.isfinite(timeout):
             raise SessionError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
@@ -172,6 +171,15 @@ class PostgresSession(SessionBase):
                 f"not a usable PostgreSQL URL {redacted(url, secret)!r}: {redacted(str(err), secret)}"
             ) from None
         return cls(url, **options)
+
+    @staticmethod
+    def schema_ddl(table: str = "statekit_sessions") -> str:
+        """The SQL that creates the tables (what ``statekit init-db`` and the first use run), for operators.
+
+        Raises:
+            SessionError: ``table`` is not a plain SQL name.
+        """
+        return ddl_text(_check_table(table))
 
     async def init_schema(self) -> int:
         """Create the tables when missing (as the first use does) and return the schema version.
@@ -320,6 +328,12 @@ class PostgresSession(SessionBase):
 
     def _where(self, key: SessionKey | None) -> str:
         return self.address if key is None else self._source(key)
+
+
+def _check_table(table: object) -> str:
+    if not isinstance(table, str) or not _TABLE.fullmatch(table):
+        raise SessionError(f"table must be a plain SQL name (letters, digits, _; at most 41), got {table!r}")
+    return table
 
 
 def _params(key: SessionKey) -> dict[str, Any]:
