@@ -110,11 +110,8 @@ class PostgresSession(SessionBase):
         **connect_options: Any,
     ) -> None:
         _check_table(table)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 or not math.isfinite(timeout):
-            raise SessionError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise SessionError(f"pool_size must be a positive whole number, got {pool_size!r}")
-        self.timeout = float(timeout)
+        self.timeout = _check_timeout(timeout)
+        pool_size = _check_pool_size(pool_size)
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
         self.create_schema = check_flag(create_schema, "create_schema", SessionError)
@@ -159,9 +156,8 @@ class PostgresSession(SessionBase):
         Raises:
             SessionError: The URL is not a usable PostgreSQL URL (the password is never echoed).
         """
-        scheme = url.partition("://")[0] if isinstance(url, str) else ""
-        if scheme not in SCHEMES:
-            shown = redacted(url, _url_password(url)) if isinstance(url, str) else repr(url)
+        if _scheme(url) not in SCHEMES:
+            shown = redacted(str(url), _url_password(str(url)))
             raise SessionError(f"not a PostgreSQL URL {shown!r}: it must start with postgresql:// or postgres://")
         try:
             psycopg.conninfo.conninfo_to_dict(url)
@@ -328,6 +324,22 @@ class PostgresSession(SessionBase):
 
     def _where(self, key: SessionKey | None) -> str:
         return self.address if key is None else self._source(key)
+
+
+def _scheme(url: object) -> str:
+    return url.partition("://")[0] if isinstance(url, str) else ""
+
+
+def _check_timeout(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        raise SessionError(f"timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_pool_size(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SessionError(f"pool_size must be a positive whole number, got {value!r}")
+    return value
 
 
 def _check_table(table: object) -> str:
