@@ -114,7 +114,7 @@ USERS: Final[LiteralString] = "SELECT DISTINCT user_id FROM {t}"
 
 
 class Statements:
-    """The statements of one sessions table, composed once."""
+    """The statements of one sessions table, composed once (as bytes: nothing is composed per call)."""
 
     def __init__(self, table: str) -> None:
         self.table = table
@@ -124,14 +124,18 @@ class Statements:
             "s": sql.Identifier(SCHEMA_TABLE),
             "t_by_session": sql.Identifier(f"{table}_session_id"),
         }
-        self.ddl = sql.SQL(DDL).format(**names, name=sql.Literal(table), version=sql.Literal(SCHEMA_VERSION))
-        self.version = sql.SQL(VERSION).format(**names)
-        self.writes = {kind: sql.SQL(WRITE).format(write=sql.SQL(text).format(**names), **names) for kind, text in WRITE_KINDS.items()}
-        self.append, self.at_base = sql.SQL(APPEND).format(**names), sql.SQL(AT_BASE).format(**names)
-        self.read, self.read_locked = sql.SQL(READ).format(**names), sql.SQL(READ_LOCKED).format(**names)
-        self.exists, self.delete = sql.SQL(EXISTS).format(**names), sql.SQL(DELETE).format(**names)
-        self.list, self.list_some = sql.SQL(LIST).format(**names), sql.SQL(LIST_SOME).format(**names)
-        self.owners, self.users = sql.SQL(OWNERS).format(**names), sql.SQL(USERS).format(**names)
+
+        def composed(text: LiteralString, **more: sql.Composable) -> bytes:
+            return sql.SQL(text).format(**names, **more).as_bytes(None)
+
+        self.ddl = composed(DDL, name=sql.Literal(table), version=sql.Literal(SCHEMA_VERSION))
+        self.version = composed(VERSION)
+        self.writes = {kind: composed(WRITE, write=sql.SQL(text).format(**names)) for kind, text in WRITE_KINDS.items()}
+        self.append, self.at_base = composed(APPEND), composed(AT_BASE)
+        self.read, self.read_locked = composed(READ), composed(READ_LOCKED)
+        self.exists, self.delete = composed(EXISTS), composed(DELETE)
+        self.list, self.list_some = composed(LIST), composed(LIST_SOME)
+        self.owners, self.users = composed(OWNERS), composed(USERS)
 
 
 def ddl_text(table: str = "statekit_sessions") -> str:
