@@ -9,6 +9,9 @@ our password, missing the database or blocking a statement.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,10 +29,11 @@ from statekit.errors import (
     BackendUnavailableError,
     ConflictError,
     SessionError,
+    WriteOutcomeUnknownError,
 )
 from statekit.session import MISSING_REVISION
 from statekit.session.postgres import GRACE, SCHEMA_VERSION, PostgresSession
-from statekit.testing import Counter, PostgresServer, SessionContract
+from statekit.testing import Counter, PostgresServer, SessionContract, local_postgres_server
 from workers import run_workers
 
 pytestmark = pytest.mark.postgres
@@ -214,9 +218,47 @@ def test_a_silent_server_is_unavailable_within_the_timeout(table: str) -> None:
         port = silent.getsockname()[1]
         started = time.monotonic()
         with PostgresSession.from_url(f"postgresql://u@127.0.0.1:{port}/db", table=table, timeout=2) as session:
-            with pytest.raises(BackendUnavailableError):
-                session.load("chat", counter=Counter())
+            with pytest.raises(BackendUnavailableError) as caught:
+                session.save("chat", counter=Counter())
+            assert not isinstance(caught.value, WriteOutcomeUnknownError)  # never connected: nothing was sent
         assert time.monotonic() - started < _deadline(2)
+
+
+def _cluster_pids(server: PostgresServer) -> list[int]:
+    """The postmaster's pid and its children's (every process of the throw-away cluster)."""
+    with open(os.path.join(server.data_dir, "postmaster.pid"), encoding="utf-8") as file:
+        postmaster = int(file.readline())
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat", encoding="utf-8") as stat:
+                if int(stat.read().rsplit(")", 1)[1].split()[1]) == postmaster:
+                    children.append(int(entry))
+    return [postmaster, *children]
+
+
+@pytest.mark.slow
+def test_a_server_that_stops_answering_mid_write_leaves_the_outcome_unknown(table: str) -> None:
+    """A paused server: the statement_timeout cannot fire, so the client's own deadline does."""
+    with local_postgres_server() as server, PostgresSession.from_url(server.dsn, table=table, timeout=1) as session:
+        session.save("chat", counter=Counter(count=1))
+        pids = _cluster_pids(server)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(WriteOutcomeUnknownError, match="may or may not have been stored"):
+                session.save("chat", counter=Counter(count=2))
+            assert time.monotonic() - started < _deadline(1)
+            with pytest.raises(BackendUnavailableError) as caught:
+                session.exists("chat")
+            assert not isinstance(caught.value, WriteOutcomeUnknownError)  # a read has no outcome to lose
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        counter = Counter()
+        session.load("chat", counter=counter)
+    assert counter.count in (1, 2)
 
 
 def test_a_wrong_password_is_an_auth_error_that_never_shows_it(postgres_server: PostgresServer, table: str) -> None:

@@ -19,6 +19,8 @@ from statekit.errors import BackendAuthError, BackendUnavailableError, SessionEr
 AUTH_STATES = frozenset({"28000", "28P01"})
 """SQLSTATEs of refused credentials (invalid authorization specification, invalid password)."""
 
+UNKNOWN = "; the write may or may not have been stored: load the session to see"
+
 _AUTH_TEXT = re.compile(r"password authentication failed|no password supplied|authentication failed|pg_hba\.conf", re.I)
 _NO_DATABASE = re.compile(r'database "[^"]*" does not exist')
 
@@ -83,6 +85,36 @@ class Connections:
                 await conn.close()
 
 
+ABANDON_TRIES = 200
+"""Times (5 ms apart) a statement cut off by the deadline is cancelled again, until psycopg closes its
+connection: cancelled once, psycopg waits up to 10 s for the server to cancel the query; a second
+cancel makes it close the connection at once (the server then rolls back what it had not committed)."""
+
+
+async def execute(
+    conn: psycopg.AsyncConnection[Any], query: bytes, params: dict[str, Any] | None = None, *, binary: bool = True
+) -> psycopg.AsyncCursor[Any]:
+    """``conn.execute(query, params)`` (``binary`` results; ``False`` for a script of several statements),
+    given up at once when the caller is cancelled (``asyncio.timeout``): the connection is closed, not waited on."""
+    inner = asyncio.ensure_future(conn.execute(query, params, binary=binary))
+    try:
+        return await asyncio.shield(inner)
+    except asyncio.CancelledError:
+        for _ in range(ABANDON_TRIES):
+            if inner.done():
+                break
+            inner.cancel()
+            await asyncio.sleep(0.005)
+        inner.add_done_callback(_retrieve)
+        raise
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Take an abandoned statement's outcome, so asyncio does not report it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
 def address_of(conninfo: str) -> str:
     """``host:port/dbname`` of a connection string (never its password)."""
     try:
@@ -121,15 +153,15 @@ def translated(err: BaseException, where: str, timeout: float, password: str | N
         where: The server and table, for the message.
         timeout: The operation's bound, in seconds.
         password: To keep out of the message.
-        writing: Whether the operation was a write (a write cut off by the client's own
-            deadline may have landed: ``WriteOutcomeUnknownError``).
+        writing: Whether a write was under way on the server (a write cut off by the client's own
+            deadline, or whose connection broke, may have landed: ``WriteOutcomeUnknownError``).
     """
     text = redacted(str(err).strip(), password)
     state = getattr(err, "sqlstate", None)
     if isinstance(err, TimeoutError):
         message = f"PostgreSQL at {where} is unavailable: no answer within {timeout:g} s"
         if writing:
-            return WriteOutcomeUnknownError(message + "; the write may or may not have been stored: load the session to see")
+            return WriteOutcomeUnknownError(message + UNKNOWN)
         return BackendUnavailableError(message)
     if isinstance(err, pg_errors.QueryCanceled):
         return BackendUnavailableError(
@@ -143,5 +175,8 @@ def translated(err: BaseException, where: str, timeout: float, password: str | N
     if state == "3D000" or _NO_DATABASE.search(text):
         return BackendUnavailableError(f"PostgreSQL at {where} is unavailable: {text} (create it, or fix the URL)")
     if isinstance(err, (psycopg.OperationalError, psycopg.InterfaceError, OSError)):
-        return BackendUnavailableError(f"PostgreSQL at {where} is unavailable: {text}")
+        message = f"PostgreSQL at {where} is unavailable: {text}"
+        if writing and state is None:  # the connection broke, not the statement: it may have committed
+            return WriteOutcomeUnknownError(message + UNKNOWN)
+        return BackendUnavailableError(message)
     return SessionError(f"PostgreSQL at {where} refused: {text}")

@@ -49,7 +49,7 @@ INSERT INTO {s} (table_name, version) VALUES ({name}, {version}) ON CONFLICT (ta
 """
 """The schema, as ``statekit init-db`` (or the first use) creates it; docs/backends.md shows it."""
 
-LOCK: Final[LiteralString] = "SELECT pg_advisory_xact_lock(hashtext('statekit_schema'))"
+LOCK: Final = b"SELECT pg_advisory_xact_lock(hashtext('statekit_schema'))"
 """Taken around the DDL: processes creating the tables at once wait for each other."""
 
 VERSION: Final[LiteralString] = "SELECT version FROM {s} WHERE table_name = %(name)s"

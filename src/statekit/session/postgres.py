@@ -44,6 +44,7 @@ try:
         Connections,
         ConnectionSource,
         address_of,
+        execute,
         password_of,
         redacted,
         translated,
@@ -122,11 +123,9 @@ class PostgresSession(SessionBase):
         if isinstance(conninfo_or_pool, str):
             self._password = password_of(conninfo_or_pool)
             self.address = address_of(conninfo_or_pool)
-            settings = {
-                "connect_timeout": max(2, math.ceil(self.timeout)),
-                "options": f"-c statement_timeout={math.ceil(self.timeout * 1000)}",
-                **connect_options,
-            }
+            settings = {"connect_timeout": max(2, math.ceil(self.timeout)), **connect_options}
+            given = connect_options.get("options") or _conninfo_options(conninfo_or_pool)
+            settings["options"] = f"-c statement_timeout={math.ceil(self.timeout * 1000)} {given}".strip()
             owned = Connections(conninfo_or_pool, pool_size, settings)
             self._owned: Connections | None = owned
             self._source_of: ConnectionSource = owned
@@ -232,12 +231,12 @@ class PostgresSession(SessionBase):
                 return 0 if await self._one(conn, self._sql.at_base, params) is not None else None
             grew = len(line) + (len(header(base.token, 1)) + 1 if base.log_len == 0 else 0)
             params |= {"grew": grew, "line": line, "queryable": _NUL_ESCAPE not in line}
-            cursor = await conn.execute(self._sql.append, params)
+            cursor = await execute(conn, self._sql.append, params)
             return grew if cursor.rowcount == 1 else None
 
     async def _delete(self, key: SessionKey) -> bool:
         async with self._conn(key, writing=True) as conn:
-            cursor = await conn.execute(self._sql.delete, _params(key))
+            cursor = await execute(conn, self._sql.delete, _params(key))
             return cursor.rowcount > 0
 
     async def _exists(self, key: SessionKey) -> bool:
@@ -246,23 +245,23 @@ class PostgresSession(SessionBase):
 
     async def _list(self, user_id: str) -> list[str]:
         async with self._conn(None) as conn:
-            return [row[0] for row in await (await conn.execute(self._sql.list, {"user": user_id})).fetchall()]
+            return [row[0] for row in await (await execute(conn, self._sql.list, {"user": user_id})).fetchall()]
 
     async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
         async with self._conn(None) as conn:
-            cursor = await conn.execute(self._sql.list_some, {"user": user_id, "limit": limit + 1})
+            cursor = await execute(conn, self._sql.list_some, {"user": user_id, "limit": limit + 1})
             ids = [row[0] for row in await cursor.fetchall()]
         return ids[:limit], len(ids) > limit
 
     async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
         async with self._conn(None) as conn:
-            cursor = await conn.execute(self._sql.owners, {"session": session_id, "limit": limit + 1})
+            cursor = await execute(conn, self._sql.owners, {"session": session_id, "limit": limit + 1})
             users = [row[0] for row in await cursor.fetchall()]
         return users[:limit], len(users) > limit
 
     async def _list_users(self) -> list[str]:
         async with self._conn(None) as conn:
-            return [row[0] for row in await (await conn.execute(self._sql.users)).fetchall()]
+            return [row[0] for row in await (await execute(conn, self._sql.users)).fetchall()]
 
     async def _close(self) -> None:
         self._closed = True
@@ -279,22 +278,24 @@ class PostgresSession(SessionBase):
         """A connection with the schema ready, the operation bounded and psycopg's errors told as statekit's."""
         if self._closed:
             raise SessionError(f"PostgreSQL at {self._where(key)}: this session is closed")
+        sent = False  # whether a write may have reached the server (then a lost answer leaves it unknown)
         try:
             async with asyncio.timeout(self.timeout + GRACE):
                 async with self._source_of.connection(timeout=self.timeout) as conn:
                     if not self._schema_ready:
                         await self._ensure_schema(conn, create=self.create_schema)
+                    sent = writing
                     yield conn
         except (psycopg.Error, TimeoutError, OSError) as err:
-            raise translated(err, self._where(key), self.timeout, self._password, writing=writing) from None
+            raise translated(err, self._where(key), self.timeout, self._password, writing=sent) from None
 
     async def _ensure_schema(self, conn: psycopg.AsyncConnection[Any], *, create: bool) -> int:
         """The tables' schema version, after creating them (under an advisory lock) when missing."""
         version = await self._schema_version(conn)
         if version is None and create:
             async with conn.transaction():
-                await conn.execute(LOCK)
-                await conn.execute(self._sql.ddl)
+                await execute(conn, LOCK)
+                await execute(conn, self._sql.ddl, binary=False)
             version = await self._schema_version(conn)
         if version is None:
             raise SessionError(
@@ -318,12 +319,20 @@ class PostgresSession(SessionBase):
         return None if row is None else int(row[0])
 
     @staticmethod
-    async def _one(conn: psycopg.AsyncConnection[Any], query: Any, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        cursor = await conn.execute(query, params, binary=True)
+    async def _one(conn: psycopg.AsyncConnection[Any], query: bytes, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        cursor = await execute(conn, query, params)
         return await cursor.fetchone()
 
     def _where(self, key: SessionKey | None) -> str:
         return self.address if key is None else self._source(key)
+
+
+def _conninfo_options(conninfo: str) -> str:
+    """The ``options`` a connection string gives the server (kept beside statekit's ``statement_timeout``)."""
+    try:
+        return str(psycopg.conninfo.conninfo_to_dict(conninfo).get("options") or "")
+    except psycopg.Error:
+        return ""
 
 
 def _scheme(url: object) -> str:
