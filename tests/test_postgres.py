@@ -17,7 +17,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -108,8 +109,12 @@ def test_an_append_only_save_inserts_only_the_new_items(postgres_dsn: str, table
         with fresh:
             fresh.load("chat", memory=loaded)
             assert loaded.content == memory.content
-            memory.note = "changed"  # not an append: a full rewrite, which drops the deltas
-            session.save("chat", memory=memory)
+            loaded.content.append(Msg("user", "from a loader"))  # its base, read back from the rows, is exact
+            fresh.save("chat", memory=loaded)
+            assert _rows(postgres_dsn, f"SELECT max(seq) FROM {table}_deltas") == [(4,)]
+            assert _rows(postgres_dsn, f"SELECT raw FROM {table}") == raw_before
+            loaded.note = "changed"  # not an append: a full rewrite, which drops the deltas
+            fresh.save("chat", memory=loaded)
     assert _rows(postgres_dsn, f"SELECT count(*) FROM {table}_deltas") == [(0,)]
 
 
@@ -146,6 +151,33 @@ def test_write_document_over_a_revision_of_a_row_with_deltas(postgres_dsn: str, 
         assert session.revision("chat") == written
         with pytest.raises(ConflictError):
             session.write_document("chat", document.data, expected_revision=MISSING_REVISION)
+
+
+class _OwnPool:
+    """The least a user's pool offers (``psycopg_pool.AsyncConnectionPool`` has the same ``connection``)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn, self.lent = dsn, 0
+
+    @contextlib.asynccontextmanager
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        self.lent += 1
+        try:
+            yield conn
+        finally:
+            await conn.close()
+
+
+async def test_a_pool_of_ones_own_is_used_and_left_open(postgres_dsn: str, table: str) -> None:
+    pool = _OwnPool(postgres_dsn)
+    async with PostgresSession(pool, table=table) as session:
+        await session.asave("chat", counter=Counter(count=3))
+        counter = Counter()
+        await session.aload("chat", counter=counter)
+    assert counter.count == 3
+    assert pool.lent >= 2
+    assert repr(session) == f"PostgresSession(address='a pool', table={table!r})"
 
 
 def test_no_plaintext_secret_in_any_row(postgres_dsn: str, table: str) -> None:
@@ -280,8 +312,11 @@ def test_a_missing_database_is_unavailable_and_named(postgres_server: PostgresSe
 
 
 def test_a_statement_blocked_by_a_lock_times_out_and_writes_nothing(postgres_dsn: str, table: str) -> None:
-    with PostgresSession.from_url(postgres_dsn, table=table, timeout=1) as session:
+    """The URL's own ``options`` are kept beside statekit's ``statement_timeout``."""
+    url = f"{postgres_dsn}?options=-c%20application_name%3D{table}"
+    with PostgresSession.from_url(url, table=table, timeout=1) as session:
         session.save("chat", counter=Counter(count=1))
+        assert _rows(postgres_dsn, "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", table) == [(1,)]
         with psycopg.connect(postgres_dsn) as locker:  # a transaction holding the row
             locker.execute(f"SELECT * FROM {table} FOR UPDATE".encode())
             started = time.monotonic()
