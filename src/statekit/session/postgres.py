@@ -296,6 +296,9 @@ class PostgresSession(SessionBase):
             async with conn.transaction():
                 await execute(conn, LOCK)
                 await execute(conn, self._sql.ddl, binary=False)
+                with contextlib.suppress(psycopg.errors.FeatureNotSupported, psycopg.errors.SyntaxError):
+                    async with conn.transaction():  # a savepoint: a server without lz4 keeps pglz
+                        await execute(conn, self._sql.fast_compression, binary=False)
             version = await self._schema_version(conn)
         if version is None:
             raise SessionError(
