@@ -1,8 +1,11 @@
-"""Shared fixtures: a real redis-server for the run, and every session backend; Hypothesis profiles.
+"""Shared fixtures: a real redis-server and PostgreSQL for the run, and every session backend; Hypothesis profiles.
 
 The Redis server is started once per test run on a free loopback port with
 persistence off, and stopped at the end. A missing ``redis-server`` fails the
-Redis tests (``apt-get install redis-server``): they are never skipped.
+Redis tests (``apt-get install redis-server``): they are never skipped. The
+PostgreSQL server (``postgres_server``, ``postgres_dsn``) is a throw-away
+cluster made with ``initdb``, started by the first test that asks for it; a
+missing ``postgresql`` package fails those tests the same way.
 
 Hypothesis runs the ``dev`` profile unless ``HYPOTHESIS_PROFILE`` names
 another: ``dev`` tries a tenth of each property's examples (at least 10,
