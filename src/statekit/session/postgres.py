@@ -78,7 +78,8 @@ class PostgresSession(SessionBase):
             a pool with an async ``connection()`` context manager
             (``psycopg_pool.AsyncConnectionPool``, opened by you; its
             connections must be in autocommit mode, and it is not closed by
-            :meth:`aclose`).
+            :meth:`aclose`; set ``statement_timeout`` on its connections
+            yourself: only the client's deadline applies to them).
         table: The sessions table (a plain SQL identifier); its deltas live in ``<table>_deltas``.
         timeout: Seconds to connect and for each statement (default :data:`TIMEOUT`);
             an operation raises ``BackendUnavailableError`` (or ``BackendAuthError``)
@@ -121,7 +122,7 @@ class PostgresSession(SessionBase):
         self._schema_ready = False
         self._closed = False
         if isinstance(conninfo_or_pool, str):
-            self._password = password_of(conninfo_or_pool)
+            self._password = connect_options.get("password") or password_of(conninfo_or_pool)
             self.address = address_of(conninfo_or_pool)
             settings = {"connect_timeout": max(2, math.ceil(self.timeout)), **connect_options}
             given = connect_options.get("options") or _conninfo_options(conninfo_or_pool)
