@@ -5,7 +5,9 @@ against the no-copy hand-written floor, msgspec, pydantic v2 and AgentScope
 1.0.21 (the last three when installed: ``pip install -e '.[bench]'`` and
 ``pip install agentscope==1.0.21``); peak memory; ``state_dict`` /
 ``load_state_dict`` against their floors; YAML against raw libyaml; small
-Redis sessions against the same work written by hand. Every timing interleaves
+Redis sessions against the same work written by hand; PostgreSQL sessions
+against the same work by hand with psycopg (benchmarks/bench_postgres.py: save and
+load, 64 tasks, an append-only turn against a full save). Every timing interleaves
 the implementations run by run and reports medians, GC on as users run (the
 JSON tables add GC-off columns). Then a summary of the targets of issue 11.
 
@@ -24,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _timing  # noqa: E402
 from bench_memory import run_memory  # noqa: E402
+from bench_postgres import run_postgres  # noqa: E402
 from bench_redis import run_redis  # noqa: E402
 from bench_sessions import STATEKIT_COLD, run_json, run_yaml  # noqa: E402
 from bench_state import run_state  # noqa: E402
@@ -41,7 +44,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=None, help="interleaved runs per figure (default 7; 3 with --quick)")
     parser.add_argument("--sizes", default=None, help="comma-separated message counts (default 1000,10000,100000)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall time, or this process's CPU time")
-    parser.add_argument("--only", default="json,memory,state,yaml,redis", help="comma-separated parts to run")
+    parser.add_argument("--only", default="json,memory,state,yaml,redis,postgres", help="comma-separated parts to run")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 7)
     if args.clock == "cpu":
@@ -74,6 +77,11 @@ def main() -> int:
         rates = run_redis(runs, 5 if args.quick else 20)
         share = rates["statekit RedisSession"] / rates["by hand (floor)"]
         targets.append(("Redis 20 msgs x 64 tasks", share, ">= 90% of by hand", share >= 0.9))
+    if "postgres" in parts:
+        turn_size = 10_000 if args.quick else 100_000
+        pg = run_postgres(sizes[:2], runs, 3 if args.quick else 10, turn_size)
+        targets.append((f"PostgreSQL append-only turn / full save, {turn_size:,}", pg["turn share"], "<= 2%", pg["turn share"] <= 0.02))
+        targets.append(("PostgreSQL 20 msgs x 64 tasks", pg["tasks share"], "(of by hand; no target)", True))
     _print_targets(targets)
     return 0
 
@@ -92,7 +100,7 @@ def _memory_targets(peaks: dict[str, tuple[float, float]]) -> list[tuple[str, fl
 def _print_targets(targets: list[tuple[str, float, str, bool]]) -> None:
     print("\nTargets (issue 11)")
     for label, value, target, met in targets:
-        shown = f"{value:.0%}" if "%" in target else f"{value:.2f}" + ("" if "MiB" in label else "x")
+        shown = (f"{value:.2%}" if value < 0.1 else f"{value:.0%}") if "%" in target else f"{value:.2f}" + ("" if "MiB" in label else "x")
         print(f"  {label:<36} {shown:>9}  target {target:<22} {'met' if met else 'MISSED'}")
 
 

@@ -57,3 +57,11 @@ class Vault(StateModule):
 
     token: str = state_field(default="", secret=True)
     keys: list[str] = state_field(factory=list, append_only=True)
+
+
+@stateful
+class KeyedMemory(StateModule):
+    """A memory with a secret API key (encrypted at rest under a session's ``secret_key``)."""
+
+    api_key: str = state_field(default="", secret=True)
+    content: list[Msg] = state_field(factory=list, append_only=True)

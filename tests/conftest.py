@@ -1,8 +1,11 @@
-"""Shared fixtures: a real redis-server for the run, and every session backend; Hypothesis profiles.
+"""Shared fixtures: a real redis-server and PostgreSQL for the run, and every session backend; Hypothesis profiles.
 
 The Redis server is started once per test run on a free loopback port with
 persistence off, and stopped at the end. A missing ``redis-server`` fails the
-Redis tests (``apt-get install redis-server``): they are never skipped.
+Redis tests (``apt-get install redis-server``): they are never skipped. The
+PostgreSQL server (``postgres_server``, ``postgres_dsn``) is a throw-away
+cluster made with ``initdb``, started by the first test that asks for it; a
+missing ``postgresql`` package fails those tests the same way.
 
 Hypothesis runs the ``dev`` profile unless ``HYPOTHESIS_PROFILE`` names
 another: ``dev`` tries a tenth of each property's examples (at least 10,
@@ -24,7 +27,7 @@ from hypothesis import settings
 
 from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
-from statekit.testing import RedisServer, SessionFactory, local_redis_server
+from statekit.testing import PostgresServer, RedisServer, SessionFactory, local_postgres_server, local_redis_server
 from strategies import FULL_EXAMPLES
 
 settings.register_profile("ci", max_examples=FULL_EXAMPLES, deadline=None, print_blob=True)
@@ -41,6 +44,23 @@ def redis_server() -> Iterator[RedisServer]:
         except RuntimeError as err:
             pytest.fail(str(err))
         yield address
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A throw-away PostgreSQL cluster of our own for the whole run (initdb + pg_ctl on a free loopback port)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(local_postgres_server())
+        except RuntimeError as err:
+            pytest.fail(str(err))
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """The ``postgresql://`` URL of the run's PostgreSQL server (password included)."""
+    return postgres_server.dsn
 
 
 @pytest.fixture(params=["json", "yaml", pytest.param("redis", marks=pytest.mark.redis)])

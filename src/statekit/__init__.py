@@ -40,6 +40,7 @@ from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredD
 logging.getLogger("statekit").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from statekit.session.postgres import PostgresSession
     from statekit.session.redis import RedisSession
 
 try:
@@ -61,6 +62,7 @@ __all__ = [
     "LoadResult",
     "Migration",
     "MissingExtraError",
+    "PostgresSession",
     "Problem",
     "RedisSession",
     "SessionBase",
@@ -90,9 +92,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import ``RedisSession`` on first use: it needs the ``statekit[redis]`` extra."""
+    """Import ``RedisSession`` and ``PostgresSession`` on first use: they need the ``redis`` / ``postgres`` extras."""
     if name == "RedisSession":
         from statekit.session.redis import RedisSession
 
         return RedisSession
+    if name == "PostgresSession":
+        from statekit.session.postgres import PostgresSession
+
+        return PostgresSession
     raise AttributeError(f"module 'statekit' has no attribute {name!r}")

@@ -10,6 +10,7 @@ from statekit.cli._compact import add_compact
 from statekit.cli._convert import add_convert
 from statekit.cli._copy import add_copy
 from statekit.cli._import import add_import_agentscope
+from statekit.cli._init_db import add_init_db
 from statekit.cli._migrate import add_migrate
 from statekit.cli._rekey import add_rekey
 from statekit.cli._schema import add_schema
@@ -34,6 +35,7 @@ examples:
   statekit rekey --dir sessions --new-key-env NEW_KEY --old-key-env OLD_KEY --dry-run
   statekit copy sessions sqlite:///backup.db --all-users
   statekit import-agentscope old_sessions sessions --user-id alice
+  statekit init-db postgresql://app@db.example.com/app
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
 Classes are named package.module:Class (or path/to/file.py:Class); the
@@ -92,4 +94,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_rekey(commands)
     add_copy(commands)
     add_import_agentscope(commands)
+    add_init_db(commands)
     return parser

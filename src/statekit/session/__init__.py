@@ -3,6 +3,8 @@
 - :class:`JSONSession`, :class:`YAMLSession`: one file per session under a folder.
 - :class:`RedisSession`: one Redis key per session (needs ``statekit[redis]``;
   imported on first use, so the rest works without it).
+- :class:`PostgresSession`: one row per session in a PostgreSQL table (needs
+  ``statekit[postgres]``; imported on first use too).
 - :class:`SessionBase`: the base class of every backend, and of your own.
 - :func:`open`: any of them from a URL (``redis://...``, ``file:///dir``, ``sqlite:///x.db``...).
 """
@@ -22,6 +24,7 @@ from statekit.session._open import open_session
 open = open_session  # statekit.session.open(url), as the issue names it; statekit.open_session at the top
 
 if TYPE_CHECKING:
+    from statekit.session.postgres import PostgresSession
     from statekit.session.redis import RedisSession
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "MISSING_REVISION",
     "Expected",
     "JSONSession",
+    "PostgresSession",
     "RedisSession",
     "SessionBase",
     "SessionKey",
@@ -46,4 +50,8 @@ def __getattr__(name: str) -> Any:
         from statekit.session.redis import RedisSession  # noqa: PLC0415 - the optional extra
 
         return RedisSession
+    if name == "PostgresSession":
+        from statekit.session.postgres import PostgresSession  # noqa: PLC0415 - the optional extra
+
+        return PostgresSession
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The session backend contract: one suite that every backend must pass.
 
-statekit runs it against ``JSONSession``, ``YAMLSession`` and ``RedisSession``;
+statekit runs it against ``JSONSession``, ``YAMLSession``, ``RedisSession`` and ``PostgresSession``;
 run it against your own :class:`~statekit.session.SessionBase` subclass too.
 
 With pytest, subclass :class:`SessionContract` and say how to make a session
@@ -25,6 +25,7 @@ from statekit.testing._contract import CHECKS, SessionContract, check_backend, c
 from statekit.testing._models import HOSTILE_IDS as HOSTILE_IDS  # the suite's data: importable, not in __all__ (as before)
 from statekit.testing._models import TRICKY_TEXTS as TRICKY_TEXTS
 from statekit.testing._models import Chat, Counter, Journal, Message, SessionFactory
+from statekit.testing._postgres import PostgresServer, local_postgres_server
 from statekit.testing._servers import RedisCluster, RedisServer, free_port, local_redis_cluster, local_redis_server
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Counter",
     "Journal",
     "Message",
+    "PostgresServer",
     "RedisCluster",
     "RedisServer",
     "SessionContract",
@@ -40,6 +42,7 @@ __all__ = [
     "check_backend",
     "check_blocking_twins",
     "free_port",
+    "local_postgres_server",
     "local_redis_cluster",
     "local_redis_server",
 ]
