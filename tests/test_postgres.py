@@ -340,7 +340,7 @@ def test_a_bad_url_is_a_session_error_without_the_password() -> None:
     with pytest.raises(SessionError, match="postgresql://") as caught:
         PostgresSession.from_url("mysql://root:hunter2@host/db")
     assert "hunter2" not in str(caught.value)
-    for url in ("postgresql://root:hun%zzter2@host/db", "postgresql://root:hunter2@host/db?nosuch=1"):
+    for url in ("postgresql://root:hun%zzter2@host/db", "postgresql://root:hunter2@host/db?nosuch=1", "postgres://root:hunter2@[bad"):
         with pytest.raises(SessionError, match="not a usable PostgreSQL URL") as caught:
             PostgresSession.from_url(url)
         assert "hun" not in str(caught.value)

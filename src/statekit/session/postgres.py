@@ -64,6 +64,9 @@ GRACE = 2.0
 POOL_SIZE = 10
 """Connections a session object keeps open at most (more concurrent operations wait their turn)."""
 
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@")
+"""The user (and password) part of a URL: up to the last ``@`` before the path."""
+
 SCHEMES = ("postgresql", "postgres")
 
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
@@ -388,10 +391,12 @@ def _stored(row: tuple[Any, ...]) -> bytes:
 
 
 def _url_password(url: str) -> str | None:
-    """The password of a URL that libpq could not parse (to keep it out of the message)."""
-    import urllib.parse  # noqa: PLC0415 - an error path
+    """The password of a URL that libpq could not parse (to keep it out of the message).
 
-    try:
-        return urllib.parse.urlsplit(url).password
-    except ValueError:
+    Read from the text between ``//`` and the last ``@`` before the path, not by a URL parser:
+    a URL too broken to parse (``postgres://u:pw@[bad``) must not show its password either.
+    """
+    userinfo = _USERINFO.match(url)
+    if userinfo is None or ":" not in userinfo[1]:
         return None
+    return userinfo[1].split(":", 1)[1] or None
