@@ -37,7 +37,6 @@ from statekit.session.document import count_at, count_field, doc_token, header, 
 from statekit.session._revisions import Expected
 
 try:
-    from redis import exceptions as _redis_errors
     from redis.asyncio import ConnectionPool, Redis
     from redis.asyncio.cluster import RedisCluster
 
@@ -51,18 +50,10 @@ try:
         defaults,
     )
     from statekit.session._redis_guard import Guard
-    from statekit.session._redis_ids import DELETE, answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
+    from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_once import Sending, send_once, write_once  # they need redis too
     from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, glob, quote, scan_all, scan_some, session_ids, user_ids
-    from statekit.session._redis_scripts import (
-        COMPARE_AND_SET,
-        COMPARE_AND_SET_SHA,
-        DELETE_SHA,
-        IF_BASE,
-        IF_BASE_SHA,
-        evaluated,
-        refuses_scripts,
-    )
+    from statekit.session._redis_scripts import COMPARE_AND_SET, DELETE_SCRIPT, IF_BASE, Scripting
     from statekit.session._redis_watch import compare_and_set_watching, if_base_watching
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
@@ -145,7 +136,7 @@ class RedisSession(SessionBase):
             )
         self._client: Client = client
         self._guard = Guard(client)  # the timeout, pool slots, slot map and errors of every operation
-        self._lua = True  # until the server says it runs no scripts
+        self._scripting = Scripting(client)  # the write scripts, or their WATCH/MULTI twins on a server without Lua
         self._keep_ttl = False  # with no key_ttl: saves keep the key's expiry (statekit's commands set it)
         self.address = address(client)
 
@@ -234,23 +225,16 @@ class RedisSession(SessionBase):
         write_id = new_id()
         args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field)
         name = self._key(key)
+        keys = (name, self._id_key(name))
 
         async def attempt(retried: bool, sending: Sending) -> int:
-            if self._lua:
-                try:
-                    return await self._eval(IF_BASE, IF_BASE_SHA, name, sending, *args, *id_args(write_id, retried))
-                except _redis_errors.ResponseError as err:
-                    if not refuses_scripts(err):
-                        raise
-                    self._lua = False
-            keys, ttl = (name, self._id_key(name)), (self.key_ttl, self._keep_ttl)
-            return await if_base_watching(self._client, keys, base, data, (mode, count), ttl, (write_id, retried, sending))
+            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending)
+            return await self._scripting.run(
+                IF_BASE, sending, keys, (*args, *id_args(write_id, retried)),
+                lambda: if_base_watching(self._client, keys, base, data, (mode, count), expiry, write),
+            )
 
         return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
-
-    async def _eval(self, script: str, sha: str, name: str, sending: Sending, *args: Any) -> int:
-        """Run a script on ``name`` and its companion (:func:`id_key`); its answer (``DONE``...)."""
-        return await evaluated(self._client, script, sha, (name, self._id_key(name)), sending, *args)
 
     def _id_key(self, name: str) -> str:
         return id_key(name, isinstance(self._client, RedisCluster))
@@ -272,34 +256,27 @@ class RedisSession(SessionBase):
             assert expected.base is not None
             return await self._if_base(key, expected.base, data, "set")
         name, write_id = self._key(key), new_id()
+        keys = (name, self._id_key(name))
 
         async def attempt(retried: bool, sending: Sending) -> int:
-            if self._lua:
-                try:
-                    args = (data, expected.revision, self._ttl_arg(), *id_args(write_id, retried))
-                    return await self._eval(COMPARE_AND_SET, COMPARE_AND_SET_SHA, name, sending, *args)
-                except _redis_errors.ResponseError as err:
-                    if not refuses_scripts(err):
-                        raise
-                    self._lua = False  # a server without scripting (fakeredis, some proxies, an ACL)
-            keys, ttl = (name, self._id_key(name)), (self.key_ttl, self._keep_ttl)
-            return await compare_and_set_watching(self._client, keys, data, expected, ttl, (write_id, retried, sending))
+            args = (data, expected.revision, self._ttl_arg(), *id_args(write_id, retried))
+            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending)
+            return await self._scripting.run(
+                COMPARE_AND_SET, sending, keys, args,
+                lambda: compare_and_set_watching(self._client, keys, data, expected, expiry, write),
+            )
 
         return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
 
     async def _delete(self, key: SessionKey) -> bool:
         name, write_id, seconds = self._key(key), new_id(), tombstone_seconds(self.timeout)
+        keys = (name, self._id_key(name))
 
         async def attempt(retried: bool, sending: Sending) -> int:
-            if self._lua:
-                try:
-                    return await self._eval(DELETE, DELETE_SHA, name, sending, seconds, *id_args(write_id, retried))
-                except _redis_errors.ResponseError as err:
-                    if not refuses_scripts(err):
-                        raise
-                    self._lua = False
-            keys = (name, self._id_key(name))
-            return await deleted_watching(self._client, keys, (write_id, seconds), (retried, sending))
+            return await self._scripting.run(
+                DELETE_SCRIPT, sending, keys, (seconds, *id_args(write_id, retried)),
+                lambda: deleted_watching(self._client, keys, (write_id, seconds), (retried, sending)),
+            )
 
         return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
 
