@@ -123,6 +123,8 @@ def _names_password(name: str) -> bool:
 
 
 def address(client: Client) -> str:
+    """Where ``client`` connects, for ``RedisSession.address`` and errors: ``host:port/db``, ``unix:path``,
+    or a cluster's startup nodes."""
     if isinstance(client, RedisCluster):
         return ",".join(f"{node.host}:{node.port}" for node in client.nodes_manager.startup_nodes.values())
     settings = client.connection_pool.connection_kwargs

@@ -17,6 +17,7 @@ _QUOTED = re.compile("%25|%3A")
 
 
 def quote(value: str) -> str:
+    """An id as it is written in a key: ``%`` and ``:`` as ``%25`` and ``%3A``, so no two pairs of ids meet."""
     return value.replace("%", "%25").replace(":", "%3A") if "%" in value or ":" in value else value
 
 
