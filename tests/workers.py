@@ -14,6 +14,9 @@ RETRIES = 100  # 8 writers on one session, on a shared CI machine: the default 1
 if kind == "redis":
     from statekit.session.redis import RedisSession
     session = RedisSession.from_url(where, key_prefix=prefix, timeout=60)  # a loaded machine can stall past 5 s
+elif kind == "sqlite":
+    from statekit.session.sqlite import SQLiteSession
+    session = SQLiteSession(where, timeout=60)  # 8 writers' turns at the lock, on a loaded machine
 else:
     from statekit.session import JSONSession, YAMLSession
     session = (JSONSession if kind == "json" else YAMLSession)(where)
@@ -32,8 +35,8 @@ def run_workers(kind: str, where: str, *, prefix: str = "", processes: int = 8, 
     """Run ``processes`` workers at once, each doing ``increments`` updates; all must succeed.
 
     Args:
-        kind: ``"json"``, ``"yaml"`` or ``"redis"``.
-        where: The folder, or a Redis URL (``redis+cluster://`` for a cluster).
+        kind: ``"json"``, ``"yaml"``, ``"redis"`` or ``"sqlite"``.
+        where: The folder, a Redis URL (``redis+cluster://`` for a cluster) or a SQLite database file.
         prefix: The Redis key prefix.
         processes: How many worker processes.
         increments: Updates per worker.

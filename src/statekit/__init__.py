@@ -41,6 +41,7 @@ logging.getLogger("statekit").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from statekit.session.redis import RedisSession
+    from statekit.session.sqlite import SQLiteSession
 
 try:
     __version__: str = metadata.version("statekit")
@@ -63,6 +64,7 @@ __all__ = [
     "MissingExtraError",
     "Problem",
     "RedisSession",
+    "SQLiteSession",
     "SessionBase",
     "SessionError",
     "SessionNotFoundError",
@@ -89,9 +91,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import ``RedisSession`` on first use: it needs the ``statekit[redis]`` extra."""
+    """Import ``RedisSession`` on first use: it needs the ``statekit[redis]`` extra (and ``SQLiteSession``, so that
+    ``import statekit`` does not load sqlite3)."""
     if name == "RedisSession":
         from statekit.session.redis import RedisSession
 
         return RedisSession
+    if name == "SQLiteSession":
+        from statekit.session.sqlite import SQLiteSession
+
+        return SQLiteSession
     raise AttributeError(f"module 'statekit' has no attribute {name!r}")

@@ -3,6 +3,8 @@
 - :class:`JSONSession`, :class:`YAMLSession`: one file per session under a folder.
 - :class:`RedisSession`: one Redis key per session (needs ``statekit[redis]``;
   imported on first use, so the rest works without it).
+- :class:`SQLiteSession`: one SQLite file for many processes (standard library
+  ``sqlite3``; imported on first use too).
 - :class:`SessionBase`: the base class of every backend, and of your own.
 """
 
@@ -19,6 +21,7 @@ from statekit.session.yaml import YAMLSession
 
 if TYPE_CHECKING:
     from statekit.session.redis import RedisSession
+    from statekit.session.sqlite import SQLiteSession
 
 __all__ = [
     "FORMAT_VERSION",
@@ -27,6 +30,7 @@ __all__ = [
     "Expected",
     "JSONSession",
     "RedisSession",
+    "SQLiteSession",
     "SessionBase",
     "SessionKey",
     "StoredDocument",
@@ -40,4 +44,8 @@ def __getattr__(name: str) -> Any:
         from statekit.session.redis import RedisSession  # noqa: PLC0415 - the optional extra
 
         return RedisSession
+    if name == "SQLiteSession":
+        from statekit.session.sqlite import SQLiteSession  # noqa: PLC0415 - sqlite3 loaded only when used
+
+        return SQLiteSession
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -40,7 +40,7 @@ TABLES_DDL: Final = (
     saved_at   TEXT    NOT NULL,           -- UTC, ISO 8601
     PRIMARY KEY (user_id, session_id)
 )""",
-    'CREATE INDEX "{t}_session_id" ON "{t}" (session_id)',
+    'CREATE INDEX "{t}_session_id" ON "{t}" (session_id, user_id)',
     """CREATE TABLE "{d}" (
     user_id    TEXT    NOT NULL,
     session_id TEXT    NOT NULL,
@@ -125,5 +125,5 @@ class Statements:
 def ddl_text(table: str = "statekit_sessions") -> str:
     """The schema's DDL as plain SQL text, for operators (the docs show it)."""
     names = {"t": table, "d": f"{table}_deltas"}
-    statements = [SCHEMA_DDL, *(text.format(**names) for text in TABLES_DDL)]
-    return ";\n".join(statements) + ";\n"
+    record = f"INSERT INTO statekit_schema (table_name, version) VALUES ('{table}', {SCHEMA_VERSION})"
+    return ";\n".join([SCHEMA_DDL, *(text.format(**names) for text in TABLES_DDL), record]) + ";\n"
