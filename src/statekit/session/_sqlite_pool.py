@@ -38,8 +38,9 @@ from statekit.session._sqlite_sql import (
 
 R = TypeVar("R")
 
-MAX_IDLE = 4
-"""Idle connections kept for the next calls; more are closed when given back."""
+MAX_IDLE = 32
+"""Idle connections kept for the next calls (as many as the default executor has threads: none is
+closed and opened again while every worker thread makes calls); more are closed when given back."""
 
 PROGRESS_STEPS = 1000
 """SQLite virtual-machine steps between two looks at the deadline."""

@@ -30,58 +30,60 @@ SCHEMA_DDL: Final = """CREATE TABLE IF NOT EXISTS statekit_schema (
 
 TABLES_DDL: Final = (
     """CREATE TABLE "{t}" (
-    user_id    TEXT    NOT NULL,
-    session_id TEXT    NOT NULL,
-    document   TEXT    NOT NULL,           -- the session document as written, JSON
-    revision   TEXT,                       -- its SHA-1; NULL once deltas follow it
-    token      TEXT,                       -- the document's token (append-only lists)
-    deltas     INTEGER NOT NULL DEFAULT 0, -- delta rows stored since the document
-    log_bytes  INTEGER NOT NULL DEFAULT 0, -- their bytes, as a read joins them
-    saved_at   TEXT    NOT NULL,           -- UTC, ISO 8601
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    revision   TEXT NOT NULL, -- SHA-1 of the document (the session's revision while it has no deltas)
+    token      TEXT,          -- the document's token (append-only lists), else NULL
+    saved_at   TEXT NOT NULL, -- UTC, ISO 8601: when the document was written
+    document   TEXT NOT NULL, -- the session document as written, JSON (last: a delta never reads it)
     PRIMARY KEY (user_id, session_id)
 )""",
     'CREATE INDEX "{t}_session_id" ON "{t}" (session_id, user_id)',
     """CREATE TABLE "{d}" (
     user_id    TEXT    NOT NULL,
     session_id TEXT    NOT NULL,
-    seq        INTEGER NOT NULL,           -- 1, 2, ... since the document
-    line       TEXT    NOT NULL,           -- the delta line, JSON
+    seq        INTEGER NOT NULL, -- 1, 2, ... since the document was written
+    saved_at   TEXT    NOT NULL, -- UTC, ISO 8601
+    line       TEXT    NOT NULL, -- the delta line (items appended by one save), JSON
     PRIMARY KEY (user_id, session_id, seq)
 )""",
 )
-"""The tables of one sessions table name, created with its ``statekit_schema`` row (docs/backends.md shows them)."""
+"""The tables of one sessions table name, made with its ``statekit_schema`` row (docs/backends.md shows them).
+
+A delta touches only the deltas table: SQLite rewrites a whole row when any of its
+columns changes, so no counter lives beside the document (the deltas' count is their
+highest ``seq``, found in the primary key's index)."""
 
 _NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 _KEY = "user_id = :user AND session_id = :session"
-_SET_ROW = (
-    "document = CAST(:document AS TEXT), revision = :revision, token = :token, deltas = 0, log_bytes = 0, saved_at = " + _NOW
-)
+_DELTAS = '(SELECT coalesce(max(seq), 0) FROM "{d}" WHERE ' + _KEY + ")"
+_SET_ROW = "revision = :revision, token = :token, saved_at = " + _NOW + ", document = CAST(:document AS TEXT)"
 _INSERT = (
-    'INSERT INTO "{t}" (user_id, session_id, document, revision, token, saved_at) '
-    "VALUES (:user, :session, CAST(:document AS TEXT), :revision, :token, " + _NOW + ") "
+    'INSERT INTO "{t}" (user_id, session_id, revision, token, saved_at, document) '
+    "VALUES (:user, :session, :revision, :token, " + _NOW + ", CAST(:document AS TEXT)) "
 )
+_AT_BASE = "token = :base_token AND " + _DELTAS + " = :base_count"
 
 WRITE_KINDS: Final = {
     "always": _INSERT + "ON CONFLICT (user_id, session_id) DO UPDATE SET " + _SET_ROW,
     "missing": _INSERT + "ON CONFLICT (user_id, session_id) DO NOTHING",
-    "revision": 'UPDATE "{t}" SET ' + _SET_ROW + " WHERE " + _KEY + " AND revision = :expected",
-    "base": 'UPDATE "{t}" SET ' + _SET_ROW + " WHERE " + _KEY + " AND token = :base_token AND log_bytes = :base_bytes",
+    "revision": 'UPDATE "{t}" SET ' + _SET_ROW + " WHERE " + _KEY + " AND revision = :expected AND " + _DELTAS + " = 0",
+    "base": 'UPDATE "{t}" SET ' + _SET_ROW + " WHERE " + _KEY + " AND " + _AT_BASE,
 }
-"""A whole document: unconditionally, only if nothing is stored, only over a revision (a row without deltas),
-only over a delta base (the document's token and the deltas' bytes)."""
+"""A whole document: unconditionally, only if nothing is stored, only over a revision (of a document without
+deltas), only over a delta base (the document's token and how many deltas follow it)."""
 
 DROP_DELTAS: Final = 'DELETE FROM "{d}" WHERE ' + _KEY
 """After a whole document is written: the deltas of the one it replaced."""
 
 APPEND: Final = (
-    'UPDATE "{t}" SET deltas = deltas + 1, log_bytes = log_bytes + :grew, revision = NULL, saved_at = ' + _NOW
-    + " WHERE " + _KEY + " AND token = :base_token AND log_bytes = :base_bytes RETURNING deltas"
+    'INSERT INTO "{d}" (user_id, session_id, seq, saved_at, line) '
+    "SELECT :user, :session, :base_count + 1, " + _NOW + ', CAST(:line AS TEXT) FROM "{t}" WHERE ' + _KEY + " AND " + _AT_BASE
 )
-"""One delta: the row's count and size bumped if it is still the base (then its line is inserted as ``seq``)."""
+"""One delta, inserted only if the session is still the base: one statement."""
 
-INSERT_DELTA: Final = 'INSERT INTO "{d}" (user_id, session_id, seq, line) VALUES (:user, :session, :seq, CAST(:line AS TEXT))'
-AT_BASE: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY + " AND token = :base_token AND log_bytes = :base_bytes"
-READ: Final = 'SELECT document, token, deltas FROM "{t}" WHERE ' + _KEY
+AT_BASE: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY + " AND " + _AT_BASE
+READ: Final = 'SELECT document, token FROM "{t}" WHERE ' + _KEY
 READ_DELTAS: Final = 'SELECT line FROM "{d}" WHERE ' + _KEY + " ORDER BY seq"
 EXISTS: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY
 DELETE: Final = 'DELETE FROM "{t}" WHERE ' + _KEY
@@ -116,7 +118,7 @@ class Statements:
         self.table = table
         self.tables_ddl = tuple(text.format(**names) for text in TABLES_DDL)
         self.writes = {kind: text.format(**names) for kind, text in WRITE_KINDS.items()}
-        self.drop_deltas, self.append, self.insert_delta = (s.format(**names) for s in (DROP_DELTAS, APPEND, INSERT_DELTA))
+        self.drop_deltas, self.append = DROP_DELTAS.format(**names), APPEND.format(**names)
         self.at_base, self.read, self.read_deltas = (s.format(**names) for s in (AT_BASE, READ, READ_DELTAS))
         self.exists, self.delete = EXISTS.format(**names), DELETE.format(**names)
         self.list, self.list_some, self.owners, self.users = (s.format(**names) for s in (LIST, LIST_SOME, OWNERS, USERS))

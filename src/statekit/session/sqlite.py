@@ -110,15 +110,9 @@ class SQLiteSession(SessionBase):
         def read(connection: sqlite3.Connection) -> bytes | None:
             connection.execute("BEGIN")  # the row and its deltas from one snapshot
             row = connection.execute(sql.read, where).fetchone()
-            lines = connection.execute(sql.read_deltas, where).fetchall() if row is not None and row[2] else []
+            lines = connection.execute(sql.read_deltas, where).fetchall() if row is not None and row[1] else []
             connection.execute("COMMIT")
-            if row is None:
-                return None
-            document, token, deltas = row
-            if not deltas:
-                return bytes(document)
-            name = token.decode()
-            return joined(bytes(document), b"\n" + header(name, deltas) + b"".join(line for (line,) in lines), name)
+            return None if row is None else _joined(row[0], row[1], lines)
 
         return await self._call(read)
 
@@ -150,13 +144,14 @@ class SQLiteSession(SessionBase):
         await self._put(key, data, "always", {})
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
-        base = expected.base
-        log = getattr(expected.raw, "log", b"")
+        base, raw = expected.base, expected.raw
         if expected.only_base and base is not None:
-            return await self._put(key, data, "base", {"base_token": base.token, "base_bytes": base.log_len})
-        if log:  # what was read: a document and its deltas, named by its token and their bytes
-            return await self._put(key, data, "base", {"base_token": getattr(expected.raw, "token", ""), "base_bytes": len(log)})
-        if expected.raw is None and expected.revision == MISSING_REVISION:
+            return await self._put(key, data, "base", {"base_token": base.token, "base_count": base.count})
+        log = getattr(raw, "log", b"")
+        if log:  # what was read: a document and its deltas, named by its token and their count
+            count = base.count if base is not None else log.count(b"\n") - 2  # the log's first newline, the header's
+            return await self._put(key, data, "base", {"base_token": getattr(raw, "token", ""), "base_count": count})
+        if raw is None and expected.revision == MISSING_REVISION:
             return await self._put(key, data, "missing", {})
         return await self._put(key, data, "revision", {"expected": expected.revision})
 
@@ -179,22 +174,19 @@ class SQLiteSession(SessionBase):
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         sql = self._sql
-        grew = len(line) + (len(b"\n" + header(base.token, 1)) if base.log_len == 0 else 0)
-        values = {**_where(key), "base_token": base.token, "base_bytes": base.log_len, "grew": grew, "line": line}
+        values = {**_where(key), "base_token": base.token, "base_count": base.count, "line": line}
 
-        def append(connection: sqlite3.Connection) -> int | None:
+        def append(connection: sqlite3.Connection) -> bool:
             if not line:  # only the revision check
-                return 0 if connection.execute(sql.at_base, values).fetchone() is not None else None
+                return connection.execute(sql.at_base, values).fetchone() is not None
             connection.execute("BEGIN IMMEDIATE")
-            row = connection.execute(sql.append, values).fetchone()
-            if row is None:
-                connection.execute("ROLLBACK")
-                return None
-            connection.execute(sql.insert_delta, {**values, "seq": row[0]})
+            done = connection.execute(sql.append, values).rowcount == 1
             commit(connection)
-            return grew
+            return done
 
-        return await self._call(append)
+        if not await self._call(append):
+            return None
+        return len(line) + (len(b"\n" + header(base.token, 1)) if base.log_len == 0 and line else 0)
 
     async def _delete(self, key: SessionKey) -> bool:
         sql = self._sql
@@ -213,19 +205,25 @@ class SQLiteSession(SessionBase):
 
 
 def _over_deltas(connection: sqlite3.Connection, sql: Statements, values: dict[str, Any]) -> bool:
-    """A write expecting a revision, over a row with deltas (whose revision is not stored: it is the SHA-1
-    of the document and the deltas as a read joins them). Under the write lock this transaction holds:
-    read them, compare, and write over them as a base. Whether it wrote."""
+    """A write expecting a revision, over a document with deltas (the session's revision is then the SHA-1 of
+    the document and the deltas as a read joins them, which no column holds). Under the write lock this
+    transaction holds: read them, compare, and write over them as a base. Whether it wrote."""
     row = connection.execute(sql.read, values).fetchone()
-    if row is None or not row[2]:
+    if row is None or row[1] is None:
         return False
-    document, token, deltas = row
-    lines = b"".join(line for (line,) in connection.execute(sql.read_deltas, values).fetchall())
-    log = b"\n" + header(token.decode(), deltas) + lines
-    if revision_of(joined(bytes(document), log, token.decode())) != values["expected"]:
+    lines = connection.execute(sql.read_deltas, values).fetchall()
+    if not lines or revision_of(_joined(row[0], row[1], lines)) != values["expected"]:
         return False
-    over = {**values, "base_token": token.decode(), "base_bytes": len(log)}
+    over = {**values, "base_token": row[1].decode(), "base_count": len(lines)}
     return connection.execute(sql.writes["base"], over).rowcount == 1
+
+
+def _joined(document: bytes, token: bytes | None, lines: list[tuple[bytes]]) -> bytes:
+    """What a read returns: the document, followed by its deltas (with their header) when it has any."""
+    if token is None or not lines:
+        return bytes(document)
+    name = token.decode()
+    return joined(bytes(document), b"\n" + header(name, len(lines)) + b"".join(line for (line,) in lines), name)
 
 
 def _where(key: SessionKey) -> dict[str, Any]:
