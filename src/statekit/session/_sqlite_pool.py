@@ -45,8 +45,17 @@ closed and opened again while every worker thread makes calls); more are closed 
 PROGRESS_STEPS = 1000
 """SQLite virtual-machine steps between two looks at the deadline."""
 
+SLACK_MS = 50
+"""A connection's busy timeout is set again only when it is further than this from what the call has left."""
+
 MIN_SQLITE = (3, 35, 0)
 """The oldest SQLite library that has everything used here (``RETURNING``, upserts, JSON functions)."""
+
+
+class _Connection(sqlite3.Connection):
+    """A connection that remembers its busy timeout (milliseconds), to set it only when it must change."""
+
+    busy_ms = -1
 
 
 class Connections:
@@ -62,7 +71,7 @@ class Connections:
         self.path = path
         self.statements = statements
         self.timeout = timeout
-        self._idle: list[sqlite3.Connection] = []
+        self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
@@ -81,7 +90,7 @@ class Connections:
         connection = self._take(deadline)
         healthy = False
         try:
-            connection.execute(f"PRAGMA busy_timeout = {_left_ms(deadline)}")
+            _bound_wait(connection, deadline)
             connection.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
             if not self._ready:
                 self._ensure_schema(connection)
@@ -102,7 +111,7 @@ class Connections:
         for connection in idle:
             connection.close()
 
-    def _take(self, deadline: float) -> sqlite3.Connection:
+    def _take(self, deadline: float) -> _Connection:
         with self._lock:
             if self._closed:
                 raise SessionError(f"SQLite database {self.path}: this session is closed")
@@ -114,20 +123,20 @@ class Connections:
             raise self._late()
         return self._open(deadline)
 
-    def _open(self, deadline: float) -> sqlite3.Connection:
+    def _open(self, deadline: float) -> _Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise SessionError(f"cannot make the folder of SQLite database {self.path}: {err.strerror or err}") from err
         try:
             connection = sqlite3.connect(
-                self.path, timeout=max(deadline - time.monotonic(), 0.001), isolation_level=None, check_same_thread=False
+                self.path, isolation_level=None, check_same_thread=False, factory=_Connection
             )
         except sqlite3.Error as err:
             raise self._told(err) from err
         connection.text_factory = bytes  # documents come back as their bytes, not decoded and encoded again
         try:
-            connection.execute(f"PRAGMA busy_timeout = {_left_ms(deadline)}")
+            _bound_wait(connection, deadline)
             _into_wal(connection, deadline)
             connection.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as err:
@@ -135,7 +144,7 @@ class Connections:
             raise self._told(err) from err
         return connection
 
-    def _give_back(self, connection: sqlite3.Connection, healthy: bool) -> None:
+    def _give_back(self, connection: _Connection, healthy: bool) -> None:
         connection.set_progress_handler(None, 0)
         with self._lock:
             if healthy and not self._closed and self._pid == os.getpid() and len(self._idle) < MAX_IDLE:
@@ -225,8 +234,12 @@ def commit(connection: sqlite3.Connection) -> None:
     connection.execute("COMMIT")
 
 
-def _left_ms(deadline: float) -> int:
-    return max(int((deadline - time.monotonic()) * 1000), 1)
+def _bound_wait(connection: _Connection, deadline: float) -> None:
+    """Make SQLite wait for another writer's lock no longer than the call has left (give or take :data:`SLACK_MS`)."""
+    left = max(int((deadline - time.monotonic()) * 1000), 1)
+    if abs(connection.busy_ms - left) > SLACK_MS:
+        connection.execute(f"PRAGMA busy_timeout = {left}")
+        connection.busy_ms = left
 
 
 def _rolled_back(connection: sqlite3.Connection) -> bool:

@@ -83,8 +83,8 @@ APPEND: Final = (
 """One delta, inserted only if the session is still the base: one statement."""
 
 AT_BASE: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY + " AND " + _AT_BASE
-READ: Final = 'SELECT document, token FROM "{t}" WHERE ' + _KEY
-READ_DELTAS: Final = 'SELECT line FROM "{d}" WHERE ' + _KEY + " ORDER BY seq"
+READ: Final = 'SELECT 0, document, token FROM "{t}" WHERE ' + _KEY + ' UNION ALL SELECT seq, line, NULL FROM "{d}" WHERE ' + _KEY
+"""A session's document (``seq`` 0) and its deltas, in one statement (so from one snapshot)."""
 EXISTS: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY
 DELETE: Final = 'DELETE FROM "{t}" WHERE ' + _KEY
 LIST: Final = 'SELECT session_id FROM "{t}" WHERE user_id = :user'
@@ -119,7 +119,7 @@ class Statements:
         self.tables_ddl = tuple(text.format(**names) for text in TABLES_DDL)
         self.writes = {kind: text.format(**names) for kind, text in WRITE_KINDS.items()}
         self.drop_deltas, self.append = DROP_DELTAS.format(**names), APPEND.format(**names)
-        self.at_base, self.read, self.read_deltas = (s.format(**names) for s in (AT_BASE, READ, READ_DELTAS))
+        self.at_base, self.read = AT_BASE.format(**names), READ.format(**names)
         self.exists, self.delete = EXISTS.format(**names), DELETE.format(**names)
         self.list, self.list_some, self.owners, self.users = (s.format(**names) for s in (LIST, LIST_SOME, OWNERS, USERS))
 

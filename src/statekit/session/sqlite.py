@@ -105,16 +105,8 @@ class SQLiteSession(SessionBase):
     # -- reads ---------------------------------------------------------------------
 
     async def _read(self, key: SessionKey) -> bytes | None:
-        sql, where = self._sql, _where(key)
-
-        def read(connection: sqlite3.Connection) -> bytes | None:
-            connection.execute("BEGIN")  # the row and its deltas from one snapshot
-            row = connection.execute(sql.read, where).fetchone()
-            lines = connection.execute(sql.read_deltas, where).fetchall() if row is not None and row[1] else []
-            connection.execute("COMMIT")
-            return None if row is None else _joined(row[0], row[1], lines)
-
-        return await self._call(read)
+        sql, where = self._sql.read, _where(key)
+        return await self._call(lambda connection: _joined(connection.execute(sql, where).fetchall()))
 
     async def _exists(self, key: SessionKey) -> bool:
         sql = self._sql.exists
@@ -208,22 +200,25 @@ def _over_deltas(connection: sqlite3.Connection, sql: Statements, values: dict[s
     """A write expecting a revision, over a document with deltas (the session's revision is then the SHA-1 of
     the document and the deltas as a read joins them, which no column holds). Under the write lock this
     transaction holds: read them, compare, and write over them as a base. Whether it wrote."""
-    row = connection.execute(sql.read, values).fetchone()
-    if row is None or row[1] is None:
+    rows = connection.execute(sql.read, values).fetchall()
+    stored = _joined(rows)
+    if stored is None or len(rows) < 2 or revision_of(stored) != values["expected"]:
         return False
-    lines = connection.execute(sql.read_deltas, values).fetchall()
-    if not lines or revision_of(_joined(row[0], row[1], lines)) != values["expected"]:
-        return False
-    over = {**values, "base_token": row[1].decode(), "base_count": len(lines)}
+    over = {**values, "base_token": getattr(stored, "token", ""), "base_count": len(rows) - 1}
     return connection.execute(sql.writes["base"], over).rowcount == 1
 
 
-def _joined(document: bytes, token: bytes | None, lines: list[tuple[bytes]]) -> bytes:
-    """What a read returns: the document, followed by its deltas (with their header) when it has any."""
-    if token is None or not lines:
-        return bytes(document)
+def _joined(rows: list[tuple[int, bytes, bytes | None]]) -> bytes | None:
+    """What a read returns, from the rows of ``READ``: the document (``None``: none), followed by its deltas
+    (with their header) when it has any."""
+    rows.sort(key=lambda row: row[0])  # the document first, the deltas by seq (already so: a check, in linear time)
+    if not rows or rows[0][0] != 0:
+        return None
+    document, token = bytes(rows[0][1]), rows[0][2]
+    if token is None or len(rows) == 1:
+        return document
     name = token.decode()
-    return joined(bytes(document), b"\n" + header(name, len(lines)) + b"".join(line for (line,) in lines), name)
+    return joined(document, b"\n" + header(name, len(rows) - 1) + b"".join(line for _, line, _ in rows[1:]), name)
 
 
 def _where(key: SessionKey) -> dict[str, Any]:
