@@ -348,3 +348,9 @@ def test_where_a_session_is(db: Path) -> None:
     session = SQLiteSession(db, table="chats")
     assert session.location("s", "u") == f"{db} table chats session 's' of user 'u'"
     assert repr(session) == f"SQLiteSession(path={str(db)!r}, table='chats')"
+
+
+def test_the_docs_show_the_schema_as_it_is_made() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "sessions.md").read_text(encoding="utf-8")
+    shown = page.split("## SQLiteSession", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+    assert shown == ddl_text()
