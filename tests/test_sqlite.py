@@ -354,3 +354,28 @@ def test_the_docs_show_the_schema_as_it_is_made() -> None:
     page = (Path(__file__).resolve().parent.parent / "docs" / "sessions.md").read_text(encoding="utf-8")
     shown = page.split("## SQLiteSession", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
     assert shown == ddl_text()
+
+
+def test_a_forked_child_opens_its_own_connections(db: Path) -> None:
+    """A session object used before a fork works in the child (its own connections) and, after, in the parent."""
+    import os
+
+    session = SQLiteSession(db)
+    session.save("s", counter=Counter(count=1))  # the parent's pool now holds a connection
+    pid = os.fork()
+    if pid == 0:  # the child (its own event loop: the blocking twins' thread is the parent's): exit status only
+        status = 1
+        try:
+            asyncio.run(session.asave("s", counter=Counter(count=2)))
+            status = 0
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    counter = Counter()
+    with pytest.raises(ConflictError):  # the child's save is another writer's
+        session.save("s", counter=Counter(count=3))
+    session.load("s", counter=counter)
+    assert counter.count == 2
+    session.save("s", counter=Counter(count=3))
+    session.close()
