@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,6 +149,12 @@ def test_the_schema_is_made_on_first_use_with_its_version(db: Path, raw: sqlite3
     assert other.execute(schema).fetchall() == raw.execute(schema).fetchall()
     assert other.execute("SELECT * FROM statekit_schema").fetchall() == [("statekit_sessions", SCHEMA_VERSION)]
     other.close()
+
+
+def test_the_files_are_private(db: Path) -> None:
+    SQLiteSession(db).save("s", counter=Counter())
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in db.parent.iterdir()}
+    assert modes == {DB: 0o600, f"{DB}-wal": 0o600, f"{DB}-shm": 0o600}
 
 
 def test_tables_of_several_names_share_a_file(db: Path, raw: sqlite3.Connection) -> None:

@@ -126,8 +126,9 @@ class Connections:
     def _open(self, deadline: float) -> _Connection:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            _make_private(self.path)
         except OSError as err:
-            raise SessionError(f"cannot make the folder of SQLite database {self.path}: {err.strerror or err}") from err
+            raise SessionError(f"cannot make SQLite database {self.path}: {err.strerror or err}") from err
         try:
             connection = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, factory=_Connection
@@ -232,6 +233,16 @@ def commit(connection: sqlite3.Connection) -> None:
     a write's outcome is always known (written, or an error and nothing written)."""
     connection.set_progress_handler(None, 0)
     connection.execute("COMMIT")
+
+
+def _make_private(path: Path) -> None:
+    """Make the database file, readable by its owner only, unless it exists: SQLite gives its ``-wal`` and
+    ``-shm`` files the same mode (as session files are private, mode 0600)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 def _bound_wait(connection: _Connection, deadline: float) -> None:
