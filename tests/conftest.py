@@ -24,6 +24,7 @@ from hypothesis import settings
 
 from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
+from statekit.session.sqlite import SQLiteSession
 from statekit.testing import RedisServer, SessionFactory, local_redis_server
 from strategies import FULL_EXAMPLES
 
@@ -43,7 +44,7 @@ def redis_server() -> Iterator[RedisServer]:
         yield address
 
 
-@pytest.fixture(params=["json", "yaml", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["json", "yaml", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> SessionFactory:
     """A factory of sessions of one backend, all sharing one fresh storage.
 
@@ -54,6 +55,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> SessionFactory:
         return lambda: JSONSession(tmp_path)
     if request.param == "yaml":
         return lambda: YAMLSession(tmp_path)
+    if request.param == "sqlite":
+        return lambda: SQLiteSession(tmp_path / "sessions.db")
     server: RedisServer = request.getfixturevalue("redis_server")
     prefix = f"test-{uuid.uuid4().hex}:"
     return lambda: RedisSession(server.host, server.port, key_prefix=prefix)
