@@ -133,26 +133,27 @@ class SQLiteSession(SessionBase):
     # -- writes: every one through _put or _append ------------------------------------
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
-        await self._put(key, data, "always", {})
+        await self._put(key, data, "always", dict)
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
         base, raw = expected.base, expected.raw
         if expected.only_base and base is not None:
-            return await self._put(key, data, "base", {"base_token": base.token, "base_count": base.count})
+            return await self._put(key, data, "base", lambda: {"base_token": base.token, "base_count": base.count})
         log = getattr(raw, "log", b"")
         if log:  # what was read: a document and its deltas, named by its token and their count
             count = base.count if base is not None else log.count(b"\n") - 2  # the log's first newline, the header's
-            return await self._put(key, data, "base", {"base_token": getattr(raw, "token", ""), "base_count": count})
+            return await self._put(key, data, "base", lambda: {"base_token": getattr(raw, "token", ""), "base_count": count})
         if raw is None and expected.revision == MISSING_REVISION:
-            return await self._put(key, data, "missing", {})
-        return await self._put(key, data, "revision", {"expected": expected.revision})
+            return await self._put(key, data, "missing", dict)
+        return await self._put(key, data, "revision", lambda: {"expected": expected.revision})
 
-    async def _put(self, key: SessionKey, data: bytes, kind: str, condition: dict[str, Any]) -> bool:
-        """Write a whole document if ``condition`` holds (``kind``: see ``WRITE_KINDS``), dropping the old deltas."""
+    async def _put(self, key: SessionKey, data: bytes, kind: str, condition: Callable[[], dict[str, Any]]) -> bool:
+        """Write a whole document if ``condition()`` holds (``kind``: see ``WRITE_KINDS``), dropping the old deltas.
+        The hashes (the document's revision, an expected one) are computed in the worker thread, off the event loop."""
         sql = self._sql
-        values = {**_where(key), **condition, "document": data, "revision": revision_of(data), "token": doc_token(data)}
 
         def put(connection: sqlite3.Connection) -> bool:
+            values = {**_where(key), **condition(), "document": data, "revision": revision_of(data), "token": doc_token(data)}
             connection.execute("BEGIN IMMEDIATE")
             written = connection.execute(sql.writes[kind], values).rowcount == 1
             if not written and kind == "revision":
