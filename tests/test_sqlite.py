@@ -6,6 +6,7 @@ The crash proof (300 SIGKILLs mid-save) is in tests/test_crash.py with the harne
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import sqlite3
 import stat
@@ -308,6 +309,21 @@ async def test_a_locked_database_fails_within_the_timeout_without_blocking_the_l
     await session.asave("s", counter=Counter(count=2))
     await session.aload("s", counter=loaded)
     assert loaded.count == 2
+    await session.aclose()
+
+
+async def test_a_call_that_waits_for_a_thread_past_its_timeout_fails_and_writes_nothing(db: Path) -> None:
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+    session = SQLiteSession(db, timeout=0.3)
+    await session.asave("s", counter=Counter(count=1))
+    busy = loop.run_in_executor(None, time.sleep, 1.0)  # the only worker thread, taken for 1 s
+    with pytest.raises(BackendUnavailableError, match=r"the call did not end within timeout=0.3 s"):
+        await session.asave("s", counter=Counter(count=2))
+    await busy
+    loaded = Counter()
+    await session.aload("s", counter=loaded)
+    assert loaded.count == 1
     await session.aclose()
 
 

@@ -117,10 +117,10 @@ class Connections:
                 raise SessionError(f"SQLite database {self.path}: this session is closed")
             if self._pid != os.getpid():  # a forked child: its parent's connections are not its own to use or close
                 self._idle, self._pid = [], os.getpid()
+            if time.monotonic() > deadline:  # the call waited for a worker thread past its deadline: it does nothing
+                raise self._late()
             if self._idle:
                 return self._idle.pop()
-        if time.monotonic() > deadline:
-            raise self._late()
         return self._open(deadline)
 
     def _open(self, deadline: float) -> _Connection:
