@@ -5,9 +5,11 @@ against the no-copy hand-written floor, msgspec, pydantic v2 and AgentScope
 1.0.21 (the last three when installed: ``pip install -e '.[bench]'`` and
 ``pip install agentscope==1.0.21``); peak memory; ``state_dict`` /
 ``load_state_dict`` against their floors; YAML against raw libyaml; small
-Redis sessions against the same work written by hand; PostgreSQL sessions
-against the same work by hand with psycopg (benchmarks/bench_postgres.py: save and
-load, 64 tasks, an append-only turn against a full save). Every timing interleaves
+Redis sessions against the same work written by hand; SQLite sessions against
+sqlite3 + orjson by hand, and its append-only turn (benchmarks/bench_sqlite.py);
+PostgreSQL sessions against the same work by hand with psycopg
+(benchmarks/bench_postgres.py: save and load, 64 tasks, an append-only turn
+against a full save). Every timing interleaves
 the implementations run by run and reports medians, GC on as users run (the
 JSON tables add GC-off columns). Then a summary of the targets of issue 11.
 
@@ -29,6 +31,7 @@ from bench_memory import run_memory  # noqa: E402
 from bench_postgres import run_postgres  # noqa: E402
 from bench_redis import run_redis  # noqa: E402
 from bench_sessions import STATEKIT_COLD, run_json, run_yaml  # noqa: E402
+from bench_sqlite import run_save_load, run_tasks, run_turn  # noqa: E402
 from bench_state import run_state  # noqa: E402
 
 STATEKIT = "statekit JSONSession"
@@ -44,7 +47,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=None, help="interleaved runs per figure (default 7; 3 with --quick)")
     parser.add_argument("--sizes", default=None, help="comma-separated message counts (default 1000,10000,100000)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall time, or this process's CPU time")
-    parser.add_argument("--only", default="json,memory,state,yaml,redis,postgres", help="comma-separated parts to run")
+    parser.add_argument("--only", default="json,memory,state,yaml,redis,sqlite,postgres", help="comma-separated parts to run")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 7)
     if args.clock == "cpu":
@@ -77,6 +80,12 @@ def main() -> int:
         rates = run_redis(runs, 5 if args.quick else 20)
         share = rates["statekit RedisSession"] / rates["by hand (floor)"]
         targets.append(("Redis 20 msgs x 64 tasks", share, ">= 90% of by hand", share >= 0.9))
+    if "sqlite" in parts:
+        run_save_load(sizes[:2], runs)
+        run_tasks(runs, 5 if args.quick else 20)
+        turn = run_turn(10_000 if args.quick else 100_000, runs)["ratio"]
+        if not args.quick:
+            targets.append(("SQLite append-only turn, 100,000", turn, "<= 2% of a full save", turn <= 0.02))
     if "postgres" in parts:
         turn_size = 10_000 if args.quick else 100_000
         pg = run_postgres(sizes[:2], runs, 3 if args.quick else 10, turn_size)

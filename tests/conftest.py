@@ -27,6 +27,7 @@ from hypothesis import settings
 
 from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
+from statekit.session.sqlite import SQLiteSession
 from statekit.testing import PostgresServer, RedisServer, SessionFactory, local_postgres_server, local_redis_server
 from strategies import FULL_EXAMPLES
 
@@ -63,7 +64,7 @@ def postgres_dsn(postgres_server: PostgresServer) -> str:
     return postgres_server.dsn
 
 
-@pytest.fixture(params=["json", "yaml", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["json", "yaml", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> SessionFactory:
     """A factory of sessions of one backend, all sharing one fresh storage.
 
@@ -74,6 +75,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> SessionFactory:
         return lambda: JSONSession(tmp_path)
     if request.param == "yaml":
         return lambda: YAMLSession(tmp_path)
+    if request.param == "sqlite":
+        return lambda: SQLiteSession(tmp_path / "sessions.db")
     server: RedisServer = request.getfixturevalue("redis_server")
     prefix = f"test-{uuid.uuid4().hex}:"
     return lambda: RedisSession(server.host, server.port, key_prefix=prefix)

@@ -10,9 +10,15 @@ has succeeded no temporary or lock file may remain beside it.
 appends one entry, so most saves write a delta to the companion file, and the
 child compacts every ~40 saves, so kills land in deltas and compactions alike.
 
+``sqlite`` and ``sqlite-appends`` run the same two loops on a SQLite file
+(issue 28); after every kill the database must also pass SQLite's
+``integrity_check``, and only the file and its ``-wal``/``-shm`` may lie in
+the folder once the next save is done.
+
 CI runs 50 kills per file backend (tests/test_crash.py). The long run::
 
-    python -m tests.crash --kills 300            # both backends
+    python -m tests.crash --kills 300            # every backend
+    python -m tests.crash --kills 300 --backend sqlite-appends
     python -m tests.crash --kills 1000 --backend yaml --seed 7
 """
 
@@ -29,18 +35,31 @@ from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+import sqlite3
+
 import attrs
 
 from statekit import StateModule, state_field, stateful
-from statekit.session import JSONSession, YAMLSession
+from statekit.session import JSONSession, SessionBase, YAMLSession
 from statekit.session import _appends
 from statekit.session._companion import companion
 from statekit.session._files import FileSession
+from statekit.session.sqlite import SQLiteSession
 
-BACKENDS: dict[str, Callable[[Path], FileSession]] = {
+DATABASE = "sessions.db"
+"""The SQLite backends' file, in the run's folder."""
+
+
+def _sqlite(folder: Path) -> SQLiteSession:
+    return SQLiteSession(folder / DATABASE)
+
+
+BACKENDS: dict[str, Callable[[Path], SessionBase]] = {
     "json": JSONSession,
     "yaml": YAMLSession,
     "json-appends": JSONSession,
+    "sqlite": _sqlite,
+    "sqlite-appends": _sqlite,
 }
 SESSION_ID = "crash"
 COMPACT_BYTES = 3_000
@@ -85,9 +104,11 @@ class Report:
     """Kills after which the session was neither the last save nor the one in flight."""
     leftovers: int = 0
     """Temporary or lock files still there after the next save."""
+    damaged: int = 0
+    """Kills after which SQLite's ``integrity_check`` found the database damaged."""
 
 
-def _child(make: Callable[[Path], FileSession], folder: Path, start: int, progress: int, appends: bool) -> None:
+def _child(make: Callable[[Path], SessionBase], folder: Path, start: int, progress: int, appends: bool) -> None:
     async def loop() -> None:
         session = make(folder)
         count = start
@@ -109,7 +130,7 @@ def _child(make: Callable[[Path], FileSession], folder: Path, start: int, progre
 
 
 def _run_child(
-    make: Callable[[Path], FileSession], folder: Path, start: int, rng: random.Random, appends: bool = False
+    make: Callable[[Path], SessionBase], folder: Path, start: int, rng: random.Random, appends: bool = False
 ) -> int:
     """Fork a saver, kill it at a random moment; return the last save it reported."""
     read_end, write_end = os.pipe()
@@ -129,11 +150,17 @@ def _run_child(
     return int(reported[-1]) if reported else start
 
 
-def _check(session: FileSession, reported: int, report: Report, appends: bool = False) -> int:
+def _check(session: SessionBase, reported: int, report: Report, appends: bool = False) -> int:
     """Load strictly after a kill; return the save number found."""
-    path = session.session_path(SESSION_ID)
-    if any(p.name.endswith(".tmp") for p in path.parent.iterdir()):
-        report.torn_saves += 1
+    if isinstance(session, FileSession):
+        path = session.session_path(SESSION_ID)
+        if any(p.name.endswith(".tmp") for p in path.parent.iterdir()):
+            report.torn_saves += 1
+    elif isinstance(session, SQLiteSession):
+        with sqlite3.connect(session.path) as database:
+            if database.execute("PRAGMA integrity_check").fetchall() != [("ok",)]:
+                report.damaged += 1
+        database.close()
     if appends:
         appended = AppendLog()
         session.load(SESSION_ID, log=appended)
@@ -148,7 +175,7 @@ def _check(session: FileSession, reported: int, report: Report, appends: bool = 
     return count
 
 
-def _next_save_cleans(session: FileSession, count: int, report: Report, appends: bool = False) -> None:
+def _next_save_cleans(session: SessionBase, count: int, report: Report, appends: bool = False) -> None:
     if appends:  # load, then append: a delta save, which must also cut off a line a kill left unfinished
         log = AppendLog()
         session.load(SESSION_ID, log=log)
@@ -156,23 +183,31 @@ def _next_save_cleans(session: FileSession, count: int, report: Report, appends:
         session.save(SESSION_ID, log=log)
     else:
         session.save(SESSION_ID, log=expected(count))
-    path = session.session_path(SESSION_ID)
-    others = [p.name for p in path.parent.iterdir() if p not in (path, companion(path))]
-    report.leftovers += len(others)
+    report.leftovers += len(_beside(session))
     if session.list_sessions() != [SESSION_ID]:
         report.leftovers += 1
+
+
+def _beside(session: SessionBase) -> list[str]:
+    """The files in the session's folder that the next save should have cleaned away."""
+    if isinstance(session, SQLiteSession):
+        folder, kept = session.path.parent, {DATABASE, f"{DATABASE}-wal", f"{DATABASE}-shm"}
+        return [p.name for p in folder.iterdir() if p.name not in kept]
+    assert isinstance(session, FileSession)
+    path = session.session_path(SESSION_ID)
+    return [p.name for p in path.parent.iterdir() if p not in (path, companion(path))]
 
 
 def run(backend: str, kills: int, seed: int = 0) -> Report:
     """Kill a saving child ``kills`` times on one backend.
 
     Args:
-        backend: ``"json"``, ``"yaml"`` or ``"json-appends"``.
+        backend: A key of :data:`BACKENDS`.
         kills: How many SIGKILLs.
         seed: For the random kill moments.
 
     Returns:
-        What was seen; a good run has ``lost == leftovers == 0``.
+        What was seen; a good run has ``lost == leftovers == damaged == 0``.
     """
     rng = random.Random(seed)
     report = Report()
@@ -203,10 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     for backend in BACKENDS if args.backend == "all" else [args.backend]:
         started = time.monotonic()
         report = run(backend, args.kills, args.seed)
-        failed |= bool(report.lost or report.leftovers)
+        failed |= bool(report.lost or report.leftovers or report.damaged)
         print(
             f"{backend}: {report.kills} kills, {report.torn_saves} cut mid-save, "
-            f"{report.lost} lost, {report.leftovers} files left after the next save "
+            f"{report.lost} lost, {report.damaged} damaged, {report.leftovers} files left after the next save "
             f"({time.monotonic() - started:.0f} s)"
         )
     return 1 if failed else 0

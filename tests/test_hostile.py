@@ -7,9 +7,11 @@ out, naming what and where, and that nothing was changed.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import runpy
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -35,6 +37,7 @@ from statekit.session._files import FileSession
 from statekit.session._leftovers import temp_path
 from statekit.session._safe_files import digest_regular
 from statekit.session.redis import RedisSession
+from statekit.session.sqlite import SQLiteSession
 from statekit.testing import RedisServer, SessionFactory
 
 
@@ -419,6 +422,16 @@ def _check_round_trip(codec: Codec, data: Any) -> None:
 def _put(session: SessionBase, raw: bytes, request: pytest.FixtureRequest) -> None:
     if isinstance(session, FileSession):
         session.session_path("hostile").write_bytes(raw)
+        return
+    if isinstance(session, SQLiteSession):  # the bytes as the document of a row, as an operator's INSERT would put them
+        session.exists("hostile")  # the schema is made on first use
+        with sqlite3.connect(session.path) as database:
+            database.execute(
+                "INSERT INTO statekit_sessions (user_id, session_id, revision, saved_at, document) "
+                "VALUES ('', 'hostile', ?, '', CAST(? AS TEXT))",
+                (hashlib.sha1(raw, usedforsecurity=False).hexdigest(), raw),
+            )
+        database.close()
         return
     server: RedisServer = request.getfixturevalue("redis_server")
     client = redis.Redis(host=server.host, port=server.port)

@@ -17,6 +17,9 @@ if kind == "redis":
 elif kind == "postgres":
     from statekit.session.postgres import PostgresSession
     session = PostgresSession.from_url(where, table=prefix, timeout=60)
+elif kind == "sqlite":
+    from statekit.session.sqlite import SQLiteSession
+    session = SQLiteSession(where, timeout=60)  # 8 writers' turns at the lock, on a loaded machine
 else:
     from statekit.session import JSONSession, YAMLSession
     session = (JSONSession if kind == "json" else YAMLSession)(where)
@@ -35,8 +38,8 @@ def run_workers(kind: str, where: str, *, prefix: str = "", processes: int = 8, 
     """Run ``processes`` workers at once, each doing ``increments`` updates; all must succeed.
 
     Args:
-        kind: ``"json"``, ``"yaml"``, ``"redis"`` or ``"postgres"``.
-        where: The folder, or a Redis URL (``redis+cluster://`` for a cluster), or a PostgreSQL URL.
+        kind: ``"json"``, ``"yaml"``, ``"redis"``, ``"sqlite"`` or ``"postgres"``.
+        where: The folder, a Redis URL (``redis+cluster://`` for a cluster), a SQLite database file or a PostgreSQL URL.
         prefix: The Redis key prefix, or the PostgreSQL table.
         processes: How many worker processes.
         increments: Updates per worker.

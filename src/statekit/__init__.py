@@ -42,6 +42,7 @@ logging.getLogger("statekit").addHandler(logging.NullHandler())
 if TYPE_CHECKING:
     from statekit.session.postgres import PostgresSession
     from statekit.session.redis import RedisSession
+    from statekit.session.sqlite import SQLiteSession
 
 try:
     __version__: str = metadata.version("statekit")
@@ -65,6 +66,7 @@ __all__ = [
     "PostgresSession",
     "Problem",
     "RedisSession",
+    "SQLiteSession",
     "SessionBase",
     "SessionError",
     "SessionNotFoundError",
@@ -92,7 +94,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Import ``RedisSession`` and ``PostgresSession`` on first use: they need the ``redis`` / ``postgres`` extras."""
+    """Import ``RedisSession``, ``PostgresSession`` and ``SQLiteSession`` on first use: the first two need
+    the ``redis`` / ``postgres`` extras, and ``import statekit`` does not load sqlite3."""
     if name == "RedisSession":
         from statekit.session.redis import RedisSession
 
@@ -101,4 +104,8 @@ def __getattr__(name: str) -> Any:
         from statekit.session.postgres import PostgresSession
 
         return PostgresSession
+    if name == "SQLiteSession":
+        from statekit.session.sqlite import SQLiteSession
+
+        return SQLiteSession
     raise AttributeError(f"module 'statekit' has no attribute {name!r}")

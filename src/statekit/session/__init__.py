@@ -5,6 +5,8 @@
   imported on first use, so the rest works without it).
 - :class:`PostgresSession`: one row per session in a PostgreSQL table (needs
   ``statekit[postgres]``; imported on first use too).
+- :class:`SQLiteSession`: one SQLite file for many processes (standard library
+  ``sqlite3``; imported on first use too).
 - :class:`SessionBase`: the base class of every backend, and of your own.
 - :func:`open`: any of them from a URL (``redis://...``, ``file:///dir``, ``sqlite:///x.db``...).
 """
@@ -26,6 +28,7 @@ open = open_session  # statekit.session.open(url), as the issue names it; statek
 if TYPE_CHECKING:
     from statekit.session.postgres import PostgresSession
     from statekit.session.redis import RedisSession
+    from statekit.session.sqlite import SQLiteSession
 
 __all__ = [
     "FORMAT_VERSION",
@@ -35,6 +38,7 @@ __all__ = [
     "JSONSession",
     "PostgresSession",
     "RedisSession",
+    "SQLiteSession",
     "SessionBase",
     "SessionKey",
     "StoredDocument",
@@ -54,4 +58,8 @@ def __getattr__(name: str) -> Any:
         from statekit.session.postgres import PostgresSession  # noqa: PLC0415 - the optional extra
 
         return PostgresSession
+    if name == "SQLiteSession":
+        from statekit.session.sqlite import SQLiteSession  # noqa: PLC0415 - sqlite3 loaded only when used
+
+        return SQLiteSession
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

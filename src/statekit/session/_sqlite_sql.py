@@ -1,0 +1,131 @@
+"""The SQL of ``SQLiteSession``: its schema (with its version) and every statement it runs.
+
+Every write of a session goes through :data:`WRITE_KINDS` (a whole document) or
+:data:`APPEND` (one delta), each one statement that compares and sets at once,
+so that a later check (a lease, a history row) is added in one place. ``{t}``
+is the sessions table, ``{d}`` its deltas table; placeholders are sqlite3's
+named ones. Documents and delta lines are bound as bytes and stored as TEXT
+(``CAST(... AS TEXT)``: the bytes kept exactly, and ``json_extract`` works on them).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from statekit.errors import SessionError
+
+SCHEMA_VERSION: Final = 1
+"""The version of the tables this statekit writes (recorded in ``statekit_schema``)."""
+
+SCHEMA_TABLE: Final = "statekit_schema"
+"""The table recording, per sessions table, the version of its schema."""
+
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+SCHEMA_DDL: Final = """CREATE TABLE IF NOT EXISTS statekit_schema (
+    table_name TEXT    PRIMARY KEY,
+    version    INTEGER NOT NULL
+)"""
+
+TABLES_DDL: Final = (
+    """CREATE TABLE "{t}" (
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    revision   TEXT NOT NULL, -- SHA-1 of the document (the session's revision while it has no deltas)
+    token      TEXT,          -- the document's token (append-only lists), else NULL
+    saved_at   TEXT NOT NULL, -- UTC, ISO 8601: when the document was written
+    document   TEXT NOT NULL, -- the session document as written, JSON (last: a delta never reads it)
+    PRIMARY KEY (user_id, session_id)
+)""",
+    'CREATE INDEX "{t}_session_id" ON "{t}" (session_id, user_id)',
+    """CREATE TABLE "{d}" (
+    user_id    TEXT    NOT NULL,
+    session_id TEXT    NOT NULL,
+    seq        INTEGER NOT NULL, -- 1, 2, ... since the document was written
+    saved_at   TEXT    NOT NULL, -- UTC, ISO 8601
+    line       TEXT    NOT NULL, -- the delta line (items appended by one save), JSON
+    PRIMARY KEY (user_id, session_id, seq)
+)""",
+)
+"""The tables of one sessions table name, made with its ``statekit_schema`` row (docs/backends.md shows them).
+
+A delta touches only the deltas table: SQLite rewrites a whole row when any of its
+columns changes, so no counter lives beside the document (the deltas' count is their
+highest ``seq``, found in the primary key's index)."""
+
+_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+_KEY = "user_id = :user AND session_id = :session"
+_DELTAS = '(SELECT coalesce(max(seq), 0) FROM "{d}" WHERE ' + _KEY + ")"
+_SET_ROW = "revision = :revision, token = :token, saved_at = " + _NOW + ", document = CAST(:document AS TEXT)"
+_INSERT = (
+    'INSERT INTO "{t}" (user_id, session_id, revision, token, saved_at, document) '
+    "VALUES (:user, :session, :revision, :token, " + _NOW + ", CAST(:document AS TEXT)) "
+)
+_AT_BASE = "token = :base_token AND " + _DELTAS + " = :base_count"
+
+WRITE_KINDS: Final = {
+    "always": _INSERT + "ON CONFLICT (user_id, session_id) DO UPDATE SET " + _SET_ROW,
+    "missing": _INSERT + "ON CONFLICT (user_id, session_id) DO NOTHING",
+    "revision": 'UPDATE "{t}" SET ' + _SET_ROW + " WHERE " + _KEY + " AND revision = :expected AND " + _DELTAS + " = 0",
+    "base": 'UPDATE "{t}" SET ' + _SET_ROW + " WHERE " + _KEY + " AND " + _AT_BASE,
+}
+"""A whole document: unconditionally, only if nothing is stored, only over a revision (of a document without
+deltas), only over a delta base (the document's token and how many deltas follow it)."""
+
+DROP_DELTAS: Final = 'DELETE FROM "{d}" WHERE ' + _KEY
+"""After a whole document is written: the deltas of the one it replaced."""
+
+APPEND: Final = (
+    'INSERT INTO "{d}" (user_id, session_id, seq, saved_at, line) '
+    "SELECT :user, :session, :base_count + 1, " + _NOW + ', CAST(:line AS TEXT) FROM "{t}" WHERE ' + _KEY + " AND " + _AT_BASE
+)
+"""One delta, inserted only if the session is still the base: one statement."""
+
+AT_BASE: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY + " AND " + _AT_BASE
+READ: Final = 'SELECT 0, document, token FROM "{t}" WHERE ' + _KEY + ' UNION ALL SELECT seq, line, NULL FROM "{d}" WHERE ' + _KEY
+"""A session's document (``seq`` 0) and its deltas, in one statement (so from one snapshot)."""
+EXISTS: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY
+DELETE: Final = 'DELETE FROM "{t}" WHERE ' + _KEY
+LIST: Final = 'SELECT session_id FROM "{t}" WHERE user_id = :user'
+LIST_SOME: Final = LIST + " ORDER BY session_id LIMIT :limit"
+OWNERS: Final = 'SELECT user_id FROM "{t}" WHERE session_id = :session ORDER BY user_id LIMIT :limit'
+USERS: Final = 'SELECT DISTINCT user_id FROM "{t}"'
+VERSION: Final = "SELECT version FROM statekit_schema WHERE table_name = :table"
+TABLE_EXISTS: Final = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :table"
+RECORD_VERSION: Final = "INSERT INTO statekit_schema (table_name, version) VALUES (:table, :version)"
+
+
+def check_table(table: object) -> str:
+    """A sessions table name: a plain SQL identifier (its deltas table adds ``_deltas``).
+
+    Raises:
+        SessionError: Anything else, saying what a name may hold.
+    """
+    if not isinstance(table, str) or _TABLE_NAME.fullmatch(table) is None or table.lower() == SCHEMA_TABLE:
+        raise SessionError(
+            f"table must be a plain SQL name (a letter or _, then letters, digits or _, at most 63) "
+            f"other than {SCHEMA_TABLE!r}, got {table!r}"
+        )
+    return table
+
+
+class Statements:
+    """The statements of one sessions table, with its name filled in once."""
+
+    def __init__(self, table: str) -> None:
+        names = {"t": table, "d": f"{table}_deltas"}
+        self.table = table
+        self.tables_ddl = tuple(text.format(**names) for text in TABLES_DDL)
+        self.writes = {kind: text.format(**names) for kind, text in WRITE_KINDS.items()}
+        self.drop_deltas, self.append = DROP_DELTAS.format(**names), APPEND.format(**names)
+        self.at_base, self.read = AT_BASE.format(**names), READ.format(**names)
+        self.exists, self.delete = EXISTS.format(**names), DELETE.format(**names)
+        self.list, self.list_some, self.owners, self.users = (s.format(**names) for s in (LIST, LIST_SOME, OWNERS, USERS))
+
+
+def ddl_text(table: str = "statekit_sessions") -> str:
+    """The schema's DDL as plain SQL text, for operators (the docs show it)."""
+    names = {"t": table, "d": f"{table}_deltas"}
+    record = f"INSERT INTO statekit_schema (table_name, version) VALUES ('{table}', {SCHEMA_VERSION})"
+    return ";\n".join([SCHEMA_DDL, *(text.format(**names) for text in TABLES_DDL), record]) + ";\n"
