@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import typing
 import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, Final
@@ -16,6 +18,7 @@ MISSING: Final = object()
 _ATTRIBUTE = "__statekit_cache__"
 _IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: int, str, list... take no attribute
 _LOCK = threading.Lock()
+_NONE: Final[dict[Any, Any]] = {}  # read only: what a class without entries holds
 _holders: weakref.WeakSet[type] = weakref.WeakSet()  # the classes holding entries (for cache_sizes)
 _caches: weakref.WeakSet[TypeCache] = weakref.WeakSet()
 
@@ -49,7 +52,7 @@ class TypeCache:
         """Store ``value`` for ``key`` on ``owner`` (here, when ``owner`` is ``None`` or takes no attribute)."""
         with _LOCK:
             store = _store(owner)
-            if store is None and owner is not None and not owner.__flags__ & _IMMUTABLE_TYPE:
+            if store is None and owner is not None and _takes_entries(owner):
                 store = {}
                 try:
                     setattr(owner, _ATTRIBUTE, store)
@@ -93,12 +96,21 @@ def _stores() -> list[dict[TypeCache, dict[Hashable, Any]]]:
 
 
 def owner_of(tp: Any) -> type | None:
-    """The class an entry about ``tp`` is held on: the first class in it that takes attributes
-    (``Msg`` in ``list[Msg]``), or ``None`` (``int``, ``dict[str, Any]``)."""
+    """The class an entry about ``tp`` is held on: the first class in it not of Python's own
+    (``Msg`` in ``list[Msg]``, ``Box`` in ``Box[int]``), or ``None`` (``int``, ``dict[str, Any]``,
+    ``Mapping[str, int]``: there are only so many of those)."""
     for inner in iter_types(tp):
-        if isinstance(inner, type) and not inner.__flags__ & _IMMUTABLE_TYPE:
-            return inner
+        for candidate in (inner, typing.get_origin(inner)):
+            if isinstance(candidate, type) and _takes_entries(candidate):
+                return candidate
     return None
+
+
+def _takes_entries(cls: type) -> bool:
+    """Not a type of Python's own (``int``, ``typing.Any``, ``collections.abc.Mapping``): those
+    live for ever, and so would whatever was cached on them."""
+    module = getattr(cls, "__module__", None) or "builtins"
+    return not cls.__flags__ & _IMMUTABLE_TYPE and module.partition(".")[0] not in sys.stdlib_module_names
 
 
 class CachedByType:
@@ -110,14 +122,17 @@ class CachedByType:
         self._find = find
 
     def __call__(self, tp: Any) -> Any:
-        if isinstance(tp, type):
-            owner: type | None = None if tp.__flags__ & _IMMUTABLE_TYPE else tp
-        else:
-            owner = owner_of(tp)
-        found = self._cache.get(tp, owner)
+        cache = self._cache
+        found = cache._shared.get(tp, MISSING)  # int, list[str]: first, and fast
+        if found is MISSING and isinstance(tp, type):  # a class: its own entry, without looking for an owner
+            entries = tp.__dict__.get(_ATTRIBUTE, _NONE).get(cache, _NONE)
+            found = entries.get(tp, MISSING)
         if found is MISSING:
-            found = self._find(tp)
-            self._cache.put(tp, owner, found)
+            owner = owner_of(tp)
+            found = cache.get(tp, owner)
+            if found is MISSING:
+                found = self._find(tp)
+                cache.put(tp, owner, found)
         return found
 
     def cache_clear(self) -> None:
