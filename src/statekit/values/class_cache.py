@@ -32,7 +32,8 @@ class TypeCache:
     class of the user's (``int``, ``list[str]``) is kept in the cache itself:
     there are only so many of those. An entry that refers to a converter keeps
     that converter alive as long as the class (a module's class holds its
-    converter anyway).
+    converter anyway). Every key names its class too, so that an entry can never
+    answer for another class (one made from this one's namespace, say).
     """
 
     def __init__(self, name: str, *, keep: int | None = None) -> None:

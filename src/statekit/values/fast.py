@@ -135,7 +135,7 @@ _records = TypeCache("fast structure")
 def _cached_record(cls: type, conv: cattrs.Converter, fresh: bool) -> Fast:
     """One generated function per (class, converter, freshness), held on the class;
     recursion is late-bound."""
-    key = (conv, generation(conv), fresh)  # a hook registered later makes new code
+    key = (cls, conv, generation(conv), fresh)  # a hook registered later makes new code
     built: Fast | None = _records.get(key, cls)
     if built is not MISSING:
         return built if built is not None else (lambda value: _records.get(key, cls)(value))

@@ -117,7 +117,7 @@ _building: set[type] = set()
 
 def record_mirror(cls: type, conv: cattrs.Converter) -> Mirror | None:
     """The mirror of an attrs record (cached on the class, per converter state)."""
-    key = (conv, generation(conv))
+    key = (cls, conv, generation(conv))
     cached: Mirror | None = _records.get(key, cls)
     if cached is not MISSING:
         return cached
