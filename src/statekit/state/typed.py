@@ -30,6 +30,7 @@ import msgspec
 import orjson
 
 from statekit.values.bounded import bounded, levels
+from statekit.values.class_cache import MISSING, TypeCache
 from statekit.state.dump import check_modules, converter_of
 from statekit.state.foreign import SupportsState
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
@@ -94,9 +95,10 @@ class _Meta(msgspec.Struct, forbid_unknown_fields=True):
     format: Literal[1]
 
 
-_documents: dict[Shape, TypedDocument | None] = {}
+# Held on the class of the first module (a shape dropped with it); at most 256 shapes per
+# class (module names are part of a shape, and callers may make many).
+_documents = TypeCache("typed documents", keep=256)
 _LOCK = threading.Lock()
-_KEEP = 256  # shapes remembered (module names are part of a shape, and callers may make many)
 
 
 def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> TypedDocument | None:
@@ -105,10 +107,10 @@ def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> Typed
     shape = _shape_of(modules)
     if shape is None:
         return None
-    try:
-        return _documents[shape]
-    except KeyError:
-        pass
+    owner = shape[0][1][0] if shape else None
+    cached: TypedDocument | None = _documents.get(shape, owner)
+    if cached is not MISSING:
+        return cached
     with _LOCK:  # threads of several sessions may meet here
         try:
             made: TypedDocument | None = _make_document(modules, meta_key)
@@ -116,9 +118,7 @@ def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> Typed
             made = None
         if _shape_of(modules) != shape:
             return None  # the modules changed while their mirror was made: not cached, not used
-        if len(_documents) >= _KEEP:
-            del _documents[next(iter(_documents))]  # the oldest
-        _documents[shape] = made
+        _documents.put(shape, owner, made)
     return made
 
 

@@ -9,6 +9,7 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit.values.plain import type_name
+from statekit.values.class_cache import CachedByType
 from statekit.values.containers import register_collections
 from statekit.values.hooks import register_json, register_scalars
 from statekit.values.pydantic import register_models
@@ -63,6 +64,13 @@ class StatekitConverter(cattrs.Converter):
     _lenient: cattrs.Converter
     generation: int
     """How many times a hook was registered: caches of generated code key on it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # cattrs caches its hooks in an lru_cache per converter, which would keep every
+        # class it ever saw alive: here they are held on the classes themselves.
+        for name, dispatch in (("unstructure hooks", self._unstructure_func), ("structure hooks", self._structure_func)):
+            dispatch.dispatch = CachedByType(name, dispatch.dispatch_without_caching)  # type: ignore[assignment]
 
     def _changed(self) -> None:
         with contextlib.suppress(AttributeError):

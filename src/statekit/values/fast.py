@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import cattrs
 
+from statekit.values.class_cache import MISSING, TypeCache, owner_of
 from statekit.values.codegen import compile_function
 from statekit.values.fields import field_codec
 from statekit.values.containers import is_ours
@@ -65,20 +66,23 @@ def fast_structure(tp: Any, conv: cattrs.Converter, *, fresh: bool = False) -> F
     return _via_cattrs(tp, conv)
 
 
-_from_json: dict[Any, bool] = {}
+_from_json = TypeCache("runs from_json")
 
 
 def runs_from_json(tp: Any) -> bool:
     """Whether structuring ``tp`` calls a field's ``from_json`` or a pydantic model's
     ``model_validate`` (in a record it holds, at any depth): code of the user's."""
+    owner = owner_of(tp)
     try:
-        return _from_json[tp]
-    except (KeyError, TypeError):  # TypeError: an unhashable annotation (computed, not cached)
-        pass
+        found = _from_json.get(tp, owner)
+    except TypeError:  # an unhashable annotation: computed, not cached
+        found = MISSING
+    if found is not MISSING:
+        return bool(found)
     found = any(_record_runs_from_json(inner, set()) for inner in iter_types(tp))
     with contextlib.suppress(TypeError):
-        _from_json[tp] = found
-    return found
+        _from_json.put(tp, owner, found)
+    return bool(found)
 
 
 def _record_runs_from_json(tp: Any, seen: set[type]) -> bool:
@@ -125,22 +129,24 @@ def _via_cattrs(tp: Any, conv: cattrs.Converter) -> Fast:
     return structure
 
 
-_records: dict[tuple[type, cattrs.Converter, int, bool], Fast | None] = {}
+_records = TypeCache("fast structure")
 
 
 def _cached_record(cls: type, conv: cattrs.Converter, fresh: bool) -> Fast:
-    """One generated function per (class, converter, freshness); recursion is late-bound."""
+    """One generated function per (class, converter, freshness), held on the class;
+    recursion is late-bound."""
     key = (cls, conv, generation(conv), fresh)  # a hook registered later makes new code
-    if key in _records:
-        built = _records[key]
-        return built if built is not None else (lambda value: _records[key](value))  # type: ignore[misc]
-    _records[key] = None  # being generated: a recursive field looks it up when called
+    built: Fast | None = _records.get(key, cls)
+    if built is not MISSING:
+        return built if built is not None else (lambda value: _records.get(key, cls)(value))
+    _records.put(key, cls, None)  # being generated: a recursive field looks it up when called
     try:
-        _records[key] = _record(cls, conv, fresh)
+        built = _record(cls, conv, fresh)
     except BaseException:
-        del _records[key]
+        _records.pop(key, cls)
         raise
-    return _records[key]  # type: ignore[return-value]
+    _records.put(key, cls, built)
+    return built
 
 
 def _record(cls: type, conv: cattrs.Converter, fresh: bool) -> Fast:

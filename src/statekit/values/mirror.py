@@ -30,6 +30,7 @@ import attrs
 import cattrs
 import msgspec
 
+from statekit.values.class_cache import MISSING, TypeCache
 from statekit.values.codegen import compile_function
 from statekit.values.containers import is_ours
 from statekit.values.hooks import type_hints
@@ -110,15 +111,16 @@ def _optional(inner_tp: Any, conv: cattrs.Converter) -> Mirror | None:
     return Mirror(inner.tp | None, f"(None if {HOLE} is None else {inner.code})", inner.names)
 
 
-_records: dict[tuple[type, cattrs.Converter, int], Mirror | None] = {}
+_records = TypeCache("record mirrors")
 _building: set[type] = set()
 
 
 def record_mirror(cls: type, conv: cattrs.Converter) -> Mirror | None:
-    """The mirror of an attrs record (cached per class and converter state)."""
+    """The mirror of an attrs record (cached on the class, per converter state)."""
     key = (cls, conv, generation(conv))
-    if key in _records:
-        return _records[key]
+    cached: Mirror | None = _records.get(key, cls)
+    if cached is not MISSING:
+        return cached
     if cls in _building:
         return None  # a recursive record: its depth is unbounded, left to the full path
     _building.add(cls)
@@ -126,7 +128,7 @@ def record_mirror(cls: type, conv: cattrs.Converter) -> Mirror | None:
         mirror = _make_record_mirror(cls, conv)
     finally:
         _building.discard(cls)
-    _records[key] = mirror
+    _records.put(key, cls, mirror)
     return mirror
 
 
