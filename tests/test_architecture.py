@@ -3,12 +3,14 @@
 Every ``import`` of every module under src/statekit counts, wherever it is
 written: at the top, inside a function, or under ``if TYPE_CHECKING:``.
 ``python tests/test_architecture.py`` prints the graph the tests check: each
-package with the packages it imports.
+package with the packages it imports. The rooms of docs/architecture.md name
+every module, one line each.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -188,6 +190,16 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
                         break
                 found.append(sorted(component))
     return found
+
+
+def test_every_module_has_its_line_in_the_rooms() -> None:
+    """docs/architecture.md's rooms name every module under src/statekit, and no module that is gone."""
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rooms = text.split("## Rooms", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"^- `([\w/]+\.py)`: \S", rooms, flags=re.MULTILINE))
+    files = {str(path.relative_to(SRC / "statekit")) for path in MODULES.values()}
+    assert sorted(files - named) == [], "add a line '- `path.py`: its one job' to the rooms of docs/architecture.md"
+    assert sorted(named - files) == [], "docs/architecture.md's rooms name modules that do not exist"
 
 
 def test_a_wrong_import_is_named() -> None:
