@@ -8,10 +8,11 @@ run (``gc_off=True`` times the same work with it off, for comparison).
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 Work = Callable[[], object]
 
@@ -61,3 +62,32 @@ def table(title: str, columns: Mapping[str, Mapping[str, float]], floor: str) ->
         cells = "".join(f" | {columns[c][name] * 1e3:10.2f} ms {ratios[c][name]:7.2f}x" for c in columns)
         print(f"  {name:<28}{cells}")
     return ratios
+
+
+Job = Callable[[int], Awaitable[None]]
+"""One task's unit of work in the many-task benchmarks (its argument: the task's index)."""
+
+
+async def rate(job: Job, tasks: int, rounds: int) -> float:
+    """Units of ``job`` per second with ``tasks`` concurrent tasks doing ``rounds`` each."""
+
+    async def worker(index: int) -> None:
+        for _ in range(rounds):
+            await job(index)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(index) for index in range(tasks)))
+    return tasks * rounds / (time.perf_counter() - started)
+
+
+async def interleaved_rates(jobs: Mapping[str, Job], tasks: int, rounds: int, runs: int, *, warm_up: int = 2) -> dict[str, float]:
+    """The median rate of each job over ``runs`` interleaved rounds (the order rotating), after a warm-up."""
+    for job in jobs.values():
+        await rate(job, tasks, warm_up)  # connections, tables, generated code
+    names = list(jobs)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(runs):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            rates[name].append(await rate(jobs[name], tasks, rounds))
+    return {name: statistics.median(values) for name, values in rates.items()}

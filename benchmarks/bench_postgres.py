@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import Agent, floor_document, floor_load_fresh, make_agent  # noqa: E402
-from _timing import interleaved, table  # noqa: E402
+from _timing import Job, interleaved, interleaved_rates, table  # noqa: E402
 from bench_appends import Memory, Messages  # noqa: E402
 
 from statekit.session.postgres import PostgresSession  # noqa: E402
@@ -97,17 +96,7 @@ def _sizes(runner: asyncio.Runner, dsn: str, sizes: list[int], runs: int) -> dic
     return out
 
 
-Job = Callable[[int], Awaitable[None]]
 
-
-async def _rate(job: Job, tasks: int, rounds: int) -> float:
-    async def worker(index: int) -> None:
-        for _ in range(rounds):
-            await job(index)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(index) for index in range(tasks)))
-    return tasks * rounds / (time.perf_counter() - started)
 
 
 async def _tasks(dsn: str, tasks: int, rounds: int, runs: int) -> dict[str, float]:
@@ -126,16 +115,10 @@ async def _tasks(dsn: str, tasks: int, rounds: int, runs: int) -> dict[str, floa
             await hands[index].load(f"s{index}", agents[index])
 
         jobs: dict[str, Job] = {"by hand (psycopg + orjson)": by_hand, "statekit PostgresSession": statekit}
-        for job in jobs.values():
-            await _rate(job, tasks, 2)  # warm up: connections, the tables
-        rates: dict[str, list[float]] = {name: [] for name in jobs}
-        for round_ in range(runs):
-            names = list(jobs)[round_ % 2 :] + list(jobs)[: round_ % 2]
-            for name in names:
-                rates[name].append(await _rate(jobs[name], tasks, rounds))
+        rates = await interleaved_rates(jobs, tasks, rounds, runs)
     for conn in conns:
         await conn.close()
-    return {name: statistics.median(values) for name, values in rates.items()}
+    return rates
 
 
 def _appends(runner: asyncio.Runner, dsn: str, size: int, runs: int) -> dict[str, float]:

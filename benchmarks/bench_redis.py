@@ -13,10 +13,7 @@ at the end. Run through ``python benchmarks/run.py``, or alone with ``[--quick]`
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -24,23 +21,12 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import floor_document, floor_load_fresh, make_agent  # noqa: E402
+from _timing import Job, interleaved_rates  # noqa: E402
 
 from statekit.session.redis import RedisSession  # noqa: E402
 from statekit.testing import local_redis_server  # noqa: E402
 
-Job = Callable[[int], Awaitable[None]]
 
-
-async def _rate(job: Job, tasks: int, rounds: int) -> float:
-    """Save+load pairs per second with ``tasks`` tasks doing ``rounds`` each."""
-
-    async def worker(index: int) -> None:
-        for _ in range(rounds):
-            await job(index)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(index) for index in range(tasks)))
-    return tasks * rounds / (time.perf_counter() - started)
 
 
 async def _measure(port: int, tasks: int, rounds: int, runs: int) -> dict[str, float]:
@@ -65,19 +51,8 @@ async def _measure(port: int, tasks: int, rounds: int, runs: int) -> dict[str, f
             await client.get(f"bench:raw:{index}")
 
         jobs: dict[str, Job] = {"by hand (floor)": by_hand, "statekit RedisSession": statekit, "raw SET+GET": raw}
-        return await _interleaved_rates(jobs, tasks, rounds, runs)
+        return await interleaved_rates(jobs, tasks, rounds, runs, warm_up=3)
 
-
-async def _interleaved_rates(jobs: dict[str, Job], tasks: int, rounds: int, runs: int) -> dict[str, float]:
-    for job in jobs.values():
-        await _rate(job, tasks, 3)  # warm up: connections, generated code
-    names = list(jobs)
-    rates: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(runs):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            rates[name].append(await _rate(jobs[name], tasks, rounds))
-    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def run_redis(runs: int, rounds: int, tasks: int = 64) -> dict[str, float]:

@@ -21,20 +21,18 @@ import argparse
 import asyncio
 import hashlib
 import sqlite3
-import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import Agent, floor_document, floor_load_fresh, make_agent  # noqa: E402
-from _timing import Work, interleaved, table  # noqa: E402
+from _timing import Work, interleaved, interleaved_rates, table  # noqa: E402
 from bench_appends import Memory, Messages  # noqa: E402
 
 from statekit.session.sqlite import SQLiteSession  # noqa: E402
@@ -156,28 +154,12 @@ async def _measure_tasks(folder: Path, tasks: int, rounds: int, runs: int) -> di
         await session.aload(f"s{index}", agent=agents[index])
 
     jobs = {HAND: by_hand, STATEKIT: statekit}
-    for job in jobs.values():
-        await _rate(job, tasks, 2)  # warm up
-    rates: dict[str, list[float]] = {name: [] for name in jobs}
-    names = list(jobs)
-    for round_ in range(runs):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            rates[name].append(await _rate(jobs[name], tasks, rounds))
+    rates = await interleaved_rates(jobs, tasks, rounds, runs)
     await session.aclose()
     for connection in made:
         connection.close()
-    return {name: statistics.median(values) for name, values in rates.items()}
+    return rates
 
-
-async def _rate(job: Any, tasks: int, rounds: int) -> float:
-    async def worker(index: int) -> None:
-        for _ in range(rounds):
-            await job(index)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(index) for index in range(tasks)))
-    return tasks * rounds / (time.perf_counter() - started)
 
 
 def run_turn(size: int, runs: int) -> dict[str, float]:
