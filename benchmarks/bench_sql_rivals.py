@@ -261,26 +261,24 @@ def _compare(runner: asyncio.Runner, where: str, impls: list[Impl], sizes: list[
     assert set(counts.values()) == {TURN_SIZE + runs + 1}, counts
 
 
+def _on(where: str, make: Callable[[contextlib.AsyncExitStack], Coroutine[Any, Any, list[Impl]]], sizes: list[int], runs: int) -> None:
+    with asyncio.Runner() as runner:
+        stack = contextlib.AsyncExitStack()
+        impls = runner.run(make(stack))
+        try:
+            _compare(runner, where, impls, sizes, runs)
+        finally:
+            for impl in impls:
+                runner.run(impl.close())
+            runner.run(stack.aclose())
+
+
 def run_sql_rivals(sizes: list[int], runs: int) -> None:
     """Print the tables: PostgreSQL first, then SQLite."""
-    with local_postgres_server() as server, asyncio.Runner() as runner:
-        stack = contextlib.AsyncExitStack()
-        impls = runner.run(_postgres_impls(server.dsn, stack))
-        try:
-            _compare(runner, "PostgreSQL", impls, sizes, runs)
-        finally:
-            for impl in impls:
-                runner.run(impl.close())
-            runner.run(stack.aclose())
-    with tempfile.TemporaryDirectory() as folder, asyncio.Runner() as runner:
-        stack = contextlib.AsyncExitStack()
-        impls = runner.run(_sqlite_impls(Path(folder), stack))
-        try:
-            _compare(runner, "SQLite", impls, sizes, runs)
-        finally:
-            for impl in impls:
-                runner.run(impl.close())
-            runner.run(stack.aclose())
+    with local_postgres_server() as server:
+        _on("PostgreSQL", lambda stack: _postgres_impls(server.dsn, stack), sizes, runs)
+    with tempfile.TemporaryDirectory() as folder:
+        _on("SQLite", lambda stack: _sqlite_impls(Path(folder), stack), sizes, runs)
 
 
 if __name__ == "__main__":
