@@ -9,7 +9,10 @@ Redis sessions against the same work written by hand; SQLite sessions against
 sqlite3 + orjson by hand, and its append-only turn (benchmarks/bench_sqlite.py);
 PostgreSQL sessions against the same work by hand with psycopg
 (benchmarks/bench_postgres.py: save and load, 64 tasks, an append-only turn
-against a full save). Every timing interleaves
+against a full save). ``--only sql-rivals`` (not run by default: it needs
+``pip install -e '.[bench-rivals]'``) times statekit's SQL sessions against
+LangGraph's checkpointers and the OpenAI Agents SDK's sessions
+(benchmarks/bench_sql_rivals.py). Every timing interleaves
 the implementations run by run and reports medians, GC on as users run (the
 JSON tables add GC-off columns). Then a summary of the targets of issue 11.
 
@@ -31,6 +34,7 @@ from bench_memory import run_memory  # noqa: E402
 from bench_postgres import run_postgres  # noqa: E402
 from bench_redis import run_redis  # noqa: E402
 from bench_sessions import STATEKIT_COLD, run_json, run_yaml  # noqa: E402
+from bench_sql_rivals import run_sql_rivals  # noqa: E402
 from bench_sqlite import run_save_load, run_tasks, run_turn  # noqa: E402
 from bench_state import run_state  # noqa: E402
 
@@ -47,7 +51,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=None, help="interleaved runs per figure (default 7; 3 with --quick)")
     parser.add_argument("--sizes", default=None, help="comma-separated message counts (default 1000,10000,100000)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall time, or this process's CPU time")
-    parser.add_argument("--only", default="json,memory,state,yaml,redis,sqlite,postgres", help="comma-separated parts to run")
+    parser.add_argument("--only", default="json,memory,state,yaml,redis,sqlite,postgres", help="comma-separated parts to run (also: sql-rivals, which needs the bench-rivals extra)")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 7)
     if args.clock == "cpu":
@@ -91,6 +95,8 @@ def main() -> int:
         pg = run_postgres(sizes[:2], runs, 3 if args.quick else 10, turn_size)
         targets.append((f"PostgreSQL append-only turn / full save, {turn_size:,}", pg["turn share"], "<= 2%", pg["turn share"] <= 0.02))
         targets.append(("PostgreSQL 20 msgs x 64 tasks", pg["tasks share"], "(of by hand; no target)", True))
+    if "sql-rivals" in parts:
+        run_sql_rivals([1_000, 10_000], runs)
     _print_targets(targets)
     return 0
 
