@@ -12,11 +12,14 @@ Interleaved run by run, medians, GC on:
   save right after a full save, which pays for the file system's clean-up of
   that rewrite).
 
+And loading that many messages saved with the flag against the same data
+saved without it (a plain ``list`` field): both take the typed load.
+
 Then, at the largest size: loading with a companion of 10,000 items (1,000
 saves of 10) against loading the same state compacted; and 1,000 turns of one
 message each appended to the memory: ms and bytes per turn, against a full
 rewrite per turn. Targets: delta <= 2% of full at 100,000 (<= 5% at 10,000),
-<= 16 KB written; load <= 1.1x.
+<= 16 KB written; load with the flag <= 1.1x without it; load with a companion <= 1.1x.
 """
 
 from __future__ import annotations
@@ -55,6 +58,14 @@ class Memory(StateModule):
     """A long memory: the messages only grow; the note changes now and then."""
 
     content: list[Msg] = state_field(factory=list, append_only=True)
+    note: str = state_field(default="")
+
+
+@stateful
+class PlainMemory(StateModule):
+    """:class:`Memory` without the flag: the same data, saved whole every time."""
+
+    content: list[Msg] = state_field(factory=list)
     note: str = state_field(default="")
 
 
@@ -140,6 +151,23 @@ def compare_loads(size: int, runs: int) -> dict[str, float]:
     return times
 
 
+def compare_flag(size: int, runs: int) -> dict[str, float]:
+    """Median ms loading ``size`` messages saved with ``append_only`` and the same data saved without it."""
+    content = Messages().take(size)
+    with tempfile.TemporaryDirectory() as flag_dir, tempfile.TemporaryDirectory() as plain_dir:
+        JSONSession(flag_dir).save("chat", memory=Memory(content=list(content)))
+        JSONSession(plain_dir).save("chat", memory=PlainMemory(content=list(content)))
+        del content
+
+        def with_flag() -> None:
+            JSONSession(flag_dir).load("chat", memory=Memory())
+
+        def without() -> None:
+            JSONSession(plain_dir).load("chat", memory=PlainMemory())
+
+        return interleaved({"append_only": with_flag, "plain list": without}, runs)
+
+
 def turns(size: int, count: int) -> dict[str, float]:
     """ms and bytes per turn over ``count`` turns of one message appended to ``size`` messages."""
     messages = Messages()
@@ -173,6 +201,14 @@ def run_appends(sizes: list[int], runs: int, turn_count: int) -> bool:
             f"{saves['bytes']:,.0f} bytes written (<= 16 KB) {'ok' if met else 'MISSED'}; "
             f"right after a full save: {saves['delta after full'] * 1e3:.2f} ms = "
             f"{saves['delta after full'] / saves['full']:.2%}"
+        )
+        flag = compare_flag(size, runs)
+        flag_ratio = flag["append_only"] / flag["plain list"]
+        ok &= flag_ratio <= 1.1
+        print(
+            f"{size:>7,} messages: load with append_only {flag['append_only'] * 1e3:8.2f} ms, "
+            f"the same data without it {flag['plain list'] * 1e3:8.2f} ms = {flag_ratio:.3f}x (target <= 1.1x) "
+            f"{'ok' if flag_ratio <= 1.1 else 'MISSED'}"
         )
     largest = max(sizes)
     loads = compare_loads(largest, runs)

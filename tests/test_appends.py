@@ -37,6 +37,7 @@ from statekit.errors import (
 )
 from statekit.session import JSONSession, YAMLSession
 from statekit.session import _appends, _proofs, document
+from statekit.state.typed import typed_loads
 
 
 def _msgs(count: int, start: int = 0) -> list[Msg]:
@@ -409,6 +410,83 @@ def test_a_problem_in_an_appended_item_names_its_companion_line(tmp_path: Path) 
         ("chat.json.log", 3, log[2].index(b'"text":2') + 1, ("memory", "content", 2, "text")),
         ("chat.json.log", 3, log[2].index(b'"text":3') + 1, ("memory", "content", 3, "text")),
     ]
+
+
+# -- the typed load (issue 25) -----------------------------------------------------------
+
+
+def _typed_load(folder: Path) -> tuple[JSONSession, Agent]:
+    """A new session object's load of ``chat``, which must take the typed path."""
+    session, agent = JSONSession(folder), Agent()
+    before = typed_loads()
+    session.load("chat", agent=agent, allow_not_exist=False)
+    assert typed_loads() == before + 1, "the load did not take the typed path"
+    return session, agent
+
+
+@pytest.mark.parametrize("deltas", [0, 2], ids=["document", "document+companion"])
+def test_a_session_with_append_only_lists_takes_the_typed_load(tmp_path: Path, deltas: int) -> None:
+    _, saved = _saved_with_deltas(tmp_path, deltas)
+    assert ("chat.json.log" in _files(tmp_path)) is (deltas > 0)
+    _, agent = _typed_load(tmp_path)
+    assert (agent.memory.content, agent.events) == (saved.memory.content, [])
+
+
+@pytest.mark.parametrize("deltas", [0, 2], ids=["document", "document+companion"])
+def test_a_delta_save_right_after_a_typed_load_writes_only_the_new_items(tmp_path: Path, deltas: int) -> None:
+    _saved_with_deltas(tmp_path, deltas)
+    document = (tmp_path / "chat.json").read_bytes()
+    before = (tmp_path / "chat.json.log").read_bytes().splitlines() if deltas else []
+    session, agent = _typed_load(tmp_path)
+    agent.memory.content.append(Msg("user", "new"))
+    agent.events.append(9)
+    session.save("chat", agent=agent)
+    assert (tmp_path / "chat.json").read_bytes() == document.replace(b'"deltas": 0', b'"deltas": 1', 1)
+    lines = (tmp_path / "chat.json.log").read_bytes().splitlines()
+    assert lines[1:-1] == before[1:]  # the stored deltas are left as they were, one line is added
+    (sequence, _), *added = json.loads(lines[-1])
+    assert (sequence, added) == (
+        deltas + 1,
+        [[["agent", "memory", "content"], [{"role": "user", "text": "new"}]], [["agent", "events"], [9]]],
+    )
+    loaded = _load(tmp_path)
+    assert (loaded.memory.content, loaded.events) == (agent.memory.content, agent.events)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a: a.memory.content.__setitem__(0, Msg("user", "edited")),
+        lambda a: a.memory.content.__setitem__(3, Msg("user", "delta 1")),  # an appended one, equal
+        lambda a: a.memory.content.pop(0),
+        lambda a: setattr(a.memory, "note", "changed"),
+    ],
+    ids=["replace", "equal-replacement-of-a-delta-item", "pop", "other-field"],
+)
+def test_an_edit_after_a_typed_load_rewrites_the_document(tmp_path: Path, change: Any) -> None:
+    _saved_with_deltas(tmp_path, 2)
+    session, agent = _typed_load(tmp_path)
+    change(agent)
+    agent.memory.content.append(Msg("user", "after"))
+    session.save("chat", agent=agent)
+    assert _files(tmp_path) == ["chat.json"]
+    loaded = _load(tmp_path)
+    assert (loaded.memory.content, loaded.memory.note) == (agent.memory.content, agent.memory.note)
+
+
+def test_a_delta_item_the_typed_load_cannot_take_is_reported_at_its_companion_line(tmp_path: Path) -> None:
+    """The document is well-formed, an appended item is not: the full load names its line."""
+    session, memory = JSONSession(tmp_path), NumberedMemory()
+    session.save("chat", memory=memory)
+    memory.content.append(NumberedMsg("u", 7))
+    session.save("chat", memory=memory)
+    before, text = typed_loads(), TextMemory()
+    with pytest.raises(StateLoadError) as caught:
+        JSONSession(tmp_path).load("chat", memory=text)
+    log = (tmp_path / "chat.json.log").read_bytes().split(b"\n")
+    places = [(Path(p.source or "").name, p.line, p.column, p.path) for p in caught.value.problems]
+    assert places == [("chat.json.log", 2, log[1].index(b'"text":7') + 1, ("memory", "content", 0, "text"))]
+    assert (typed_loads(), text.content) == (before, [])
 
 
 # -- Hypothesis: whatever happens to the list, a load gives it back ----------------------

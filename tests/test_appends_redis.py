@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 
 from statekit.errors import ConflictError, DocumentError, StateLoadError
 from statekit.session.redis import RedisSession
+from statekit.state.typed import typed_loads
 from statekit.testing import RedisCluster, RedisServer, local_redis_cluster, local_redis_server
 
 pytestmark = pytest.mark.redis
@@ -73,6 +74,32 @@ def test_appends_extend_the_value(server: RedisServer) -> None:
             await session.asave("chat", agent=agent)
             assert b"\n" not in await _value(server, prefix)
             assert (await _loaded(server, prefix)).memory.note == "changed"
+
+    asyncio.run(main())
+
+
+def test_a_value_with_deltas_takes_the_typed_load_and_the_next_save_appends(server: RedisServer) -> None:
+    async def main() -> None:
+        prefix = f"appends-{uuid.uuid4().hex}:"
+        async with _session(server, prefix) as session:
+            agent = Agent()
+            agent.memory.content.extend([Msg("user", str(index)) for index in range(5)])
+            await session.asave("chat", agent=agent)
+            agent.memory.content.append(Msg("assistant", "reply"))
+            await session.asave("chat", agent=agent)
+        stored = await _value(server, prefix)
+        loaded, before = Agent(), typed_loads()
+        async with _session(server, prefix) as session:
+            await session.aload("chat", agent=loaded, allow_not_exist=False)
+            assert typed_loads() == before + 1, "the load did not take the typed path"
+            assert loaded.memory.content == agent.memory.content
+            loaded.memory.content.append(Msg("user", "new"))
+            await session.asave("chat", agent=loaded)
+        value = await _value(server, prefix)
+        old, new = stored.split(b"\n"), value.split(b"\n")  # the document, the header (its count), the deltas
+        assert (new[0], new[2:-2], len(new)) == (old[0], old[2:-1], len(old) + 1)  # one delta line more
+        assert orjson.loads(new[-2])[1:] == [[["agent", "memory", "content"], [{"role": "user", "text": "new"}]]]
+        assert (await _loaded(server, prefix)).memory.content == loaded.memory.content
 
     asyncio.run(main())
 

@@ -158,12 +158,19 @@ def merge(document: dict[str, Any], log: bytes, token: str, source: str) -> None
         DocumentError: A line is not the next delta of this document (see
             :mod:`._proofs`), or names a place that is not a list.
     """
+    for number, entries in enumerate(deltas(log, token, source), start=2):
+        _apply(document, entries, source, number)
+
+
+def deltas(log: bytes, token: str, source: str) -> list[Any]:
+    """The deltas of each of a companion's complete lines (line 2 on), decoded and checked.
+
+    Raises:
+        DocumentError: A line is not the next delta of this document (see :mod:`._proofs`).
+    """
     (version, _, count), lines = _lines(log, token, source)
     decoded = _decode_lines(lines, source)
-    if version == LOG_FORMAT:
-        decoded = check(lines, decoded, token, count, source)
-    for number, entries in enumerate(decoded, start=2):
-        _apply(document, entries, source, number)
+    return check(lines, decoded, token, count, source) if version == LOG_FORMAT else decoded
 
 
 def log_tail(log: bytes) -> tuple[int, int] | None:
@@ -255,8 +262,13 @@ def _apply(document: dict[str, Any], entries: Any, source: str, number: int) -> 
         target.extend(entry[1])
 
 
+def is_delta(entry: Any) -> bool:
+    """Whether a delta line's entry is a ``[path, items]`` pair (two lists)."""
+    return isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list) and isinstance(entry[1], list)
+
+
 def _target(document: dict[str, Any], entry: Any) -> list[Any] | None:
-    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], list) and isinstance(entry[1], list)):
+    if not is_delta(entry):
         return None
     node: Any = document
     for key in entry[0]:

@@ -17,6 +17,7 @@ import attrs
 from statekit.state.foreign import SupportsState
 from statekit.state.gc import paused_gc
 from statekit.state.dump import Held, dump_many
+from statekit.state.typed_lists import list_at
 from statekit.values.secrets import secrets_with
 from statekit.codecs import Codec, with_document_positions
 from statekit.errors import ConflictError, DocumentError, PathSegment, Problem, StateLoadError, StatekitError
@@ -146,13 +147,40 @@ def base_after_load(modules: Mapping[str, SupportsState], document: Mapping[str,
     token = token_of(document)
     if token is None:
         return None
+    return _base_of(modules, raw, token, lambda held, shape: stored_skeleton(document, held, META_KEY) == shape)
+
+
+def base_after_typed_load(modules: Mapping[str, SupportsState], document: Any, raw: bytes, token: str) -> DeltaBase | None:
+    """What a typed load (:mod:`statekit.state.typed`) of ``document``, its mirrors, just read, as a delta base.
+
+    No second look at the stored skeleton is needed: the typed load took every
+    key as stored (none unknown or missing, every version current), so the
+    stored document loads into what the live modules now hold. Every
+    append-only list must hold as many items as its stored list.
+    """
+
+    def same_lengths(held: Held, _: bytes) -> bool:
+        return all(_length(list_at(document, entry.path)) == len(entry.value) for entry in held)
+
+    return _base_of(modules, raw, token, same_lengths)
+
+
+def _length(stored: list[Any] | None) -> int:
+    return -1 if stored is None else len(stored)
+
+
+def _base_of(
+    modules: Mapping[str, SupportsState], raw: bytes, token: str, stored: Callable[[Held, bytes], bool]
+) -> DeltaBase | None:
+    """The delta base of document ``token`` read as ``raw``, if ``stored(held, skeleton)``
+    says the live modules' lists and skeleton are the stored ones."""
     held: Held = []
     try:
         with paused_gc():
             shape = skeleton_bytes(dump_many(modules, live=True, held=held))
     except StatekitError:
         return None
-    if not held or stored_skeleton(document, held, META_KEY) != shape:
+    if not held or not stored(held, shape):
         return None
     log = raw.log if isinstance(raw, Stored) else b""
     tail = log_tail(log) if log else (0, 0)

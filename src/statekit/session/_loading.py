@@ -2,7 +2,8 @@
 
 :class:`~statekit.session.SessionBase`'s load path, on the session's
 :class:`~._backend.Backend`: :func:`load_modules` reads the stored bytes,
-tries the typed load of well-formed JSON (:mod:`statekit.state.typed`) and falls back
+tries the typed load of well-formed JSON (:mod:`statekit.state.typed`, with the
+deltas of append-only lists: :mod:`._typed_appends`) and falls back
 to decoding plain data and :func:`~statekit.state.load.load_many`, which reports every
 problem; the document's metadata and deltas are checked on the way.
 """
@@ -25,11 +26,20 @@ from statekit.errors import DocumentError, StateLoadError, StateVersionError
 from statekit.session._backend import Backend
 from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
-from statekit.session._delta_save import base_after_load, check_token, is_joined, positioned
+from statekit.session._typed_appends import token_of_typed, with_deltas
+from statekit.session._delta_save import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
 from statekit.session._revisions import MISSING, Expected
-from statekit.session.document import BOM, HEAD_BYTES, META_KEY, as_session, check_meta, doc_token, token_of
+from statekit.session.document import (
+    BOM,
+    HEAD_BYTES,
+    META_KEY,
+    as_session,
+    check_meta,
+    doc_token,
+    token_of,
+)
 
 DEPTH_CHECKING = (JSON, JSON_COMPACT)
 """The codecs whose ``dumps`` and ``loads`` refuse documents nested past ``MAX_DEPTH``."""
@@ -49,11 +59,13 @@ async def load_modules(
     if raw is None:
         backend.revisions.remember(key, MISSING)
         return None, MISSING
-    base, names = None, frozenset(modules)
+    names = frozenset(modules)
     try:
-        results = await _load_typed(backend, raw, key, modules, strict)
-        if results is None:
+        typed = await _load_typed(backend, raw, key, modules, strict)
+        if typed is None:
             results, base, names = await _load_plain(backend, raw, key, modules, strict)
+        else:
+            results, base = typed
     except StateLoadError as err:
         raise positioned(err, raw, backend.codec, backend.source(key), backend.companion_source(key)) from None
     except StateVersionError as err:
@@ -66,23 +78,41 @@ async def load_modules(
 
 async def _load_typed(
     backend: Backend, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
-) -> dict[str, LoadResult] | None:
-    """The fast load (see :mod:`statekit.state.typed`); ``None``, nothing changed, when it does not apply."""
+) -> tuple[dict[str, LoadResult], DeltaBase | None] | None:
+    """The fast load (see :mod:`statekit.state.typed`), deltas included (see :mod:`._typed_appends`).
+
+    Returns:
+        The results and the delta base (append-only lists); ``None``, nothing
+        changed, when the typed load does not apply.
+    """
     seen = backend.revisions.get(key)
-    if not backend.codec.fast or is_joined(raw) or not _may_hold_only(seen, modules):
+    if not backend.codec.fast or not _may_hold_only(seen, modules):
         return None
     typed = typed_document(modules, META_KEY)
     if typed is None:
         return None
-    body = raw[len(BOM):] if raw.startswith(BOM) else raw
+    doc, log, token = split(raw)
+    body = doc[len(BOM):] if doc.startswith(BOM) else doc
     # Bytes this object wrote or loaded before passed the depth check then (the built-in
     # codecs check it on both ways; another codec may not): a compare costs less.
     checked = backend.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
     document = await backend.run_codec(without_gc(decode), typed, body, checked, size=len(body))
+    if document is not None and log:
+        document = await backend.run_codec(without_gc(with_deltas), document, body, log, token, size=len(log))
+    elif document is not None:
+        document = with_deltas(document, body, log, token)
     if document is None:
         return None
+    migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
-        return load_typed(typed, modules, document, strict)
+        results = load_typed(typed, modules, document, strict)
+        if results is None:
+            return None
+        own = token_of_typed(document)
+        if own is None or migrations_run() != migrated:
+            # data a migration upgraded (inside plain JSON) stays in the document as stored: the next save rewrites it
+            return results, None
+        return results, base_after_typed_load(modules, document, raw, own)
 
 
 async def _load_plain(

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+import msgspec
 import orjson
 
 from statekit.values.plain import describe
@@ -55,6 +56,20 @@ DELTAS_KEY: Final = "deltas"
 
 HEAD_BYTES: Final = 512
 """The document's metadata (and so its token) must come within its first bytes."""
+
+_FORMATS: Any = Literal[FORMAT_VERSION, APPENDS_FORMAT]
+
+TypedMeta: Any = msgspec.defstruct(
+    "TypedMeta",
+    [
+        ("format", _FORMATS, msgspec.field(name=FORMAT_KEY)),
+        ("token", str | None, msgspec.field(name=TOKEN_KEY, default=None)),
+        ("deltas", int, msgspec.field(name=DELTAS_KEY, default=0)),
+    ],
+    forbid_unknown_fields=True,
+)
+"""The metadata, as the typed load (:mod:`statekit.state.typed`) decodes it: statekit's
+own keys only (other metadata takes the full path); ``token``: the document's, if any."""
 
 BOM: Final = b"\xef\xbb\xbf"
 """A UTF-8 byte order mark, which a JSON document may start with."""

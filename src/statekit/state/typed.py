@@ -21,6 +21,7 @@ entirely, so that user code never runs twice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -90,7 +91,7 @@ class TypedDocument:
 
 
 class _Meta(msgspec.Struct, forbid_unknown_fields=True):
-    """The metadata of a plain session document (one with deltas has a token: full path)."""
+    """The metadata :func:`typed_document` accepts unless given another type: a plain session document's."""
 
     format: Literal[1]
 
@@ -104,10 +105,11 @@ _LOCK = threading.Lock()
 def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> TypedDocument | None:
     """The typed decoder for these modules as they are now, or ``None`` when the full path must load them."""
     check_modules(modules)
-    shape = _shape_of(modules)
-    if shape is None:
+    found = _shape_of(modules)
+    if found is None:
         return None
-    owner = shape[0][1][0] if shape else None
+    shape = (meta_key, found)
+    owner = found[0][1][0] if found else None
     cached: TypedDocument | None = _documents.get(shape, owner)
     if cached is not MISSING:
         return cached
@@ -116,7 +118,7 @@ def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> Typed
             made: TypedDocument | None = _make_document(modules, meta_key)
         except _NoMirror:
             made = None
-        if _shape_of(modules) != shape:
+        if _shape_of(modules) != found:
             return None  # the modules changed while their mirror was made: not cached, not used
         _documents.put(shape, owner, made)
     return made
@@ -154,8 +156,8 @@ def _make_document(modules: Mapping[str, SupportsState], meta_key: str) -> Typed
         struct, planner = _module_mirror(module)
         spec.append((f"m{index}", struct, msgspec.field(name=name)))
         planners.append(planner)
-    # Absent (older files) or statekit's plain metadata; null is not metadata.
-    spec.append(("meta", _Meta | msgspec.UnsetType, msgspec.field(name=meta_key, default=msgspec.UNSET)))
+    # Absent (older files), or kept as bytes for decode() to check against the metadata type it is given.
+    spec.append(("meta", msgspec.Raw | msgspec.UnsetType, msgspec.field(name=meta_key, default=msgspec.UNSET)))
     # Other keys (modules not asked for) would be skipped unchecked: such documents take the full path.
     document = msgspec.defstruct("Document", spec, forbid_unknown_fields=True)
     return TypedDocument(msgspec.json.Decoder(document), tuple(planners), document)
@@ -238,10 +240,14 @@ def load_typed(
 ) -> dict[str, LoadResult] | None:
     """Plan and commit a decoded document; ``None`` (nothing changed) when the full path must load it.
 
+    Its metadata must be statekit's plain metadata, or what the caller accepted with :func:`meta_as`.
+
     Raises:
         StateLoadError: An overriding module's own ``load_state_dict()`` refused
             its state at the commit (as the full path would).
     """
+    if isinstance(document.meta, msgspec.Raw) and not meta_as(document, _Meta):
+        return None
     loaders = {name: Loader(strict, fresh=True) for name in modules}
     try:
         for index, (name, module) in enumerate(modules.items()):
@@ -251,12 +257,51 @@ def load_typed(
         return None
     if any(loader.problems for loader in loaders.values()):
         return None
-    return dict(zip(loaders, commit_all(list(loaders.values())), strict=True))
+    results = dict(zip(loaders, commit_all(list(loaders.values())), strict=True))
+    with _LOCK:
+        _taken[0] += 1
+    return results
+
+
+_taken = [0]  # loads the typed path committed (see typed_loads)
+
+
+def typed_loads() -> int:
+    """How many loads the typed path committed in this process: the seam through which
+    tests see which path a load took."""
+    return _taken[0]
+
+
+def meta_as(document: Any, meta: type) -> bool:
+    """Whether a decoded document's metadata is absent or of the msgspec type ``meta``
+    (null is not metadata); if so :func:`load_typed` takes it, and :func:`meta_of` reads it.
+
+    Unless a caller says which metadata it accepts, :func:`load_typed` takes
+    statekit's plain metadata only.
+    """
+    if not isinstance(document.meta, msgspec.Raw):
+        return document.meta is msgspec.UNSET or isinstance(document.meta, meta)
+    try:
+        document.meta = _meta_decoder(meta).decode(document.meta)
+    except msgspec.MsgspecError:
+        return False
+    return True
+
+
+def meta_of(document: Any) -> Any:
+    """A decoded document's metadata, as :func:`meta_as` took it (``None``: absent)."""
+    meta = document.meta
+    return None if meta is msgspec.UNSET else meta
+
+
+@functools.lru_cache(maxsize=16)
+def _meta_decoder(meta: type) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(meta)
 
 
 def decode(typed: TypedDocument, raw: bytes, checked: bool = False) -> Any:
-    """The document's mirrors, or ``None`` when msgspec refuses it or it nests
-    too deep (the full path says why).
+    """The document's mirrors (its metadata as bytes, for :func:`meta_as`), or
+    ``None`` when msgspec refuses it or it nests too deep (the full path says why).
 
     Args:
         typed: The decoders for the requested modules.
@@ -307,4 +352,4 @@ def _fields_list(struct: Any) -> list[Any]:
     return list(msgspec.structs.astuple(struct))
 
 
-__all__ = ["TypedDocument", "decode", "load_typed", "typed_document"]
+__all__ = ["TypedDocument", "decode", "load_typed", "meta_as", "meta_of", "typed_document", "typed_loads"]
