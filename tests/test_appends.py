@@ -36,7 +36,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends, _proofs, document
+from statekit.session import _appends, _companion, _proofs, document
 from statekit.state.typed import typed_loads
 
 
@@ -557,6 +557,39 @@ def _saved_with_deltas(folder: Path, deltas: int = 2) -> tuple[JSONSession, Agen
         agent.memory.content.append(Msg("user", f"delta {index}"))
         session.save("chat", agent=agent)
     return session, agent
+
+
+class _Killed(BaseException):
+    """Stands for a SIGKILL: raised where a writer dies, past every clean-up of the save."""
+
+
+def _killed_before_count(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """The next delta save dies after its line is stored and before the header's count says ``count``."""
+    field = _companion.count_field
+
+    def dying(value: int) -> bytes:
+        if value == count:
+            raise _Killed
+        return field(value)
+
+    monkeypatch.setattr(_companion, "count_field", dying)
+
+
+def test_two_writers_killed_between_line_and_count_leave_a_session_that_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer killed after its line and before its count leaves one line more than the header says,
+    which loads; the next writer, killed in the same place, must not leave two more (found by the crash suite)."""
+    _saved_with_deltas(tmp_path, deltas=1)  # the header counts 1
+    for count in (2, 3):  # two writers in turn, each loading what the last one left and dying the same way
+        writer, agent = JSONSession(tmp_path), Agent()
+        writer.load("chat", agent=agent)
+        agent.memory.content.append(Msg("user", f"killed {count}"))
+        with monkeypatch.context() as patch:
+            _killed_before_count(patch, count)
+            with pytest.raises(_Killed):
+                writer.save("chat", agent=agent)
+        assert _load(tmp_path).memory.content == agent.memory.content  # every stored line loads
 
 
 def test_a_torn_last_line_is_ignored_then_cut(tmp_path: Path) -> None:

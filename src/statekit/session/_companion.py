@@ -275,6 +275,12 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
     fd = os.open(log, _UPDATE_FLAGS)
     try:
         refuse_linked(log, os.fstat(fd).st_nlink)
+        head = _read_head(fd)
+        at = count_at(head)
+        if at is not None and head[at : at + len(count_field(base.count))] != count_field(base.count):
+            # a writer killed after its line and before its count left the count one behind (which
+            # loads): bring it level first, so that the line below is the only one it can lack
+            _write_count(fd, at, base.count)
         try:
             os.lseek(fd, base.log_len, os.SEEK_SET)
             _write_all(fd, line)
@@ -284,14 +290,18 @@ def append(path: Path, base: DeltaBase, line: bytes, write_whole: object) -> int
                 os.ftruncate(fd, base.log_len)
             raise
         # then the count: a crash before it is stored leaves one line more than it says, which loads
-        at = count_at(_read_head(fd))
         if at is not None:
-            os.lseek(fd, at, os.SEEK_SET)
-            _write_all(fd, count_field(base.count + 1))
-            _sync_data(fd)  # bytes overwritten in place: no size or block to record, the cheaper flush
+            _write_count(fd, at, base.count + 1)
     finally:
         os.close(fd)
     return len(line)
+
+
+def _write_count(fd: int, at: int, count: int) -> None:
+    """Overwrite the header's count of saved deltas, durably."""
+    os.lseek(fd, at, os.SEEK_SET)
+    _write_all(fd, count_field(count))
+    _sync_data(fd)  # bytes overwritten in place: no size or block to record, the cheaper flush
 
 
 _sync_data = getattr(os, "fdatasync", os.fsync)
