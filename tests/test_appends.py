@@ -36,7 +36,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends, _companion, _proofs, document
+from statekit.session import _appends, _proofs, document
 from statekit.state.typed import typed_loads
 
 
@@ -565,14 +565,12 @@ class _Killed(BaseException):
 
 def _killed_before_count(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     """The next delta save dies after its line is stored and before the header's count says ``count``."""
-    field = _companion.count_field
-
     def dying(value: int) -> bytes:
         if value == count:
             raise _Killed
-        return field(value)
+        return document.count_field(value)
 
-    monkeypatch.setattr(_companion, "count_field", dying)
+    monkeypatch.setattr("statekit.session._companion.count_field", dying)
 
 
 def test_two_writers_killed_between_line_and_count_leave_a_session_that_loads(
