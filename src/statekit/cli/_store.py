@@ -13,8 +13,7 @@ import attrs
 from statekit.state.config import Document
 from statekit.cli._shared import UsageError
 from statekit.errors import SessionError, SessionNotFoundError, StatekitError
-from statekit.session import JSONSession, SessionBase, YAMLSession, open_session
-from statekit.session._open import REDIS_SCHEMES, local_path, scheme_of
+from statekit.session import REDIS_SCHEMES, JSONSession, SessionBase, YAMLSession, local_path, open_session, scheme_of
 
 
 def add_store_options(sub: argparse.ArgumentParser, *, all_users: bool = False) -> None:
@@ -123,10 +122,9 @@ def open_store(options: StoreOptions) -> SessionBase:
     from statekit.session.redis import RedisSession
 
     try:
-        store = RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix)
+        return RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix, keep_ttl=True)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
-    return _keeping_ttl(store)
 
 
 def open_url(url: str, *, option: str, must_exist: bool, key_prefix: str = "") -> SessionBase:
