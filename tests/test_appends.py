@@ -36,7 +36,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends, _proofs, document
+from statekit.session import _appends, _proofs, document, files
 from statekit.state.typed import typed_loads
 
 
@@ -141,6 +141,30 @@ def test_the_document_module_reads_what_a_save_wrote(tmp_path: Path) -> None:
     assert document.has_deltas((tmp_path / "chat.json").read_bytes())
     header = (tmp_path / "chat.json.log").read_bytes().split(b"\n", 1)[0]
     assert document.header_of(header) == (document.LOG_FORMAT, token, 1)
+
+
+def test_session_files_reads_a_file_merged_with_its_companion(tmp_path: Path) -> None:
+    """statekit.session.files: a session file by path, its appended items merged in, the file's own bytes kept."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(2))
+    session.save("chat", agent=agent)
+    agent.events.append(7)
+    session.save("chat", agent=agent)
+    path = tmp_path / "chat.json"
+    assert files.companion_path(path) == tmp_path / "chat.json.log" and files.companion_path(path).is_file()
+    read = files.read_session_file(str(path))
+    assert read.data["agent"]["events"] == [7] and read.data["agent"]["memory"]["content"][1]["text"] == "message 1"
+    assert read.raw is not None and bytes(read.raw) == path.read_bytes() == files.read_regular_file(path)
+    assert read.source == str(path)
+    assert json.loads(read.raw)["agent"]["events"] == []  # the file alone has no appended item
+    assert files.session_stems(tmp_path, ".json") == ["chat"]
+    other = Agent()
+    session.save("other", agent=other)
+    other.events.append(8)
+    session.save("other", agent=other)
+    shutil.copyfile(tmp_path / "other.json.log", tmp_path / "chat.json.log")  # another document's companion
+    with pytest.raises(DocumentError):
+        files.read_session_file(str(path))
 
 
 def test_unchanged_save_writes_nothing(tmp_path: Path) -> None:

@@ -144,6 +144,37 @@ def test_no_private_names_imported_across_packages() -> None:
     assert private(all_imports()) == []
 
 
+def private_session(imports: list[Import]) -> list[str]:
+    """The imports of ``cli/`` and ``testing/`` that reach a private module or name of ``statekit.session``."""
+    return [
+        f"{found} (not the public session API)"
+        for found in imports
+        if package_of(found.importer) in ("statekit.cli", "statekit.testing")
+        and package_of(found.target) == "statekit.session"
+        and (
+            any(part.startswith("_") for part in found.target.split("."))
+            or any(name.startswith("_") for name in found.names)
+        )
+    ]
+
+
+def test_cli_and_testing_use_the_public_session_api_only() -> None:
+    """The command and the test kit import public modules and names of ``statekit.session`` only (issue 25)."""
+    assert private_session(all_imports()) == []
+
+
+def test_a_private_session_import_is_named() -> None:
+    """The check sees a private session module or name, and names its file and line."""
+    module = Import("statekit.cli._files", "statekit.session._companion", ("split",), "statekit/cli/_files.py:4")
+    name = Import("statekit.testing._models", "statekit.session", ("_base",), "statekit/testing/_models.py:5")
+    public = Import("statekit.cli._files", "statekit.session.files", ("companion_path",), "statekit/cli/_files.py:6")
+    inside = Import("statekit.session.json", "statekit.session._files", ("FileSession",), "statekit/session/json.py:7")
+    assert private_session([module, name, public, inside]) == [
+        "statekit/cli/_files.py:4: from statekit.session._companion import split (not the public session API)",
+        "statekit/testing/_models.py:5: from statekit.session import _base (not the public session API)",
+    ]
+
+
 def test_no_import_circles() -> None:
     """No module reaches itself through imports: the graph of modules is a tree of layers, no loops."""
     graph: dict[str, set[str]] = {module: set() for module in MODULES}

@@ -102,6 +102,25 @@ async def test_without_ttl_keys_do_not_expire(redis_server: RedisServer, prefix:
         assert await session.get_client().ttl(session.session_key("s", "u")) == -1
 
 
+async def test_keep_ttl_keeps_the_expiry_a_key_has(redis_server: RedisServer, prefix: str) -> None:
+    url = f"redis://{redis_server.host}:{redis_server.port}/0"
+    for keep, expected in ((True, range(295, 301)), (False, range(-1, 0))):
+        async with RedisSession.from_url(url, key_prefix=prefix, keep_ttl=keep) as session:
+            key = session.session_key(f"s{keep}", "u")
+            await session.asave(f"s{keep}", "u", counter=Counter(count=1))
+            await session.get_client().expire(key, 300)
+            await session.asave(f"s{keep}", "u", counter=Counter(count=2))
+            assert await session.get_client().ttl(key) in expected
+            counter = Counter()
+            await session.aload(f"s{keep}", "u", counter=counter)
+            assert counter.count == 2
+
+
+def test_a_bad_keep_ttl_is_refused() -> None:
+    with pytest.raises(SessionError, match="keep_ttl"):
+        RedisSession(keep_ttl="yes")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("ttl", [0, -1, 1.5, True, "60"])
 def test_a_bad_ttl_is_refused(ttl: object) -> None:
     with pytest.raises(SessionError, match="key_ttl must be a positive whole number"):

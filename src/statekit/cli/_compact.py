@@ -12,8 +12,7 @@ from statekit.cli._batch import FAILED, Tally, Target, label, reason, targets_of
 from statekit.cli._shared import INVALID, OK, Commands, command
 from statekit.cli._store import add_store_options, with_store
 from statekit.errors import ConflictError, SessionNotFoundError, StatekitError
-from statekit.session import SessionBase, revision_of
-from statekit.session._revisions import backoff
+from statekit.session import SessionBase, backoff, revision_of
 
 LABELS = {"compacted": "compacted", "unchanged": "unchanged", FAILED: FAILED}
 

@@ -1,22 +1,17 @@
-"""The files named on the command line: their codec, reading them (a JSON session with its appended items), writing them atomically."""
+"""The files named on the command line: their codec, their data as one whole document, writing them atomically."""
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Any
 
-from statekit.state.config import Document, codec_for, read_document
+from statekit.state.config import codec_for
 from statekit.cli._shared import UsageError
-from statekit.codecs import JSON, Codec
+from statekit.codecs import Codec
 from statekit.errors import DocumentError, StatekitError
-from statekit.session._appends import merge
-from statekit.session._loading import misplaced
-from statekit.session._companion import companion, split
-from statekit.session._companion import read_session as read_stored
-from statekit.session._delta_save import check_token, is_joined, positioned
-from statekit.session.document import token_of, without_token
+from statekit.session.document import without_token
+from statekit.session.files import read_session_file
 
 
 def file_codec(path: str) -> Codec:
@@ -31,36 +26,6 @@ def file_codec(path: str) -> Codec:
         raise UsageError(str(exc)) from None
 
 
-def read_file(name: str) -> Document:
-    """A file named on the command line; a JSON session file reads merged with its appended items.
-
-    The document keeps its metadata as stored, and the bytes of the file itself
-    (not of the merged data), so that problems are placed in the file on disk.
-
-    Raises:
-        DocumentError: As :func:`~statekit.state.config.read_document`, or a
-            companion that belongs to another document.
-    """
-    document = read_document(name)
-    if not name.endswith(JSON.suffix) or not isinstance(document.data, dict):
-        return document
-    path = Path(name)
-    if path.is_symlink():  # followed, as read_document() did: the rule against links is a session folder's
-        path = path.resolve()
-    raw = read_stored(path)
-    if raw is None or not is_joined(raw):
-        return document
-    data = dict(document.data)
-    _, log, token = split(raw)
-    log_source = str(companion(path))
-    if not log and token_of(data) is not None:  # a companion beside a document whose token is not at its top
-        raise DocumentError(misplaced(data, deltas=True), source=name)
-    check_token(data, token, name, log_source)
-    merge(data, log, token or "", log_source)
-    place = functools.partial(positioned, raw=raw, codec=JSON, source=name, log_source=log_source)
-    return Document(data, name, raw, JSON, place)  # problems placed as a session load places them
-
-
 def read_whole(name: str) -> Any:
     """The data of a file to write elsewhere as one whole document.
 
@@ -69,9 +34,9 @@ def read_whole(name: str) -> Any:
     refuses the token.
 
     Raises:
-        DocumentError: As :func:`read_file`.
+        DocumentError: As :func:`~statekit.session.files.read_session_file`.
     """
-    data = read_file(name).data
+    data = read_session_file(name).data
     return without_token(data) if isinstance(data, dict) else data
 
 

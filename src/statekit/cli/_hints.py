@@ -7,7 +7,7 @@ from pathlib import Path
 
 from statekit.codecs import JSON
 from statekit.session import JSONSession, SessionBase, YAMLSession
-from statekit.session._companion import companion
+from statekit.session.files import companion_path
 
 FOLDERS = (JSONSession, YAMLSession)
 """The stores of session files (``--dir``): the two the command opens."""
@@ -23,7 +23,7 @@ def show_target_hint(target: str) -> str:
     """
     path = Path(target)
     document = path.with_suffix("")
-    if document.suffix == JSON.suffix and companion(document) == path:
+    if document.suffix == JSON.suffix and companion_path(document) == path:
         return (
             f"{target} is the companion of {document} (the items appended to its append-only lists): "
             f"show {document}, which includes them"

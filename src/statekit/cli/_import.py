@@ -25,8 +25,7 @@ from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
 from statekit.codecs._nonjson import repaired
 from statekit.errors import ConflictError, DocumentError, StatekitError, format_path
 from statekit.session import META_KEY, MISSING_REVISION, JSONSession
-from statekit.session._agentscope import legacy_files, split_stem
-from statekit.session._safe_files import read_regular
+from statekit.session.files import read_regular_file, session_stems
 
 SUFFIX = ".json"
 
@@ -79,9 +78,25 @@ class Split:
     pairs: list[tuple[str, str]]
 
 
+def split_stem(stem: str, users: list[str]) -> list[tuple[str, str]]:
+    """Every ``(user_id, session_id)`` a file stem can stand for, among ``users``.
+
+    ``""`` in ``users`` means "when no other user fits, a session of no user"
+    (the whole stem); a stem without ``_`` can only be that. More than one
+    answer: the name is ambiguous.
+    """
+    if "_" not in stem:
+        return [("", stem)]
+    found = [(user, stem[len(user) + 1 :]) for user in users if user and stem.startswith(f"{user}_")]
+    found = [pair for pair in found if pair[1]]
+    if "" in users and not found:
+        found.append(("", stem))
+    return found
+
+
 def plan_import(old_dir: Path, users: list[str]) -> list[Split]:
     """Every session file of ``old_dir`` with the ids its name splits into."""
-    return [Split(stem + SUFFIX, split_stem(stem, users)) for stem in legacy_files(old_dir, SUFFIX)]
+    return [Split(stem + SUFFIX, split_stem(stem, users)) for stem in session_stems(old_dir, SUFFIX)]
 
 
 async def import_folder(
@@ -138,7 +153,7 @@ async def _read(old: JSONSession, source: Path, user_id: str, session_id: str, r
         document = await old.aread_document(session_id, user_id)
     except DocumentError:
         try:
-            raw = read_regular(source) if replace_invalid else None
+            raw = read_regular_file(source) if replace_invalid else None
         except OSError as exc:
             raise StatekitError(f"cannot read {source}: {exc}") from exc
         fixed = None if raw is None else repaired(raw)

@@ -10,7 +10,8 @@ from typing import Any, TextIO
 from statekit.values.checks import refuse_non_json
 from statekit.state.config import Document
 from statekit.values.secrets import mask_secrets
-from statekit.cli._files import file_codec, read_file
+from statekit.cli._files import file_codec
+from statekit.session.files import read_session_file
 from statekit.cli._hints import show_target_hint
 from statekit.cli._shared import OK, Commands, UsageError, command
 from statekit.cli._store import add_store_options, read_session, store_options, with_store
@@ -39,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     options = store_options(args)
     if not options.named:
         _show_codec(args.target)
-        document = read_file(args.target)
+        document = read_session_file(args.target)
     else:
         document = _with_document(args)
     data = modules_of(document.data) if isinstance(document.data, dict) else document.data

@@ -13,8 +13,7 @@ import attrs
 from statekit.state.config import Document
 from statekit.cli._shared import UsageError
 from statekit.errors import SessionError, SessionNotFoundError, StatekitError
-from statekit.session import JSONSession, SessionBase, YAMLSession, open_session
-from statekit.session._open import REDIS_SCHEMES, local_path, scheme_of
+from statekit.session import REDIS_SCHEMES, JSONSession, SessionBase, YAMLSession, local_path, open_session, scheme_of
 
 
 def add_store_options(sub: argparse.ArgumentParser, *, all_users: bool = False) -> None:
@@ -123,10 +122,9 @@ def open_store(options: StoreOptions) -> SessionBase:
     from statekit.session.redis import RedisSession
 
     try:
-        store = RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix)
+        return RedisSession.from_url(options.redis_url, key_prefix=options.key_prefix, keep_ttl=True)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
-    return _keeping_ttl(store)
 
 
 def open_url(url: str, *, option: str, must_exist: bool, key_prefix: str = "") -> SessionBase:
@@ -151,18 +149,13 @@ def open_url(url: str, *, option: str, must_exist: bool, key_prefix: str = "") -
     if must_exist and path is not None and not path.exists():
         what = "folder" if scheme_of(url) in (None, "file") else "database file"
         raise StatekitError(f"{option} {str(path)!r}: there is no such {what}")
+    options: dict[str, Any] = {"key_prefix": key_prefix} if key_prefix else {}
+    if redis:
+        options["keep_ttl"] = True  # compact and migrate rewrite keys the app may let expire
     try:
-        store = open_session(url, **({"key_prefix": key_prefix} if key_prefix else {}))
+        return open_session(url, **options)
     except SessionError as exc:
         raise UsageError(f"{option}: {exc}") from None
-    return _keeping_ttl(store) if redis else store
-
-
-def _keeping_ttl(store: Any) -> SessionBase:
-    """A RedisSession whose rewrites keep each key's expiry."""
-    store._keep_ttl = True  # noqa: SLF001 - compact and migrate rewrite keys the app may let expire
-    session: SessionBase = store
-    return session
 
 
 async def read_session(store: SessionBase, session_id: str, user_id: str | None) -> Document:

@@ -13,7 +13,8 @@ from statekit.state.hints import MISSING
 from statekit.state.load import build
 from statekit.state.secret_fields import secret_paths
 from statekit.cli._classes import load_class, named_classes
-from statekit.cli._files import file_codec, read_file
+from statekit.cli._files import file_codec
+from statekit.session.files import read_session_file
 from statekit.cli._sealed import without_sealed
 from statekit.cli._shared import OK, Commands, UsageError, command
 from statekit.errors import PathSegment, Problem, StateLoadError, StateVersionError
@@ -47,11 +48,11 @@ def _run(args: argparse.Namespace) -> int:
     file_codec(args.file)
     if args.cls is not None:
         cls = load_class(args.cls)
-        check_config(read_file(args.file), cls, strict=not args.lenient)
+        check_config(read_session_file(args.file), cls, strict=not args.lenient)
         print(f"{args.file}: valid {cls.__qualname__}")
         return OK
     classes = named_classes(args.module)
-    check_session(read_file(args.file), classes, strict=not args.lenient)
+    check_session(read_session_file(args.file), classes, strict=not args.lenient)
     print(f"{args.file}: valid session ({', '.join(classes)})")
     return OK
 

@@ -8,7 +8,10 @@
 - :class:`SQLiteSession`: one SQLite file for many processes (standard library
   ``sqlite3``; imported on first use too).
 - :class:`SessionBase`: the base class of every backend, and of your own.
-- :func:`open`: any of them from a URL (``redis://...``, ``file:///dir``, ``sqlite:///x.db``...).
+- :func:`open`: any of them from a URL (``redis://...``, ``file:///dir``, ``sqlite:///x.db``...);
+  :func:`scheme_of`, :func:`local_path` and :data:`REDIS_SCHEMES` read such a URL.
+- :func:`backoff`: the pause before a retry after a conflict (jittered, capped).
+- :mod:`statekit.session.files`: session files read by path, for tools.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
-from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, revision_of
+from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, backoff, revision_of
 from statekit.session.document import FORMAT_VERSION, META_KEY
 from statekit.session.json import JSONSession
 from statekit.session.yaml import YAMLSession
-from statekit.session._open import open_session
+from statekit.session._open import REDIS_SCHEMES, local_path, open_session, scheme_of
 
 open = open_session  # statekit.session.open(url), as the issue names it; statekit.open_session at the top
 
@@ -34,6 +37,7 @@ __all__ = [
     "FORMAT_VERSION",
     "META_KEY",
     "MISSING_REVISION",
+    "REDIS_SCHEMES",
     "Expected",
     "JSONSession",
     "PostgresSession",
@@ -43,9 +47,12 @@ __all__ = [
     "SessionKey",
     "StoredDocument",
     "YAMLSession",
+    "backoff",
+    "local_path",
     "open",
     "open_session",
     "revision_of",
+    "scheme_of",
 ]
 
 

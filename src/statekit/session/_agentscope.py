@@ -198,19 +198,3 @@ def list_legacy(folder: Path, user_id: str, suffix: str) -> list[str]:
         return stems
     head = f"{user_id}_"
     return [stem[len(head) :] for stem in stems if stem.startswith(head) and len(stem) > len(head)]
-
-
-def split_stem(stem: str, users: list[str]) -> list[tuple[str, str]]:
-    """Every ``(user_id, session_id)`` a file stem can stand for, among ``users``.
-
-    ``""`` in ``users`` means "when no other user fits, a session of no user"
-    (the whole stem); a stem without ``_`` can only be that. More than one
-    answer: the name is ambiguous.
-    """
-    if "_" not in stem:
-        return [("", stem)]
-    found = [(user, stem[len(user) + 1 :]) for user in users if user and stem.startswith(f"{user}_")]
-    found = [pair for pair in found if pair[1]]
-    if "" in users and not found:
-        found.append(("", stem))
-    return found

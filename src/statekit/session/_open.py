@@ -22,6 +22,7 @@ from statekit.session.yaml import YAMLSession
 
 FILE_SCHEMES: Final = ("file",)
 REDIS_SCHEMES: Final = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+"""The URL schemes :func:`open_session` opens as a :class:`~statekit.session.RedisSession` (lower-case, as :func:`scheme_of` gives)."""
 SQLITE_SCHEMES: Final = ("sqlite",)
 POSTGRES_SCHEMES: Final = ("postgresql", "postgres")
 

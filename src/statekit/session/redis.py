@@ -78,6 +78,10 @@ class RedisSession(SessionBase):
         key_ttl: Seconds each session lives after its last save or load (the
             expiry slides); ``None`` keeps sessions forever.
         key_prefix: Put before every key, to keep apps apart (``"prod:"``).
+        keep_ttl: With no ``key_ttl``, let a save keep the expiry the key already
+            has (``SET ... KEEPTTL``) instead of clearing it: for tools that
+            rewrite the keys of an app that lets them expire (``statekit
+            compact`` and ``migrate`` set it).
         client: An existing ``redis.asyncio.Redis`` or
             ``redis.asyncio.cluster.RedisCluster`` to use; it is not closed by
             :meth:`aclose` (whoever opened it closes it).
@@ -90,6 +94,10 @@ class RedisSession(SessionBase):
             :meth:`SessionBase.use_secret_key`).
         omit_secrets: Without a key, leave secret fields out of what is saved;
             ``False`` (the default): such a save is refused with ``SecretError``.
+        keep_ttl: With no ``key_ttl``, a save keeps the expiry the key already
+            has (``SET ... KEEPTTL``) instead of clearing it: for tools that
+            rewrite the keys of an app that lets them expire (``statekit
+            compact`` and ``migrate`` set it).
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
             ``retry`` two quick retries (of reads: writes are never re-sent
@@ -120,6 +128,7 @@ class RedisSession(SessionBase):
         timeout: float = TIMEOUT,
         secret_key: SecretKeys | None = None,
         omit_secrets: bool = False,
+        keep_ttl: bool = False,
         **kwargs: Any,
     ) -> None:
         if key_ttl is not None and not _is_positive_int(key_ttl):
@@ -137,7 +146,7 @@ class RedisSession(SessionBase):
         self._client: Client = client
         self._guard = Guard(client)  # the timeout, pool slots, slot map and errors of every operation
         self._scripting = Scripting(client)  # the write scripts, or their WATCH/MULTI twins on a server without Lua
-        self._keep_ttl = False  # with no key_ttl: saves keep the key's expiry (statekit's commands set it)
+        self._keep_ttl = check_flag(keep_ttl, "keep_ttl", SessionError)  # with no key_ttl: saves keep the key's expiry
         self.address = address(client)
 
     def __repr__(self) -> str:
@@ -155,13 +164,13 @@ class RedisSession(SessionBase):
         Args:
             url: Where Redis is; query options of redis-py are understood.
             cluster: Build a ``RedisCluster`` client even for a ``redis://`` URL.
-            **options: ``key_prefix``, ``key_ttl``, ``timeout``, ``secret_key`` and ``omit_secrets`` go to the
+            **options: ``key_prefix``, ``key_ttl``, ``timeout``, ``secret_key``, ``omit_secrets`` and ``keep_ttl`` go to the
                 session; the rest to the redis-py client (``socket_timeout``...).
 
         Raises:
             SessionError: The URL is not one of these (the password is never echoed).
         """
-        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout", "secret_key", "omit_secrets") if name in options}
+        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout", "secret_key", "omit_secrets", "keep_ttl") if name in options}
         client = client_from_url(url, cluster, options)
         session = cls(client=client, **own)
         session._owns_client = True
