@@ -48,6 +48,7 @@ try:
         password_of,
         redacted,
         translated,
+        url_password,
     )
     from statekit.session._pg_sql import LOCK, SCHEMA_VERSION, Statements, ddl_text
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without psycopg
@@ -64,8 +65,6 @@ GRACE = 2.0
 POOL_SIZE = 10
 """Connections a session object keeps open at most (more concurrent operations wait their turn)."""
 
-_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@")
-"""The user (and password) part of a URL: up to the last ``@`` before the path."""
 
 SCHEMES = ("postgresql", "postgres")
 
@@ -160,12 +159,12 @@ class PostgresSession(SessionBase):
             SessionError: The URL is not a usable PostgreSQL URL (the password is never echoed).
         """
         if _scheme(url) not in SCHEMES:
-            shown = redacted(str(url), _url_password(str(url)))
+            shown = redacted(str(url), url_password(str(url)))
             raise SessionError(f"not a PostgreSQL URL {shown!r}: it must start with postgresql:// or postgres://")
         try:
             psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error as err:
-            secret = _url_password(url)
+            secret = url_password(url)
             raise SessionError(
                 f"not a usable PostgreSQL URL {redacted(url, secret)!r}: {redacted(str(err), secret)}"
             ) from None
@@ -388,15 +387,3 @@ def _stored(row: tuple[Any, ...]) -> bytes:
     if not count or token is None:
         return raw
     return joined(raw, b"\n" + header(token, count) + bytes(lines or b""), token)
-
-
-def _url_password(url: str) -> str | None:
-    """The password of a URL that libpq could not parse (to keep it out of the message).
-
-    Read from the text between ``//`` and the last ``@`` before the path, not by a URL parser:
-    a URL too broken to parse (``postgres://u:pw@[bad``) must not show its password either.
-    """
-    userinfo = _USERINFO.match(url)
-    if userinfo is None or ":" not in userinfo[1]:
-        return None
-    return userinfo[1].split(":", 1)[1] or None
