@@ -28,6 +28,7 @@ from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 
 from statekit.errors import BackendUnavailableError, WriteOutcomeUnknownError
+from statekit.session._redis_cluster import is_cluster
 
 T = TypeVar("T")
 
@@ -128,7 +129,7 @@ async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *
     server until a reply (or an error reply) is read; the connection is made before that.
     """
     try:
-        if isinstance(client, RedisCluster):
+        if is_cluster(client):
             return await _sent_to_node(client, sending, name, command)
         return await _sent_on_connection(client, sending, command)
     except redis_errors.ResponseError:
