@@ -38,8 +38,7 @@ def refuse_secret_fields(modules: Mapping[str, SupportsState]) -> None:
                 "or pass omit_secrets=True to the session to leave secret fields out of what it saves"
             )
         # The modules among the state keys (state_keys): a declared field holding one is always a state key.
-        names = [field.name for field in plan.fields]
-        names.extend(state_extras(module))
+        names = [*plan.by_name, *state_extras(module)]
         for name in names:
             value = getattr(module, name, None)
             if isinstance(value, StateModule):
