@@ -828,6 +828,18 @@ def test_without_a_key_a_save_of_a_secret_is_refused_and_writes_nothing(place: P
         assert "secret_key=" in str(caught.value) and TOKEN not in str(caught.value)
 
 
+def test_without_a_key_a_secret_found_at_any_depth_or_place_is_refused(tmp_path: Path) -> None:
+    # the check reads each class's plan once (has_secrets): modules met at run time are still walked
+    client = Client(api_key=TOKEN)
+    notes = Notes(text="plain")
+    notes.helper = client  # type: ignore[attr-defined]  # an undeclared attribute holding a module is state too
+    with JSONSession(tmp_path) as session:
+        with pytest.raises(SecretError, match=r"^outer\.helper\.api_key is a secret field"):
+            session.save("s1", outer=notes)
+        session.save("s2", other=Notes(text="still no secret"), more=Notes())
+        assert not session.exists("s1") and session.exists("s2")
+
+
 def test_omit_secrets_must_be_a_bool(tmp_path: Path) -> None:
     with pytest.raises(StatekitError, match="omit_secrets must be True or False"):
         JSONSession(tmp_path, omit_secrets="yes")  # type: ignore[arg-type]

@@ -38,16 +38,19 @@ def check_modules_by_name(
                 f"{what} got {describe(value)}: modules are passed by name, "
                 f"as in session.{method}({_id(positional.get('session_id'))}{_mutate(method)}, {name}={name})"
             )
+    all_modules = True  # the usual case, checked once per value (this runs at every call)
     for name, value in modules.items():
         if is_module(value):
             continue
+        all_modules = False
         close = difflib.get_close_matches(name, options, n=1)  # only values that are not modules: an error either way
         if close:
             raise SessionError(
                 f"{method}() has no option {name}=; did you mean {close[0]}=? "
                 "(the other keyword arguments are modules, StateModule instances)"
             )
-    check_modules(modules)
+    if not all_modules:
+        check_modules(modules)  # names the first value that is not a module
     if META_KEY in modules:
         raise SessionError(f"{META_KEY!r} is reserved for statekit's own metadata; give the module another name")
 

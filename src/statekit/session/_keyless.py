@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from statekit.state.foreign import SupportsState
 from statekit.state.module import StateModule
-from statekit.state.base import plan_of, state_keys
+from statekit.state.base import plan_of, state_extras
 from statekit.errors import SecretError
 
 
@@ -15,6 +15,8 @@ def refuse_secret_fields(modules: Mapping[str, SupportsState]) -> None:
 
     Leaving them out without a word would lose them at the next load (issue 23):
     the session must be given a key, or be told to omit them (``omit_secrets=True``).
+    Runs at every save without a key, so per module it reads what its class's plan
+    decided once (``has_secrets``) and follows only the attributes holding modules.
 
     Raises:
         SecretError: Naming the first secret field found and both ways out; nothing was written.
@@ -26,15 +28,18 @@ def refuse_secret_fields(modules: Mapping[str, SupportsState]) -> None:
         if id(module) in seen:
             continue
         seen.add(id(module))
-        for plan in plan_of(module).fields:
-            if plan.secret:
-                raise SecretError(
-                    f"{path}.{plan.name} is a secret field (state_field(secret=True)), but this session has no "
-                    "secret_key to encrypt it with; nothing was written. Give the session a key "
-                    "(secret_key=..., made once with statekit.generate_secret_key() and kept outside the code), "
-                    "or pass omit_secrets=True to the session to leave secret fields out of what it saves"
-                )
-        for name in state_keys(module):
+        plan = plan_of(module)
+        if plan.has_secrets:
+            secret = next(field for field in plan.fields if field.secret)
+            raise SecretError(
+                f"{path}.{secret.name} is a secret field (state_field(secret=True)), but this session has no "
+                "secret_key to encrypt it with; nothing was written. Give the session a key "
+                "(secret_key=..., made once with statekit.generate_secret_key() and kept outside the code), "
+                "or pass omit_secrets=True to the session to leave secret fields out of what it saves"
+            )
+        # The modules among the state keys (state_keys): a declared field holding one is always a state key.
+        names = [*plan.by_name, *state_extras(module)]
+        for name in names:
             value = getattr(module, name, None)
             if isinstance(value, StateModule):
                 stack.append((value, f"{path}.{name}"))

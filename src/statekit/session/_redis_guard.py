@@ -12,6 +12,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from statekit.errors import BackendAuthError, BackendUnavailableError, SessionError
 from statekit.session._redis_auth import password_hint
+from statekit.session._redis_cluster import is_cluster
 
 _UNAVAILABLE = (
     redis_errors.ConnectionError,
@@ -64,7 +65,7 @@ class Guard:
         self.in_flight += 1
         try:
             async with asyncio.timeout(timeout), self.slots or contextlib.nullcontext():
-                if isinstance(self.client, RedisCluster) and not closing:
+                if is_cluster(self.client) and not closing:
                     await self._ready(self.client)
                 yield
         except (redis_errors.AuthenticationError, redis_errors.AuthorizationError) as err:

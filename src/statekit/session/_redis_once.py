@@ -128,9 +128,9 @@ async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *
     server until a reply (or an error reply) is read; the connection is made before that.
     """
     try:
-        if isinstance(client, RedisCluster):
-            return await _sent_to_node(client, sending, name, command)
-        return await _sent_on_connection(client, sending, command)
+        if isinstance(client, Redis):  # a plain client's exact class: no protocol check (see _redis_cluster)
+            return await _sent_on_connection(client, sending, command)
+        return await _sent_to_node(client, sending, name, command)
     except redis_errors.ResponseError:
         sending.pending = False  # an answer (NOSCRIPT, CLUSTERDOWN...): the command did nothing
         raise

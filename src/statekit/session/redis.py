@@ -49,6 +49,7 @@ try:
         client_from_url,
         defaults,
     )
+    from statekit.session._redis_cluster import is_cluster
     from statekit.session._redis_guard import Guard
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_once import Sending, send_once, write_once  # they need redis too
@@ -246,7 +247,7 @@ class RedisSession(SessionBase):
         return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
 
     def _id_key(self, name: str) -> str:
-        return id_key(name, isinstance(self._client, RedisCluster))
+        return id_key(name, is_cluster(self._client))
 
     def _ttl_arg(self) -> str:
         """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
@@ -343,7 +344,7 @@ class RedisSession(SessionBase):
 
     def _where(self, key: SessionKey | None) -> str:
         """The server, or for a cluster the node that holds ``key`` (errors only)."""
-        if key is None or not isinstance(self._client, RedisCluster):
+        if key is None or not is_cluster(self._client):
             return self.address
         try:
             node = self._client.get_node_from_key(self._key(key))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard
 
 import attrs
 
-from statekit.state.foreign import SupportsState, speaks_protocol
+from statekit.state.foreign import PLAIN_TYPES, SupportsState, speaks_protocol
 from statekit.state.plan import ClassPlan, make_plan
 from statekit.errors import PathSegment
 
@@ -69,7 +69,7 @@ def late_plan(cls: type) -> ClassPlan:
 
 def is_module(value: object) -> TypeGuard[SupportsState]:
     """Whether ``value`` is nested state: a statekit module, or a foreign one (:mod:`statekit.state.foreign`)."""
-    return isinstance(value, StateBase) or speaks_protocol(value)
+    return isinstance(value, StateBase) or (type(value) not in PLAIN_TYPES and speaks_protocol(value))  # no call for plain values
 
 
 def walks_dump(module: object) -> TypeGuard[StateBase]:

@@ -32,11 +32,11 @@ def speaks_protocol(value: object) -> TypeGuard[SupportsState]:
     A class itself does not count (``agent=ReActAgent`` is a mistake, not a module).
     """
     cls = type(value)
-    return cls not in _PLAIN and cls is not type and protocol_class(cls) and not isinstance(value, type)
+    return cls not in PLAIN_TYPES and cls is not type and protocol_class(cls) and not isinstance(value, type)
 
 
-_PLAIN = frozenset((str, int, float, bool, type(None), list, dict, tuple))
-"""What most attributes hold: never a module (tested first, for speed)."""
+PLAIN_TYPES = frozenset((str, int, float, bool, type(None), list, dict, tuple))
+"""What most attributes (and a session method's options) hold: never a module (tested first, for speed)."""
 
 
 def protocol_class(cls: type) -> bool:
@@ -44,4 +44,4 @@ def protocol_class(cls: type) -> bool:
     return callable(getattr(cls, "state_dict", None)) and callable(getattr(cls, "load_state_dict", None))
 
 
-__all__ = ["SupportsState", "protocol_class", "speaks_protocol"]
+__all__ = ["PLAIN_TYPES", "SupportsState", "protocol_class", "speaks_protocol"]

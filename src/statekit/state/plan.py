@@ -82,6 +82,8 @@ class ClassPlan:
 
     fields: tuple[FieldPlan, ...]
     by_name: dict[str, FieldPlan]
+    has_secrets: bool = False
+    """Whether a field is ``state_field(secret=True)`` (decided once, for the check of every save without a key)."""
 
 
 def make_plan(cls: type, converter: cattrs.Converter | None, module_base: type) -> ClassPlan:
@@ -94,7 +96,7 @@ def make_plan(cls: type, converter: cattrs.Converter | None, module_base: type) 
     hints = type_hints(cls)
     plans = [_field_plan(cls, f, hints.get(f.name, Any), conv, module_base) for f in attrs.fields(cls)]
     fields = tuple(p for p in plans if p is not None)
-    return ClassPlan(fields=fields, by_name={p.name: p for p in fields})
+    return ClassPlan(fields=fields, by_name={p.name: p for p in fields}, has_secrets=any(p.secret for p in fields))
 
 
 def _field_plan(
