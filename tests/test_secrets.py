@@ -822,8 +822,10 @@ def test_without_a_key_a_save_of_a_secret_is_refused_and_writes_nothing(place: P
         before = stored()
         with pytest.raises(SecretError, match=r"agent\.client\.api_key is a secret field") as caught:
             session.save("s1", agent=agent_with_token())
+        calls: list[int] = []
         with pytest.raises(SecretError, match="omit_secrets=True"):
-            session.update("s2", lambda: None, agent=agent_with_token())
+            session.update("s2", lambda: calls.append(1), agent=agent_with_token())
+        assert calls == []  # refused before anything was loaded or changed: mutate() never ran
         assert stored() == before and not session.exists("s2")
         assert "secret_key=" in str(caught.value) and TOKEN not in str(caught.value)
 

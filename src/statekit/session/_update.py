@@ -29,6 +29,7 @@ from statekit.values.secrets import SecretBox, secrets_with
 from statekit.errors import ConflictError, SessionError
 from statekit.session._arguments import check_modules_by_name, check_mutate, require_modules
 from statekit.session._backend import Backend
+from statekit.session._keyless import refuse_secret_fields
 from statekit.session._ids import SessionKey
 from statekit.session._loading import load_modules
 from statekit.session._revisions import Expected, backoff
@@ -57,6 +58,7 @@ def start_update(
     Raises:
         SessionError: No module, a module by position, a misspelled option, ``retries``
             not a whole number >= 0, or a ``mutate`` that cannot be called without arguments.
+        SecretError: A module holds secret fields and the session has no key (nor ``omit_secrets``).
     """
     check_modules_by_name("update", {"session_id": session_id, "mutate": mutate}, modules, UPDATE_OPTIONS)
     require_modules("update", session_id, modules)
@@ -64,6 +66,8 @@ def start_update(
     if type(retries) is not int or retries < 0:
         raise SessionError(f"retries must be a whole number >= 0, got {retries!r}")
     check_mutate(mutate)
+    if backend.secret_box is None and not backend.omit_secrets:
+        refuse_secret_fields(modules)  # the save would refuse them: say so before mutate() runs
     return Attempts(backend, key, retries, modules)
 
 
