@@ -180,19 +180,3 @@ def translated(err: BaseException, where: str, timeout: float, password: str | N
             return WriteOutcomeUnknownError(message + UNKNOWN)
         return BackendUnavailableError(message)
     return SessionError(f"PostgreSQL at {where} refused: {text}")
-
-
-_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@")
-"""The user (and password) part of a URL: up to the last ``@`` before the path."""
-
-
-def url_password(url: str) -> str | None:
-    """The password of a URL that libpq could not parse (to keep it out of the message).
-
-    Read from the text between ``//`` and the last ``@`` before the path, not by a URL parser:
-    a URL too broken to parse (``postgres://u:pw@[bad``) must not show its password either.
-    """
-    userinfo = _USERINFO.match(url)
-    if userinfo is None or ":" not in userinfo[1]:
-        return None
-    return userinfo[1].split(":", 1)[1] or None

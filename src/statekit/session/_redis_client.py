@@ -13,6 +13,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
 from statekit.errors import SessionError
+from statekit.session._url_passwords import split_authority, user_info
 
 CONNECT_TIMEOUT = 2.0
 """Seconds to wait for a connection, unless ``socket_connect_timeout`` is given."""
@@ -25,7 +26,6 @@ CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 _QUERY_VALUE = re.compile(r"([?&;]([^=&;]*)=)([^&;]*)")
 _URL_DELIMITERS = re.compile(r"[/?#@:&;=%]")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//)?")
 
 
 def _default_retry() -> Retry:
@@ -85,7 +85,7 @@ def _redact(url: str) -> str:
     The user info runs to the last ``@`` (as redis-py reads it), whatever comes
     before; a user info without ``:`` may be a password and is masked whole.
     """
-    head, rest = _split_authority(str(url))
+    head, rest = split_authority(str(url))
     user_info, at, host = rest.rpartition("@")
     if at:
         user, colon, _ = user_info.partition(":")
@@ -103,19 +103,12 @@ def _reason(err: Exception, url: str) -> str:
 
 def _password_pieces(url: str) -> set[str]:
     """The passwords in ``url`` and their pieces between URL delimiters, quoted and not."""
-    _, rest = _split_authority(url)
-    user_info, at, _ = rest.rpartition("@")
-    user, colon, password = user_info.partition(":")
-    found = [password if colon else user] if at else []
-    found += [m.group(3) for m in _QUERY_VALUE.finditer(rest) if _names_password(m.group(2))]
+    info = user_info(url)
+    user, colon, password = (info or "").partition(":")
+    found = [password if colon else user] if info is not None else []
+    found += [m.group(3) for m in _QUERY_VALUE.finditer(split_authority(url)[1]) if _names_password(m.group(2))]
     texts = found + [urllib.parse.unquote_plus(text) for text in found]
     return {piece for text in texts for piece in [text, *_URL_DELIMITERS.split(text)] if piece}
-
-
-def _split_authority(url: str) -> tuple[str, str]:
-    """``url`` cut before its user info: after the scheme and its ``//`` (if any), else at the start."""
-    scheme = _SCHEME.match(url)
-    return (url[: scheme.end()], url[scheme.end() :]) if scheme else ("", url)
 
 
 def _names_password(name: str) -> bool:

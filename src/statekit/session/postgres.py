@@ -35,6 +35,7 @@ from statekit.session._appends import DeltaBase
 from statekit.session._companion import joined
 from statekit.session._ids import SessionKey
 from statekit.session.document import doc_token, header
+from statekit.session._url_passwords import user_info
 from statekit.session._revisions import MISSING_REVISION, Expected, revision_of
 
 try:
@@ -48,7 +49,6 @@ try:
         password_of,
         redacted,
         translated,
-        url_password,
     )
     from statekit.session._pg_sql import LOCK, SCHEMA_VERSION, Statements, ddl_text
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without psycopg
@@ -159,12 +159,12 @@ class PostgresSession(SessionBase):
             SessionError: The URL is not a usable PostgreSQL URL (the password is never echoed).
         """
         if _scheme(url) not in SCHEMES:
-            shown = redacted(str(url), url_password(str(url)))
+            shown = redacted(str(url), _url_password(str(url)))
             raise SessionError(f"not a PostgreSQL URL {shown!r}: it must start with postgresql:// or postgres://")
         try:
             psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error as err:
-            secret = url_password(url)
+            secret = _url_password(url)
             raise SessionError(
                 f"not a usable PostgreSQL URL {redacted(url, secret)!r}: {redacted(str(err), secret)}"
             ) from None
@@ -387,3 +387,10 @@ def _stored(row: tuple[Any, ...]) -> bytes:
     if not count or token is None:
         return raw
     return joined(raw, b"\n" + header(token, count) + bytes(lines or b""), token)
+
+
+def _url_password(url: str) -> str | None:
+    """The password in a URL's user info (``None``: none), to keep it out of a message about a URL
+    libpq could not parse."""
+    user, colon, password = (user_info(url) or "").partition(":")
+    return (password or None) if colon else None
