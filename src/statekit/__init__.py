@@ -19,6 +19,9 @@ from statekit.errors import (
     BackendAuthError,
     BackendUnavailableError,
     ConflictError,
+    LeaseError,
+    LeaseHeldError,
+    LeaseLostError,
     DocumentError,
     InvalidSessionIdError,
     MissingExtraError,
@@ -34,7 +37,7 @@ from statekit.errors import (
     StateVersionError,
     WriteOutcomeUnknownError,
 )
-from statekit.session import MISSING_REVISION, JSONSession, SessionBase, StoredDocument, YAMLSession, open_session
+from statekit.session import MISSING_REVISION, JSONSession, Lease, SessionBase, StoredDocument, YAMLSession, open_session
 
 # A library's logger is silent until the application configures logging (no "last resort" to stderr).
 logging.getLogger("statekit").addHandler(logging.NullHandler())
@@ -60,6 +63,10 @@ __all__ = [
     "DocumentError",
     "InvalidSessionIdError",
     "JSONSession",
+    "Lease",
+    "LeaseError",
+    "LeaseHeldError",
+    "LeaseLostError",
     "LoadResult",
     "Migration",
     "MissingExtraError",

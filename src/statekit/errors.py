@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -305,6 +305,60 @@ class ConflictError(SessionError):
 
 def _rebuild_conflict(message: str, source: str) -> ConflictError:
     return ConflictError(message, source=source)
+
+
+class LeaseError(ConflictError):
+    """A write refused by a session's lease (:class:`LeaseHeldError`, :class:`LeaseLostError`).
+
+    Not a race that another attempt wins: ``update()`` and the other retry
+    loops raise it at once (docs/leases.md).
+    """
+
+
+class LeaseHeldError(LeaseError):
+    """Another session object holds the session's lease: the write (or the lease asked for) was refused.
+
+    Nothing was written. Take the lease (``session.lease(...)``, with ``wait=``
+    to wait for it) before writing a session that others lease, or wait until it is released.
+
+    Attributes:
+        source: Where the session is stored.
+        held_until: When the lease ends unless it is renewed (UTC), as the store knows it.
+    """
+
+    def __init__(self, message: str, *, source: str, held_until: datetime | None = None) -> None:
+        super().__init__(message, source=source)
+        self.held_until = held_until
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_held, (str(self), self.source, self.held_until))
+
+
+def _rebuild_held(message: str, source: str, held_until: datetime | None) -> LeaseHeldError:
+    return LeaseHeldError(message, source=source, held_until=held_until)
+
+
+class LeaseLostError(LeaseError):
+    """The lease this session object held expired or was taken over: the write (or ``renew``) was refused.
+
+    Nothing was written: another worker may own the session now (fencing). Take
+    the lease again and load before changing the session.
+
+    Attributes:
+        source: Where the session is stored.
+        token: The fencing token of the lost lease.
+    """
+
+    def __init__(self, message: str, *, source: str, token: int) -> None:
+        super().__init__(message, source=source)
+        self.token = token
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_lost, (str(self), self.source, self.token))
+
+
+def _rebuild_lost(message: str, source: str, token: int) -> LeaseLostError:
+    return LeaseLostError(message, source=source, token=token)
 
 
 class MissingExtraError(StatekitError, ImportError):

@@ -11,7 +11,7 @@ from typing import TextIO
 from statekit.cli._batch import FAILED, Tally, Target, label, reason, targets_of
 from statekit.cli._shared import INVALID, OK, Commands, command
 from statekit.cli._store import add_store_options, with_store
-from statekit.errors import ConflictError, SessionNotFoundError, StatekitError
+from statekit.errors import ConflictError, LeaseError, SessionNotFoundError, StatekitError
 from statekit.session import SessionBase, backoff, revision_of
 
 LABELS = {"compacted": "compacted", "unchanged": "unchanged", FAILED: FAILED}
@@ -84,6 +84,8 @@ async def _compact_one(store: SessionBase, user_id: str | None, session_id: str)
             return "unchanged", "nothing appended to fold in"
         try:
             await store.awrite_document(session_id, stored.data, user_id, expected_revision=stored.revision)
+        except LeaseError:
+            raise  # leased by a worker: no retry wins
         except ConflictError:
             await asyncio.sleep(backoff(attempt))  # written meanwhile: read what is there now
             continue

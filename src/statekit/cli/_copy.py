@@ -23,7 +23,7 @@ import orjson
 from statekit.cli._batch import FAILED, Tally, Target, label, reason, targets_of, where
 from statekit.cli._shared import INVALID, OK, Commands, command
 from statekit.cli._store import open_url
-from statekit.errors import ConflictError, StatekitError
+from statekit.errors import ConflictError, LeaseError, StatekitError
 from statekit.session import META_KEY, MISSING_REVISION, SessionBase
 
 COPIED, IDENTICAL = "copied", "identical"
@@ -166,6 +166,8 @@ async def _copy_one(
     expected = MISSING_REVISION if existing is None else existing.revision
     try:
         await destination.awrite_document(session_id, stored.data, user, expected_revision=expected)
+    except LeaseError as exc:
+        return FAILED, f"{there}: not copied: {exc}"
     except ConflictError:
         return FAILED, f"{there}: not copied: another writer wrote it while the copy ran; run the copy again"
     back = await destination.aread_document(session_id, user)

@@ -23,7 +23,7 @@ import attrs
 
 from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
 from statekit.codecs._nonjson import repaired
-from statekit.errors import ConflictError, DocumentError, StatekitError, format_path
+from statekit.errors import ConflictError, DocumentError, LeaseError, StatekitError, format_path
 from statekit.session import META_KEY, MISSING_REVISION, JSONSession
 from statekit.session.files import read_regular_file, session_stems
 
@@ -134,6 +134,9 @@ async def _copy(
         data = await _read(old, source, user_id, session_id, replace_invalid, out)
         expected = None if overwrite else MISSING_REVISION
         await new.awrite_document(session_id, data, user_id, expected_revision=expected, overwrite=overwrite)
+    except LeaseError as exc:
+        print(f"failed {source}: {exc}", file=err)
+        return False
     except ConflictError:
         return await _already_there(new, data, user_id, session_id, out=out, err=err)
     except StatekitError as exc:

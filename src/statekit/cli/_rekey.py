@@ -21,7 +21,7 @@ from statekit.cli._batch import FAILED, Tally, reason, where
 from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
 from statekit.cli._store import add_store_options, with_store
 from statekit.values.secrets import SecretBox, is_sealed
-from statekit.errors import ConflictError, PathSegment, SecretError, SessionNotFoundError, StatekitError, format_path
+from statekit.errors import ConflictError, LeaseError, PathSegment, SecretError, SessionNotFoundError, StatekitError, format_path
 from statekit.session import SessionBase
 
 ATTEMPTS = 5
@@ -150,6 +150,8 @@ async def _rekey_one(store: SessionBase, session_id: str, user_id: str | None, b
             return REKEYED, f"{stored.source}: would re-encrypt {resealed.moved} of {_secrets(total)} with the new key"
         try:
             await store.awrite_document(session_id, data, user_id, expected_revision=stored.revision)
+        except LeaseError:
+            raise  # leased by a worker: no retry wins
         except ConflictError:
             continue  # another writer saved meanwhile: read its version and redo
         return REKEYED, f"{stored.source}: re-encrypted {resealed.moved} of {_secrets(total)} with the new key"

@@ -10,6 +10,8 @@
 - :class:`SessionBase`: the base class of every backend, and of your own.
 - :func:`open`: any of them from a URL (``redis://...``, ``file:///dir``, ``sqlite:///x.db``...);
   :func:`scheme_of`, :func:`local_path` and :data:`REDIS_SCHEMES` read such a URL.
+- :class:`Lease`: a session's lease, from ``session.lease()`` (docs/leases.md); :class:`LeaseGrant`,
+  :class:`LeaseBusy`, :func:`fence_verdict` and :func:`check_fence` for backends that keep leases.
 - :func:`backoff`: the pause before a retry after a conflict (jittered, capped).
 - :mod:`statekit.session.files`: session files read by path, for tools.
 """
@@ -19,7 +21,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from statekit.session._base import SessionBase
+from statekit.session._fence import FENCE_HELD, FENCE_LOST, FENCE_OK, LeaseBusy, LeaseGrant, check_fence, fence_verdict
 from statekit.session._ids import SessionKey
+from statekit.session._lease import Lease
 from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, backoff, revision_of
 from statekit.session.document import FORMAT_VERSION, META_KEY
 from statekit.session.json import JSONSession
@@ -34,12 +38,18 @@ if TYPE_CHECKING:
     from statekit.session.sqlite import SQLiteSession
 
 __all__ = [
+    "FENCE_HELD",
+    "FENCE_LOST",
+    "FENCE_OK",
     "FORMAT_VERSION",
     "META_KEY",
     "MISSING_REVISION",
     "REDIS_SCHEMES",
     "Expected",
     "JSONSession",
+    "Lease",
+    "LeaseBusy",
+    "LeaseGrant",
     "PostgresSession",
     "RedisSession",
     "SQLiteSession",
@@ -48,6 +58,8 @@ __all__ = [
     "StoredDocument",
     "YAMLSession",
     "backoff",
+    "check_fence",
+    "fence_verdict",
     "local_path",
     "open",
     "open_session",

@@ -27,7 +27,7 @@ from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import decode_stored, load_modules
 from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._saving import remove_modules, save_modules, write_document
-from statekit.session._storage import Storage
+from statekit.session._lease import LeaseMethods
 from statekit.session._sync import AsyncSession, BlockingTwins
 from statekit.session._update import start_update, update_async
 from statekit.session.document import without_token
@@ -39,7 +39,7 @@ SAVE_OPTIONS = ("user_id", "overwrite")
 LOAD_OPTIONS = ("user_id", "allow_not_exist", "strict")
 
 
-class SessionBase(Storage, BlockingTwins):
+class SessionBase(LeaseMethods, BlockingTwins):
     """A place where sessions (named sets of state modules) are saved and loaded.
 
     Every method has an async form (``asave``...) and a blocking twin
@@ -49,6 +49,9 @@ class SessionBase(Storage, BlockingTwins):
     Backend authors implement ``_read``, ``_write``, ``_delete`` and ``_list``
     (and may override ``_write_if``, ``_exists``, ``_close``, ``_source`` and
     ``_check_key``); ``statekit.testing`` checks that a backend keeps the contract.
+
+    A session object can hold a session's lease (:meth:`alease` / :meth:`lease`,
+    docs/leases.md): then it alone may write that session until the lease ends.
 
     Every stored session has a revision (a hash of its bytes). The object
     remembers, per session, the revision it last loaded or saved; a save through

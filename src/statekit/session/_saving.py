@@ -20,7 +20,7 @@ from statekit.state.dump import dump_many
 from statekit.state.foreign import SupportsState
 from statekit.state.gc import paused_gc, without_gc
 from statekit.values.secrets import secrets_with
-from statekit.errors import ConflictError, SessionNotFoundError
+from statekit.errors import ConflictError, LeaseError, SessionNotFoundError
 from statekit.session._backend import Backend
 from statekit.session._delta_save import save_with_appends
 from statekit.session._ids import SessionKey
@@ -62,6 +62,8 @@ async def save_modules(
                 await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules))
                 size = len(raw)
             break
+        except LeaseError:
+            raise  # a lease decides who writes: no retry wins
         except ConflictError:
             if not basis.blind or attempt >= BLIND_ATTEMPTS:
                 raise
@@ -103,6 +105,8 @@ async def remove_modules(backend: Backend, key: SessionKey, gone: frozenset[str]
         try:
             await backend.store(key, raw, found.expected, overwrite=False, names=frozenset(found.states))
             break
+        except LeaseError:
+            raise  # a lease decides who writes: no retry wins
         except ConflictError:
             if not basis.blind or attempt >= BLIND_ATTEMPTS:
                 raise

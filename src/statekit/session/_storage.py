@@ -19,6 +19,7 @@ from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
 from statekit.session._backend import Backend
 from statekit.session._faults import BackendFaults, read_bytes
+from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
 from statekit.session._revisions import Expected, RevisionMemory
 
@@ -103,6 +104,47 @@ class Storage(abc.ABC):
             session is not ``base`` any more (then nothing was written).
         """
         raise NotImplementedError(f"{type(self).__name__} does not store deltas")
+
+    supports_leases: ClassVar[bool] = False
+    """Whether the backend keeps leases (``_take_lease``...) and fences every write with them (docs/leases.md)."""
+
+    async def _take_lease(self, key: SessionKey, ttl: float) -> LeaseGrant | LeaseBusy:
+        """Take the session's lease for ``ttl`` seconds, unless another holder's lease is live.
+
+        Atomic in the store: of two takers at once, one gets it. The token is
+        strictly greater than every token given before for this session (it
+        survives releases, deletes of the session and restarts of the client).
+
+        Returns:
+            :class:`LeaseGrant` (token, expiry) or :class:`LeaseBusy` (the live lease's expiry).
+        """
+        raise SessionError(f"{type(self).__name__} does not support leases (supports_leases is false)")
+
+    async def _renew_lease(self, key: SessionKey, token: int, ttl: float) -> LeaseGrant | None:
+        """Extend the lease of ``token`` to ``ttl`` seconds from now; ``None`` when it is not the live lease any more."""
+        raise SessionError(f"{type(self).__name__} does not support leases (supports_leases is false)")
+
+    async def _release_lease(self, key: SessionKey, token: int) -> None:
+        """End the lease of ``token`` now, if it is still the live one (else change nothing)."""
+        raise SessionError(f"{type(self).__name__} does not support leases (supports_leases is false)")
+
+    def _fence(self, key: SessionKey) -> int | None:
+        """The token of the lease this object holds on ``key`` (``None``: it holds none).
+
+        Every write primitive of a backend with ``supports_leases`` checks it
+        against the stored lease in the write's own atomic step
+        (:func:`statekit.session._fence.fence_verdict`), and raises what
+        :func:`statekit.session._fence.check_fence` raises when refused.
+        """
+        return self._leases.get(key)
+
+    @property
+    def _leases(self) -> dict[SessionKey, int]:
+        """The leases this object holds: session to token (made on first use, like the revision memory)."""
+        held: dict[SessionKey, int] | None = self.__dict__.get("_held_leases")
+        if held is None:
+            held = self.__dict__.setdefault("_held_leases", {})
+        return held
 
     def _companion_source(self, key: SessionKey) -> str:
         """How error messages name the stored deltas of a session."""

@@ -26,7 +26,7 @@ from statekit.state.commit import Commit, journaled, undo_loads
 from statekit.state.load import load_many
 from statekit.state.base import modules_below, state_keys
 from statekit.values.secrets import SecretBox, secrets_with
-from statekit.errors import ConflictError, SessionError
+from statekit.errors import ConflictError, LeaseError, SessionError
 from statekit.session._arguments import check_modules_by_name, check_mutate, require_modules
 from statekit.session._backend import Backend
 from statekit.session._keyless import refuse_secret_fields
@@ -101,6 +101,8 @@ class Attempts:
         """
         try:  # against what this attempt loaded, not what the object saw last: tasks may share it
             await save_modules(self.backend, self.key, self.modules, expected=seen)
+        except LeaseError:
+            raise  # not a race another attempt wins: a lease decides who writes (docs/leases.md)
         except ConflictError as err:
             if attempt >= self.retries:
                 raise ConflictError(_gave_up(err.source, self.retries), source=err.source) from err

@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 from statekit.errors import SessionError
 from statekit.session import SessionBase
 from statekit.testing._checks import BASIC_CHECKS, expect
+from statekit.testing._leases import LEASE_CHECKS, check_blocking_lease
 from statekit.testing._models import Check, Counter, SessionFactory, fresh_user
 from statekit.testing._modules import MODULE_CHECKS
 from statekit.testing._revisions import REVISION_CHECKS
 
-CHECKS: dict[str, Check] = BASIC_CHECKS | REVISION_CHECKS | MODULE_CHECKS
+CHECKS: dict[str, Check] = BASIC_CHECKS | REVISION_CHECKS | MODULE_CHECKS | LEASE_CHECKS
 """Every async check of the contract, by name."""
 
 
@@ -142,3 +143,24 @@ class SessionContract:
 
     def test_remove_modules(self) -> None:  # noqa: D102
         self._run("remove_modules")
+
+    def test_lease_fences_writes(self) -> None:  # noqa: D102 - see statekit.testing._leases
+        self._run("lease_fences_writes")
+
+    def test_lease_tokens_grow(self) -> None:  # noqa: D102
+        self._run("lease_tokens_grow")
+
+    def test_lease_wait(self) -> None:  # noqa: D102
+        self._run("lease_wait")
+
+    def test_lease_lost(self) -> None:  # noqa: D102
+        self._run("lease_lost")
+
+    def test_lease_renew_release(self) -> None:  # noqa: D102
+        self._run("lease_renew_release")
+
+    def test_lease_appends(self) -> None:  # noqa: D102
+        self._run("lease_appends")
+
+    def test_blocking_lease(self) -> None:  # noqa: D102
+        check_blocking_lease(self.make_session)
