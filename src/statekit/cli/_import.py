@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import attrs
 
 from statekit.cli._shared import INVALID, OK, Commands, UsageError, command
-from statekit.codecs._nonjson import repaired
+from statekit.codecs import repaired
 from statekit.errors import ConflictError, DocumentError, LeaseError, StatekitError, format_path
 from statekit.session import META_KEY, MISSING_REVISION, JSONSession
 from statekit.session.files import read_regular_file, session_stems

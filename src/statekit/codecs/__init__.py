@@ -7,6 +7,7 @@ to tell the line and column of each problem.
 - :data:`JSON`: pretty-printed UTF-8 JSON (orjson writes, msgspec reads).
 - :data:`JSON_COMPACT`: the same on one line (for Redis).
 - :data:`YAML`: block-style, human-editable UTF-8 YAML (libyaml, safe only).
+- :func:`repaired`: a document Python's ``json`` wrote with NaN, Infinity or lone surrogates, made JSON (for imports).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import attrs
 
 from statekit.codecs import json as _json
 from statekit.codecs import yaml as _yaml
+from statekit.codecs._nonjson import repaired
 from statekit.codecs._positions import Path, Position
 from statekit.errors import StateLoadError, with_positions
 
-__all__ = ["JSON", "JSON_COMPACT", "YAML", "Codec", "Path", "Position", "with_document_positions"]
+__all__ = ["JSON", "JSON_COMPACT", "YAML", "Codec", "Path", "Position", "repaired", "with_document_positions"]
 
 
 @attrs.frozen
