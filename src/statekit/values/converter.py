@@ -60,7 +60,7 @@ class StatekitConverter(cattrs.Converter):
     copy, so that a hook registered after first use reaches both.
     """
 
-    __slots__ = ("_lenient", "generation")
+    __slots__ = ("__weakref__", "_lenient", "generation")  # weakly: statekit's Shapes are held with it
     _lenient: cattrs.Converter
     generation: int
     """How many times a hook was registered: caches of generated code key on it."""
@@ -96,11 +96,6 @@ class StatekitConverter(cattrs.Converter):
     def register_structure_hook_factory(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
         self._changed()
         return super().register_structure_hook_factory(*args, **kwargs)
-
-
-def generation(conv: cattrs.Converter) -> int:
-    """A number that changes whenever a hook is registered on ``conv`` (0 for plain cattrs ones)."""
-    return getattr(conv, "generation", 0)
 
 
 def lenient(conv: cattrs.Converter) -> cattrs.Converter:
