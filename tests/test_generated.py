@@ -148,7 +148,7 @@ def test_no_hook_statekit_makes_carries_a_mark_of_its_own() -> None:
     """What a hook is for is said in its Shape, never in attributes set on the function (issue 25)."""
     conv = make_converter()
     union = str | list[dict[str, Any]]
-    hooks = [conv.get_structure_hook(tp) for tp in (str, int, list[int], dict[str, Any], union, Note)]
+    hooks: list[Any] = [conv.get_structure_hook(tp) for tp in (str, int, list[int], dict[str, Any], union, Note)]
     hooks += [conv.get_unstructure_hook(tp) for tp in (str, int, float, union, list[Note], Note)]
     hooks += [ENCODE_CONVERTER.get_unstructure_hook(tp) for tp in (union, Note)]
     assert [name for hook in hooks for name in vars(hook) if name.startswith("__statekit")] == []
