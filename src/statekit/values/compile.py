@@ -119,21 +119,19 @@ def _cached_load(cls: type, conv: cattrs.Converter, mode: Mode) -> Fast:
     return built
 
 
-def generate(cls: type, conv: cattrs.Converter, mode: Mode, hints: dict[str, Any] | None = None) -> Fast:
+def generate(cls: type, conv: cattrs.Converter, mode: Mode) -> Fast:
     """Generate the ``mode`` function of an attrs record under ``conv``.
 
     Args:
         cls: The record class (every field an ``__init__`` argument, for the loads).
         conv: The converter whose hooks the fields use.
         mode: Which function.
-        hints: Its fields' annotations, when the caller resolved them already.
     """
     record = record_shape(cls)
-    hints = hints if hints is not None else (record.hints if record.hints is not None else type_hints(cls))
+    hints = record.hints if record.hints is not None else type_hints(cls)  # raises: a name not defined yet
     names: dict[str, Any] = {"__cl": cls}
     body = _head(record, mode, names)
-    values: list[str] = []  # a dump's items; a load's positional arguments
-    keyword: list[str] = []
+    values: list[str] = []  # a dump's items; a load's arguments, one per field
     for index, field in enumerate(record.fields):
         if not field.init:
             continue  # cattrs leaves init=False out of a dump too (a load never gets here)
@@ -145,14 +143,11 @@ def generate(cls: type, conv: cattrs.Converter, mode: Mode, hints: dict[str, Any
         else:
             body.append(f"    {var} = o[{field.name!r}]")
             body.extend(_load_lines(tp, var, names, conv, mode is Mode.FRESH))
-            if record.keyword[index]:
-                keyword.append(f"{field.alias}={var}")
-            else:
-                values.append(var)
+            values.append(var)
     if mode is Mode.DUMP:
         body.append(f"    return {{{', '.join(values)}}}")
         return compile_function("unstructure(o)", body, names, f"unstructure {cls.__module__}.{cls.__qualname__}")
-    body.append(f"    return __cl({', '.join(values + keyword)})")
+    body.append(f"    return {record.call('__cl', values)}")
     return compile_function("structure(o)", body, names, f"fast structure {cls.__module__}.{cls.__qualname__}")
 
 

@@ -152,15 +152,11 @@ def _record(cls: type, record: RecordShape, mirrors: list[Mirror]) -> Mirror:
     struct = msgspec.defstruct(f"{cls.__name__}Mirror", spec, forbid_unknown_fields=True, gc=False)
     name = f"_{cls.__name__}_{next(_counter)}"
     names: dict[str, Any] = {name: cls}
-    positional, keyword = [], []
-    for i, (field, mirror) in enumerate(zip(fields, mirrors, strict=True)):
-        value = f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}")
+    values = []
+    for i, mirror in enumerate(mirrors):
+        values.append(f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}"))
         names.update(mirror.names)
-        if record.keyword[i]:
-            keyword.append(f"{field.alias}={value}")
-        else:
-            positional.append(value)
-    return Mirror(struct, f"{name}({', '.join(positional + keyword)})", names)
+    return Mirror(struct, record.call(name, values), names)
 
 
 def compile_build(mirror: Mirror, where: str) -> Build:

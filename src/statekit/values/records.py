@@ -21,6 +21,7 @@ from statekit.values.compile import Mode, generate
 from statekit.values.fields import field_codec
 from statekit.values.plain import copy_any, copy_loose, with_article
 from statekit.values.refusals import exactly, refusal
+from statekit.values.types import record_shape
 from statekit.values.versions import versioned_structure, versioned_unstructure
 from statekit.errors import StateDefinitionError
 
@@ -132,14 +133,11 @@ def _record_unstructure(tp: type, conv: cattrs.Converter) -> Hook:
     overrides = _overrides(tp, dump=True)
     if overrides or not attrs.has(tp):
         return exactly(tp, make_dict_unstructure_fn(tp, conv, **overrides))
-    try:
-        hints = type_hints(tp)
-    except NameError:
+    hints = record_shape(tp).hints
+    if hints is None or any(field.name not in hints for field in attrs.fields(tp)):
+        # a name not defined yet, or an untyped attr.ib(): cattrs dumps it by the class of its value
         return exactly(tp, make_dict_unstructure_fn(tp, conv))
-    if any(field.name not in hints for field in attrs.fields(tp)):
-        # an untyped attr.ib(): cattrs dumps it by the class of its value
-        return exactly(tp, make_dict_unstructure_fn(tp, conv))
-    return generate(tp, conv, Mode.DUMP, hints)  # checks the class itself
+    return generate(tp, conv, Mode.DUMP)  # checks the class itself
 
 
 def _late_unstructure(conv: cattrs.Converter, tp: Any) -> Hook:

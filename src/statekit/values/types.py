@@ -128,6 +128,13 @@ class RecordShape:
         """The annotation of ``field`` (``Any`` for an untyped ``attr.ib()``)."""
         return (self.hints or {}).get(field.name, Any)
 
+    def call(self, callee: str, values: list[str]) -> str:
+        """Code calling ``callee`` (the class, by a generated name) with ``values[i]`` for field ``i``:
+        the positional arguments, then the keyword ones."""
+        positional = [value for value, keyword in zip(values, self.keyword, strict=True) if not keyword]
+        keyword = [f"{f.alias}={value}" for f, value, kw in zip(self.fields, values, self.keyword, strict=True) if kw]
+        return f"{callee}({', '.join(positional + keyword)})"
+
 
 _records = TypeCache("record shapes")
 
