@@ -21,7 +21,7 @@ from statekit.values.encode import make_encode_converter
 from statekit.values.annotations import is_frozen_record, iter_types, type_hints
 from statekit.values.compile import load_hook
 from statekit.values.hooks import prepare
-from statekit.values.types import runs_from_json
+from statekit.values.types import shape_of
 from statekit.values.converter import UnsupportedTypeError, lenient, make_converter
 from statekit.values.records import dump_with, load_with, refuse_secret_values_in
 from statekit.values.fields import FieldCodec, field_codec
@@ -127,7 +127,7 @@ def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dum
     or where loading runs the user's code deeper down (a pydantic model's
     validators, a ``from_json`` of a record it holds): the typed session load
     then leaves the field to the full path, so that this code runs once."""
-    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or runs_from_json(tp):
+    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or shape_of(tp, conv).from_json:
         return dump, strict
     prepare(ENCODE_CONVERTER, tp)
     fresh = load_hook(tp, conv, fresh=True)
