@@ -155,3 +155,13 @@ def test_no_hook_statekit_makes_carries_a_mark_of_its_own() -> None:
     assert dump_of(union, ENCODE_CONVERTER)[0] is Dump.UNION_CHECK  # yet each is known for what it does
     assert dump_of(union, conv)[0] is Dump.UNION_COPY
     assert dump_of(str, conv) == (Dump.SCALAR, str)
+
+
+def test_a_hook_registered_after_first_use_reaches_the_generated_dump_and_load() -> None:
+    conv = make_converter()
+    assert conv.unstructure(Note("t", "b")) == {"title": "t", "body": "b"}
+    assert conv.structure({"title": "t", "body": "b"}, Note) == Note("t", "b")
+    conv.register_unstructure_hook(str, str.upper)
+    conv.register_structure_hook(str, lambda value, _: value.lower())
+    assert conv.unstructure(Note("t", "b")) == {"title": "T", "body": "b"}
+    assert conv.structure({"title": "T", "body": "b"}, Note) == Note("t", "b")

@@ -97,6 +97,18 @@ class StatekitConverter(cattrs.Converter):
         self._changed()
         return super().register_structure_hook_factory(*args, **kwargs)
 
+    def register_unstructure_hook(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()  # the Shapes' dump decisions read the unstructure hooks
+        return super().register_unstructure_hook(*args, **kwargs)
+
+    def register_unstructure_hook_func(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()
+        return super().register_unstructure_hook_func(*args, **kwargs)
+
+    def register_unstructure_hook_factory(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()
+        return super().register_unstructure_hook_factory(*args, **kwargs)
+
 
 def lenient(conv: cattrs.Converter) -> cattrs.Converter:
     """The same converter, but ignoring unknown keys in value records.
