@@ -32,7 +32,7 @@ import msgspec
 
 from statekit.values.class_cache import MISSING, TypeCache
 from statekit.values.codegen import compile_function
-from statekit.values.types import Kind, Load, RecordShape, generation, shape_of
+from statekit.values.types import Load, RecordShape, generation, shape_of
 from statekit.values.versions import VERSION_KEY
 
 Build = Callable[[Any], Any]
@@ -56,26 +56,21 @@ class Mirror:
 
 
 def value_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
-    """The mirror of ``tp`` under ``conv``, or ``None`` when it has none."""
-    kind = shape_of(tp, conv).kind
-    if kind in (Kind.SCALAR, Kind.JSON):
-        return _json_mirror(tp, conv)
-    if kind is Kind.RECORD and attrs.has(tp):
+    """The mirror of ``tp`` under ``conv``, or ``None`` when it has none: what the generated
+    load does (its Shape's :class:`~statekit.values.types.Load`), said in msgspec's types."""
+    shape = shape_of(tp, conv)
+    if shape.load is Load.JSON:
+        return Mirror(tp) if _msgspec_takes(tp) else None
+    if shape.load is Load.RECORD:
         return record_mirror(tp, conv)
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is list and len(args) == 1:
+    args = typing.get_args(tp)
+    if shape.load is Load.LIST:
         return _container(list, args[0], conv)
-    if origin is dict and len(args) == 2 and args[0] is str:
+    if shape.load is Load.DICT:
         return _container(dict, args[1], conv)
-    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         return _optional(args[0] if args[1] is type(None) else args[1], conv)
     return None
-
-
-def _json_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
-    if not shape_of(tp, conv).owned or not _msgspec_takes(tp):
-        return None
-    return Mirror(tp)
 
 
 def _msgspec_takes(tp: Any) -> bool:
