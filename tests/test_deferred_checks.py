@@ -22,9 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import StateModule, state_field, stateful
-from statekit.values.census import _checking_at_once, all_json, check_any, checks_deferred
+from statekit.values.census import all_json, check_any, checks_deferred
 from statekit.state.dump import dump_many
 from statekit.values.plain import BadValue
+from statekit.values.seam import SEAM
 from statekit._limits import MAX_DEPTH
 from statekit.codecs import JSON
 from statekit.errors import StateDumpError
@@ -33,9 +34,6 @@ from statekit.session import JSONSession
 from strategies import examples, json_data, record_types, json_union_records, data_for
 from test_agreement import _put, _slots
 from test_depth import nested
-
-import statekit.values.census as census
-import statekit.state.dump
 
 
 class Color(enum.Enum):
@@ -124,27 +122,20 @@ class Notes(StateModule):
     count: int = state_field(default=0)
 
 
-def _runs_at_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    runs: list[int] = []
+def test_a_good_save_checks_once_and_a_bad_one_again_value_by_value() -> None:
+    before = SEAM.rechecks
 
-    def counted(build: Callable[[], Any]) -> Any:
-        runs.append(1)
-        return _checking_at_once(build)
+    def runs() -> int:
+        return SEAM.rechecks - before
 
-    monkeypatch.setattr(census, "_checking_at_once", counted)
-    return runs
-
-
-def test_a_good_save_checks_once_and_a_bad_one_again_value_by_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    runs = _runs_at_once(monkeypatch)
     notes = Notes(blobs=[{"a": [1, {"b": 2.5}]}], content=[{"t": "x"}], extra={"k": None}, anything=[1, "2"])
     good = JSON.dumps(dump_many({"n": notes}, live=True))
-    assert runs == []
+    assert runs() == 0
     assert good == JSON.dumps(dump_many({"n": notes}))
     notes.blobs[0]["a"][1]["b"] = math.inf
     with pytest.raises(StateDumpError) as caught:
         dump_many({"n": notes}, live=True)
-    assert runs == [1]
+    assert runs() == 1
     assert [str(p) for p in caught.value.problems] == ["n.blobs[0].a[1].b: inf (not a finite number) is not JSON data"]
 
 
@@ -194,7 +185,7 @@ def test_deferring_names_the_problem_the_walk_names(data: st.DataObject) -> None
         container, key = data.draw(st.sampled_from(slots), label="slot")
         _put(container, key, data.draw(st.sampled_from(_NOT_JSON[:5] + ["x", 7, None]), label="bad"))
     modules = {"m": holder, "o": other}
-    with mock.patch.object(statekit.state.dump, "checks_deferred", _checking_at_once):  # value by value
+    with mock.patch.object(SEAM, "deferring", False):  # value by value
         at_once = _problems(lambda: dump_many(modules, live=True))
     assert _problems(lambda: dump_many(modules, live=True)) == at_once
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import linecache
 import traceback
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 
 from statekit import JSONSession, StateModule, json_schema, make_converter, state_field, stateful
+from statekit.state.plan import ENCODE_CONVERTER
 from statekit.values.class_cache import cache_sizes
+from statekit.values.types import Dump, Load, dump_of, shape_of
 
 
 @stateful
@@ -119,3 +122,46 @@ def test_classes_made_and_dropped_are_collected_with_their_generated_code(tmp_pa
 
     assert [ref for ref in refs if ref() is not None] == []
     assert cache_sizes() == before
+
+
+def test_a_shape_is_decided_once_per_converter_state() -> None:
+    conv = make_converter()
+    shape = shape_of(Note, conv)
+    assert (shape_of(Note, conv) is shape, shape.load, shape.record is not None) == (True, Load.RECORD, True)
+    assert shape_of(str | list[dict[str, Any]], conv) is shape_of(str | list[dict[str, Any]], conv)
+    conv.register_structure_hook(Note, lambda value, _: Note("t", "b"))  # a hook registered later: decided again
+    assert (shape_of(Note, conv).load, shape_of(Note, conv).owned) == (Load.CATTRS, False)
+    assert conv.structure({"title": "x", "body": "y"}, Note) == Note("t", "b")
+
+
+def test_shapes_of_python_types_are_dropped_with_their_converter() -> None:
+    conv = make_converter()
+    assert shape_of(list[dt.date], conv).load is Load.LIST
+    assert shape_of(list[dt.date], conv) is shape_of(list[dt.date], conv)  # held by the converter: no class to hold it
+    held = weakref.ref(conv)
+    del conv
+    gc.collect()
+    assert held() is None
+
+
+def test_no_hook_statekit_makes_carries_a_mark_of_its_own() -> None:
+    """What a hook is for is said in its Shape, never in attributes set on the function (issue 25)."""
+    conv = make_converter()
+    union = str | list[dict[str, Any]]
+    hooks: list[Any] = [conv.get_structure_hook(tp) for tp in (str, int, list[int], dict[str, Any], union, Note)]
+    hooks += [conv.get_unstructure_hook(tp) for tp in (str, int, float, union, list[Note], Note)]
+    hooks += [ENCODE_CONVERTER.get_unstructure_hook(tp) for tp in (union, Note)]
+    assert [name for hook in hooks for name in vars(hook) if name.startswith("__statekit")] == []
+    assert dump_of(union, ENCODE_CONVERTER)[0] is Dump.UNION_CHECK  # yet each is known for what it does
+    assert dump_of(union, conv)[0] is Dump.UNION_COPY
+    assert dump_of(str, conv) == (Dump.SCALAR, str)
+
+
+def test_a_hook_registered_after_first_use_reaches_the_generated_dump_and_load() -> None:
+    conv = make_converter()
+    assert conv.unstructure(Note("t", "b")) == {"title": "t", "body": "b"}
+    assert conv.structure({"title": "t", "body": "b"}, Note) == Note("t", "b")
+    conv.register_unstructure_hook(str, str.upper)
+    conv.register_structure_hook(str, lambda value, _: value.lower())
+    assert conv.unstructure(Note("t", "b")) == {"title": "T", "body": "b"}
+    assert conv.structure({"title": "T", "body": "b"}, Note) == Note("t", "b")

@@ -9,6 +9,7 @@ and data, pin the cases where it must decline, and check that it is taken.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 from unittest import mock
@@ -22,9 +23,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from statekit import JSONSession, LoadResult, StateDefinitionError, StateLoadError, StateModule, state_field, stateful
 from statekit.values.bounded import ANY_LEVELS
+from statekit.values.seam import SEAM
 from statekit._limits import MAX_DEPTH
 from statekit.state.load import load_many
-from statekit.state import typed as _typed
 from statekit.state.typed import decode, load_typed, typed_document
 from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
@@ -88,7 +89,7 @@ def test_typed_and_full_paths_agree_on_random_types_and_data(bounded: bool, data
         return  # refused at definition: nothing to compare
     deep = json_data.map(lambda value: [[[[[[[[[value]]]]]]]]])  # past ANY_LEVELS: the bounded decoder refuses
     values = st.one_of(data_for(tp), data_for(tp, noisy=True), json_data, deep)
-    with mock.patch.object(_typed, "BOUNDED_FROM", 0 if bounded else 1 << 62):
+    with mock.patch.object(SEAM, "bounded_from", 0 if bounded else 1 << 62):
         for value in data.draw(st.lists(values, min_size=3, max_size=3), label="data"):
             for strict in (True, False):
                 assert_agree(cls, copy.deepcopy(value), strict)
@@ -262,32 +263,25 @@ def test_bytes_another_codec_wrote_are_depth_checked_when_loaded(tmp_path: Path)
         session.load("s", blob=Blob())
 
 
-def count_depth_passes(monkeypatch: pytest.MonkeyPatch, bounded_from: int = 0) -> list[int]:
-    """Count the depth passes; documents from ``bounded_from`` bytes try the bounded decoder first."""
-    monkeypatch.setattr(_typed, "BOUNDED_FROM", bounded_from)
-    passes: list[int] = []
-    real = _typed._too_deep
-
-    def counted(states: list[Any]) -> bool:
-        passes.append(1)
-        return real(states)
-
-    monkeypatch.setattr(_typed, "_too_deep", counted)
-    return passes
+def count_depth_passes(monkeypatch: pytest.MonkeyPatch, bounded_from: int = 0) -> Callable[[], int]:
+    """Count the depth passes from now on; documents from ``bounded_from`` bytes try the bounded decoder first."""
+    monkeypatch.setattr(SEAM, "bounded_from", bounded_from)
+    before = SEAM.depth_passes
+    return lambda: SEAM.depth_passes - before
 
 
 def test_only_bytes_the_session_wrote_or_loaded_skip_the_depth_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    passes = count_depth_passes(monkeypatch, bounded_from=_typed.BOUNDED_FROM)  # small documents: the pass
+    passes = count_depth_passes(monkeypatch, bounded_from=SEAM.bounded_from)  # small documents: the pass
     session = JSONSession(tmp_path)
     session.save("s", blob=Blob(data=nested(3)))
     blob = Blob()
     session.load("s", blob=blob)  # its own bytes: checked when they were written
     session.load("s", blob=blob)  # loaded just now
-    assert (blob.data, passes) == (nested(3), [])
+    assert (blob.data, passes()) == (nested(3), 0)
     (tmp_path / "s.json").write_bytes(msgspec.json.encode({**META, "blob": {"data": nested(MAX_DEPTH - 1)}}))
     with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
         session.load("s", blob=blob)  # another writer's bytes: checked
-    assert passes == [1]
+    assert passes() == 1
     assert blob.data == nested(3)
 
 
@@ -314,7 +308,7 @@ def test_types_that_prove_the_limit_need_no_depth_pass(lists: int, in_any: int, 
     # The bounded decoder takes the document when the types prove the limit and
     # the Any holds at most ANY_LEVELS; otherwise the depth pass decides, exactly.
     bounded_took = lists == AT_THE_LIMIT and in_any <= ANY_LEVELS
-    assert passes == ([] if bounded_took else [1])
+    assert passes() == (0 if bounded_took else 1)
     if within:
         assert full({"m": cls()}, raw) == {"m": LoadResult([], [])}
     else:
@@ -332,13 +326,13 @@ def test_an_any_nested_past_the_bounded_decoder_takes_the_depth_pass_from_then_o
     (tmp_path / "s.json").write_bytes(shallow)
     module: Any = cls()
     JSONSession(tmp_path).load("s", m=module)  # another writer's bytes, shallow: no pass
-    assert (module.value, passes) == ({"a": nested(ANY_LEVELS - 1)}, [])
+    assert (module.value, passes()) == ({"a": nested(ANY_LEVELS - 1)}, 0)
     (tmp_path / "s.json").write_bytes(deep)
     JSONSession(tmp_path).load("s", m=module)  # typed, with the pass (the bounded decoder refused)
-    assert (module.value, passes) == ({"a": nested(ANY_LEVELS + 5)}, [1])
+    assert (module.value, passes()) == ({"a": nested(ANY_LEVELS + 5)}, 1)
     (tmp_path / "s.json").write_bytes(shallow)
     JSONSession(tmp_path).load("s", m=module)  # this shape held deep data: straight to the pass
-    assert (module.value, passes) == ({"a": nested(ANY_LEVELS - 1)}, [1, 1])
+    assert (module.value, passes()) == ({"a": nested(ANY_LEVELS - 1)}, 2)
 
 
 def test_small_documents_take_the_depth_pass_without_making_the_bounded_decoder(
@@ -351,10 +345,10 @@ def test_small_documents_take_the_depth_pass_without_making_the_bounded_decoder(
     JSONSession(tmp_path).load("s", m=module)
     typed_doc = typed_document({"m": module}, META_KEY)
     assert typed_doc is not None
-    assert (module.value, passes, typed_doc.bounded_made) == ({"a": [1]}, [1], False)
-    monkeypatch.setattr(_typed, "BOUNDED_FROM", len(raw))
+    assert (module.value, passes(), typed_doc.bounded_made) == ({"a": [1]}, 1, False)
+    monkeypatch.setattr(SEAM, "bounded_from", len(raw))
     JSONSession(tmp_path).load("s", m=module)
-    assert (passes, typed_doc.bounded_made, typed_doc.bounded is not None) == ([1], True, True)
+    assert (passes(), typed_doc.bounded_made, typed_doc.bounded is not None) == (1, True, True)
 
 
 @stateful
@@ -499,28 +493,24 @@ def test_an_untyped_attr_ib_is_dumped_by_the_class_of_its_value() -> None:
     assert HoldsUntyped(Untyped([1, 2])).state_dict() == {"untyped": {"x": [1, 2]}}
 
 
-def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from statekit.session import _loading
+def test_a_load_of_fewer_modules_than_last_seen_skips_the_typed_decode(tmp_path: Path) -> None:
+    before = SEAM.typed_decodes
 
-    calls: list[int] = []
+    def calls() -> int:
+        return SEAM.typed_decodes - before
 
-    def counted(typed: Any, raw: bytes, checked: bool) -> Any:
-        calls.append(1)
-        return decode(typed, raw, checked)
-
-    monkeypatch.setattr(_loading, "decode", counted)
     session = JSONSession(tmp_path)
     session.save("s", agent=Agent(name="a"), notes=Notes(count=2))
     agent = Agent()
     session.load("s", agent=agent)  # the document holds notes too: the typed decode would fail on them
-    assert (agent.name, calls) == ("a", [])
+    assert (agent.name, calls()) == ("a", 0)
     agent, notes = Agent(), Notes()
     session.load("s", agent=agent, notes=notes)
-    assert (agent.name, notes.count, calls) == ("a", 2, [1])
+    assert (agent.name, notes.count, calls()) == ("a", 2, 1)
     fresh = JSONSession(tmp_path)  # knows nothing yet: tries once, then remembers what the file holds
     fresh.load("s", agent=Agent())
     fresh.load("s", agent=Agent())
-    assert calls == [1, 1]
+    assert calls() == 2
 
 
 PARSED: list[str] = []

@@ -18,9 +18,11 @@ import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit.values.encode import make_encode_converter
-from statekit.values.hooks import iter_types, prepare, type_hints
+from statekit.values.annotations import is_frozen_record, iter_types, type_hints
+from statekit.values.compile import load_hook
+from statekit.values.hooks import prepare
+from statekit.values.types import shape_of
 from statekit.values.converter import UnsupportedTypeError, lenient, make_converter
-from statekit.values.fast import fast_structure, runs_from_json, with_fallback
 from statekit.values.records import dump_with, load_with, refuse_secret_values_in
 from statekit.values.fields import FieldCodec, field_codec
 from statekit.state.foreign import protocol_class
@@ -125,10 +127,10 @@ def _session_hooks(tp: Any, codec: FieldCodec, conv: cattrs.Converter, dump: Dum
     or where loading runs the user's code deeper down (a pydantic model's
     validators, a ``from_json`` of a record it holds): the typed session load
     then leaves the field to the full path, so that this code runs once."""
-    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or runs_from_json(tp):
+    if conv is not DEFAULT_CONVERTER or codec.to_json is not None or codec.from_json is not None or shape_of(tp, conv).from_json:
         return dump, strict
     prepare(ENCODE_CONVERTER, tp)
-    fresh = with_fallback(fast_structure(tp, conv, fresh=True), conv.get_structure_hook(tp), tp)
+    fresh = load_hook(tp, conv, fresh=True)
     return _dump_hook(tp, codec, ENCODE_CONVERTER), fresh
 
 
@@ -158,13 +160,6 @@ def check_append_only(cls: type, name: str, tp: Any, codec: FieldCodec) -> None:
         "frozen pydantic models (model_config = ConfigDict(frozen=True)) or "
         f"str, int, float or bool, so that no saved item can change in place; {type_name(item)} is not"
     )
-
-
-def is_frozen_record(tp: Any) -> bool:
-    """Whether ``tp`` is an attrs class whose instances cannot be changed (``frozen=True``)."""
-    # attrs has no public test; a frozen class's __setattr__ is its _frozen_setattrs
-    setter = getattr(tp, "__setattr__", None)
-    return isinstance(tp, type) and attrs.has(tp) and getattr(setter, "__name__", "") == "_frozen_setattrs"
 
 
 def check_record(cls: type, converter: cattrs.Converter | None) -> None:
@@ -241,7 +236,7 @@ def _load_hook(tp: Any, codec: FieldCodec, conv: cattrs.Converter) -> Load:
         return load_with(codec.from_json)
     for inner in iter_types(tp):  # cattrs makes the hooks of union members lazily: fail here, not in a load
         conv.get_structure_hook(inner)
-    return with_fallback(fast_structure(tp, conv), conv.get_structure_hook(tp), tp)
+    return load_hook(tp, conv)
 
 
 def any_hooks(codec: FieldCodec) -> tuple[Dump, Load]:

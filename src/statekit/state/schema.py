@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from statekit.values.annotations import is_record
 from statekit.values.secrets import SECRET_KEY
 from statekit.values.iso_patterns import DATETIME_PATTERN, TIME_PATTERN
 from statekit.state.module import StateModule
@@ -121,16 +122,12 @@ def require_stateful_class(cls: Any, *, module_hint: str = "it has no static sch
     Raises:
         StateDefinitionError: ``cls`` is anything else.
     """
-    if isinstance(cls, type) and _is_record(cls):
+    if isinstance(cls, type) and is_record(cls):
         return cls
     hint = ""
     if isinstance(cls, type) and issubclass(cls, StateModule):
         hint = f" (its state is registered at run time: {module_hint})"
     raise StateDefinitionError(f"{cls!r} is not a @stateful class, attrs class or dataclass{hint}")
-
-
-def _is_record(tp: Any) -> bool:
-    return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
 
 
 class _Builder:
@@ -223,7 +220,7 @@ class _Builder:
             return _literal(typing.get_args(tp))
         if origin in _UNIONS:
             return _union([self.type_schema(arg) for arg in typing.get_args(tp)])
-        if (isinstance(tp, type) and issubclass(tp, enum.Enum)) or _is_record(tp) or is_model(tp):
+        if (isinstance(tp, type) and issubclass(tp, enum.Enum)) or is_record(tp) or is_model(tp):
             return self.ref(tp)
         return self._container(origin or tp, typing.get_args(tp))
 

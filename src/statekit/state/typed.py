@@ -38,6 +38,7 @@ from statekit._limits import MAX_DEPTH, ORJSON_PAD
 from statekit.state.commit import commit_all
 from statekit.state.load import Loader
 from statekit.values.mirror import compile_build, value_mirror
+from statekit.values.seam import SEAM
 from statekit.state.base import LoadResult, StateBase, is_module, plan_of, state_extras, state_keys, walks_load
 from statekit.state.plan import DEFAULT_CONVERTER, FieldPlan
 from statekit.values.versions import VERSION_KEY, tag
@@ -53,12 +54,6 @@ class _Surprise(Exception):
 
 class _NoMirror(Exception):
     """A module of this shape has a key only the full path may load."""
-
-
-BOUNDED_FROM = 1 << 20
-"""Documents from this size up try the bounded decoder (:mod:`statekit.values.bounded`)
-first. Below it the depth pass costs less than a third of a millisecond, and
-the decoder (made at the first such document) several."""
 
 
 @attrs.define
@@ -259,17 +254,14 @@ def load_typed(
         return None
     results = dict(zip(loaders, commit_all(list(loaders.values())), strict=True))
     with _LOCK:
-        _taken[0] += 1
+        SEAM.typed_loads += 1
     return results
 
 
-_taken = [0]  # loads the typed path committed (see typed_loads)
-
-
 def typed_loads() -> int:
-    """How many loads the typed path committed in this process: the seam through which
+    """How many loads the typed path committed in this process (``SEAM.typed_loads``): how
     tests see which path a load took."""
-    return _taken[0]
+    return SEAM.typed_loads
 
 
 def meta_as(document: Any, meta: type) -> bool:
@@ -310,7 +302,8 @@ def decode(typed: TypedDocument, raw: bytes, checked: bool = False) -> Any:
             session wrote or loaded them with a built-in codec): skip it, and
             the fallback to the full path for data orjson cannot write.
     """
-    bounded = None if checked or typed.deep or len(raw) < BOUNDED_FROM else typed.bounded_decoder()
+    SEAM.typed_decodes += 1
+    bounded = None if checked or typed.deep or len(raw) < SEAM.bounded_from else typed.bounded_decoder()
     if bounded is not None:
         with contextlib.suppress(msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
             return bounded.decode(raw)  # its types prove the depth limit: no pass
@@ -335,6 +328,7 @@ def _too_deep(states: list[Any]) -> bool:
     Only values typed ``Any`` can nest without bound; orjson walks them all,
     each mirror Struct written as the list of its fields (one level, as its object).
     """
+    SEAM.depth_passes += 1
     padded: Any = states  # in place of the document: its states sit one level below
     for _ in range(ORJSON_PAD):
         padded = [padded]

@@ -22,6 +22,7 @@ from itertools import compress, repeat
 from typing import Any, TypeVar
 
 from statekit.values.plain import NONE_TYPE, PLAIN_SCALARS, BadValue
+from statekit.values.seam import SEAM
 from statekit._limits import MAX_DEPTH
 
 T = TypeVar("T")
@@ -78,8 +79,11 @@ def checks_deferred(build: Callable[[], T]) -> T:
     :func:`all_json` checks all of it at C speed instead. When the census finds
     something (or ``build`` raises and the census finds something before it),
     ``build`` runs again checking at once, which refuses the first bad value in
-    dump order and names it, as it would have without deferring.
+    dump order and names it, as it would have without deferring (counted in
+    ``SEAM.rechecks``). With ``SEAM.deferring`` off, ``build`` checks at once.
     """
+    if not SEAM.deferring:
+        return _checking_at_once(build)
     pending: list[Any] = []
     outer, _deferral.add = _deferral.add, pending.append
     try:
@@ -91,7 +95,10 @@ def checks_deferred(build: Callable[[], T]) -> T:
         fine = False  # run again outside this block: its error must not chain to this one
     finally:
         _deferral.add = outer
-    return result if fine else _checking_at_once(build)
+    if fine:
+        return result
+    SEAM.rechecks += 1
+    return _checking_at_once(build)
 
 
 def _checking_at_once(build: Callable[[], T]) -> T:

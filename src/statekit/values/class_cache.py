@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Final
 
 from statekit.values.codegen import generated_sources
-from statekit.values.hooks import iter_types
+from statekit.values.annotations import iter_types
 
 MISSING: Final = object()
 """What :meth:`TypeCache.get` returns for a key it does not hold."""

@@ -1,4 +1,4 @@
-"""The strict hooks for containers (lists, tuples, sets, mappings), and the mark of statekit's own hooks."""
+"""The strict hooks for containers (lists, tuples, sets, mappings)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from cattrs.cols import homogenous_tuple_structure_factory, list_structure_facto
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 from statekit.values.plain import copy_any, describe, expected_name, is_json_type, type_name
-from statekit.values.unstructure import exactly
+from statekit.values.types import Role, made
+from statekit.values.refusals import exactly
 
 Hook = Callable[[Any], Any]
 SHook = Callable[[Any, Any], Any]
@@ -100,18 +101,7 @@ def guarded(inner: SHook, expected: type, what: str) -> SHook:
             raise TypeError(f"expected {what}, got {describe(value)}")
         return inner(value, tp)
 
-    return mark(structure)
-
-
-def mark(hook: SHook) -> SHook:
-    """Tag a structure hook as statekit's own: the fast path may stand in for it."""
-    hook.__statekit__ = True  # type: ignore[attr-defined]
-    return hook
-
-
-def is_ours(hook: Any) -> bool:
-    """Whether a hook is statekit's (not one a user registered on the converter)."""
-    return getattr(hook, "__statekit__", False) is True
+    return made(structure, Role.LOADS)
 
 
 def is_mapping(tp: Any) -> bool:

@@ -60,7 +60,7 @@ class StatekitConverter(cattrs.Converter):
     copy, so that a hook registered after first use reaches both.
     """
 
-    __slots__ = ("_lenient", "generation")
+    __slots__ = ("__weakref__", "_lenient", "generation")  # weakly: statekit's Shapes are held with it
     _lenient: cattrs.Converter
     generation: int
     """How many times a hook was registered: caches of generated code key on it."""
@@ -97,10 +97,17 @@ class StatekitConverter(cattrs.Converter):
         self._changed()
         return super().register_structure_hook_factory(*args, **kwargs)
 
+    def register_unstructure_hook(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()  # the Shapes' dump decisions read the unstructure hooks
+        return super().register_unstructure_hook(*args, **kwargs)
 
-def generation(conv: cattrs.Converter) -> int:
-    """A number that changes whenever a hook is registered on ``conv`` (0 for plain cattrs ones)."""
-    return getattr(conv, "generation", 0)
+    def register_unstructure_hook_func(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()
+        return super().register_unstructure_hook_func(*args, **kwargs)
+
+    def register_unstructure_hook_factory(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        self._changed()
+        return super().register_unstructure_hook_factory(*args, **kwargs)
 
 
 def lenient(conv: cattrs.Converter) -> cattrs.Converter:

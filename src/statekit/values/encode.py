@@ -10,7 +10,7 @@ import cattrs
 from statekit.values.checks import checks_in_place, fast_checker
 from statekit.values.converter import make_converter
 from statekit.values.plain import is_json_type
-from statekit.values.unstructure import JSON_CHECK
+from statekit.values.types import Role, made
 
 Hook = Callable[[Any], Any]
 
@@ -33,7 +33,7 @@ def make_encode_converter() -> cattrs.Converter:
 def _checker(tp: Any) -> Hook:
     check = fast_checker(tp)
     if checks_in_place(tp):  # a closure of its own: generated record code may check the union inline
-        setattr(check, JSON_CHECK, tp)
+        return made(check, Role.CHECKS, tp)
     return check
 
 

@@ -1,4 +1,4 @@
-"""The strict hooks of statekit's cattrs converter for scalars, literals and enums, and the type helpers they share.
+"""The strict hooks of statekit's cattrs converter for scalars, literals, enums and JSON types; `prepare`, run before hooks are made.
 
 The converter is strict where cattrs is lenient by default: ``None`` is not a
 ``str``, ``"web"`` is not a ``list[str]``, ``True`` is not an ``int``. JSON-typed
@@ -10,7 +10,6 @@ state is saved.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import enum
 import math
@@ -20,14 +19,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePath
 from typing import Any
 
-import attrs
 import cattrs
 from cattrs.errors import StructureHandlerNotFoundError
 
 from statekit.values.plain import JSONValueError, describe, expected_name, is_json_type, make_copier, type_name
-from statekit.values.unstructure import JSON_HOOK, SCALAR_KIND, exactly
+from statekit.values.annotations import field_types, is_literal, is_record, iter_types
 from statekit.codecs._positions import value_problem
-from statekit.values.containers import Hook, SHook, is_mapping, mark
+from statekit.values.containers import Hook, SHook, is_mapping
+from statekit.values.types import Role, made
 
 
 
@@ -62,8 +61,8 @@ def register_scalars(conv: cattrs.Converter) -> None:
     conv.register_structure_hook_factory(
         lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _enum_structure
     )
-    conv.register_unstructure_hook_factory(_is_literal, _literal_unstructure)
-    conv.register_structure_hook_factory(_is_literal, _literal_structure)
+    conv.register_unstructure_hook_factory(is_literal, _literal_unstructure)
+    conv.register_structure_hook_factory(is_literal, _literal_structure)
     conv.register_unstructure_hook_factory(lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _enum_dump)
 
 
@@ -87,12 +86,7 @@ def scalar_check(kind: type) -> Hook:
             raise JSONValueError([((), f"expected {expected_name(kind)}, got {describe(value)}")])
         return value
 
-    setattr(check, SCALAR_KIND, kind)
-    return check
-
-
-def _is_literal(tp: Any) -> bool:
-    return typing.get_origin(tp) is typing.Literal
+    return made(check, Role.PASSES, kind)
 
 
 def _literal_unstructure(tp: Any) -> Hook:
@@ -170,12 +164,10 @@ def register_json(conv: cattrs.Converter) -> None:
 
     def structure(tp: Any) -> SHook:
         copier = make_copier(tp)
-        return mark(lambda value, _: copier(value))
+        return made(lambda value, _: copier(value), Role.LOADS)
 
     def unstructure(tp: Any) -> Hook:
-        copier = make_copier(tp)
-        setattr(copier, JSON_HOOK, tp)  # generated record code may dispatch its unions inline
-        return copier
+        return made(make_copier(tp), Role.COPIES, tp)  # generated record code may dispatch its unions inline
 
     for scalar in (str, int, float, bool, type(None)):
         conv.register_structure_hook(scalar, structure(scalar))
@@ -183,20 +175,6 @@ def register_json(conv: cattrs.Converter) -> None:
     conv.register_unstructure_hook_factory(
         lambda t: is_json_type(t) and t not in (str, int, bool, type(None), None), unstructure
     )
-
-
-def is_record(tp: Any) -> bool:
-    return isinstance(tp, type) and (attrs.has(tp) or dataclasses.is_dataclass(tp))
-
-
-def type_hints(cls: type) -> dict[str, Any]:
-    """Resolve annotations, also against the namespace the class was defined in.
-
-    Raises:
-        NameError: An annotation names a class that does not exist yet.
-    """
-    localns = getattr(cls, "__statekit_localns__", None)
-    return typing.get_type_hints(cls, localns=localns)
 
 
 _NOT_JSON = (bytes, bytearray, memoryview, complex)
@@ -256,29 +234,6 @@ def _refuse_values_without_json(tp: Any, values: Iterable[Any]) -> None:
 
 
 def _is_str_key(tp: Any) -> bool:
-    if _is_literal(tp):
+    if is_literal(tp):
         return all(isinstance(v, str) for v in typing.get_args(tp))
     return tp is str or (isinstance(tp, type) and issubclass(tp, str))
-
-
-def field_types(record: type) -> list[Any]:
-    try:
-        hints = type_hints(record)
-    except NameError:
-        return []
-    return [hints.get(f.name, Any) for f in fields_of(record)]
-
-
-def fields_of(record: type) -> tuple[Any, ...]:
-    """The fields of an attrs class or a dataclass."""
-    return tuple(attrs.fields(record)) if attrs.has(record) else dataclasses.fields(record)
-
-
-def iter_types(tp: Any) -> Iterable[Any]:
-    """``tp`` and every type nested in its arguments (for definition checks)."""
-    yield tp
-    if _is_literal(tp):
-        return
-    for arg in typing.get_args(tp):
-        if arg is not Ellipsis:
-            yield from iter_types(arg)

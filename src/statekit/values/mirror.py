@@ -32,12 +32,8 @@ import msgspec
 
 from statekit.values.class_cache import MISSING, TypeCache
 from statekit.values.codegen import compile_function
-from statekit.values.containers import is_ours
-from statekit.values.hooks import type_hints
-from statekit.values.converter import generation
-from statekit.values.fast import by_keyword, runs_from_json
-from statekit.values.plain import is_json_type
-from statekit.values.versions import VERSION_KEY, tag
+from statekit.values.types import Load, RecordShape, generation, shape_of
+from statekit.values.versions import VERSION_KEY
 
 Build = Callable[[Any], Any]
 HOLE = "@"
@@ -60,25 +56,21 @@ class Mirror:
 
 
 def value_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
-    """The mirror of ``tp`` under ``conv``, or ``None`` when it has none."""
-    if is_json_type(tp):
-        return _json_mirror(tp, conv)
-    if isinstance(tp, type) and attrs.has(tp) and not hasattr(tp, "__statekit_plan__"):
+    """The mirror of ``tp`` under ``conv``, or ``None`` when it has none: what the generated
+    load does (its Shape's :class:`~statekit.values.types.Load`), said in msgspec's types."""
+    shape = shape_of(tp, conv)
+    if shape.load is Load.JSON:
+        return Mirror(tp) if _msgspec_takes(tp) else None
+    if shape.load is Load.RECORD:
         return record_mirror(tp, conv)
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is list and len(args) == 1:
+    args = typing.get_args(tp)
+    if shape.load is Load.LIST:
         return _container(list, args[0], conv)
-    if origin is dict and len(args) == 2 and args[0] is str:
+    if shape.load is Load.DICT:
         return _container(dict, args[1], conv)
-    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
         return _optional(args[0] if args[1] is type(None) else args[1], conv)
     return None
-
-
-def _json_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
-    if not is_ours(conv.get_structure_hook(tp)) or not _msgspec_takes(tp):
-        return None
-    return Mirror(tp)
 
 
 def _msgspec_takes(tp: Any) -> bool:
@@ -133,39 +125,33 @@ def record_mirror(cls: type, conv: cattrs.Converter) -> Mirror | None:
 
 
 def _make_record_mirror(cls: type, conv: cattrs.Converter) -> Mirror | None:
-    if not is_ours(conv.get_structure_hook(cls)) or runs_from_json(cls):
+    shape = shape_of(cls, conv)
+    record = shape.record
+    if shape.load is not Load.RECORD or record is None or record.hints is None:
+        return None  # a user's hook, a from_json below, a field cattrs builds, a name not defined yet
+    mirrors = [value_mirror(record.hint(f), conv) for f in record.fields]
+    if any(m is None for m in mirrors):
         return None
-    try:
-        hints = type_hints(cls)
-    except NameError:
-        return None
-    fields = attrs.fields(cls)
-    mirrors = [value_mirror(hints.get(f.name, Any), conv) for f in fields]
-    if any(m is None for m in mirrors) or not all(f.init for f in fields):
-        return None
-    return _record(cls, fields, typing.cast(list[Mirror], mirrors))
+    return _record(cls, record, typing.cast(list[Mirror], mirrors))
 
 
-def _record(cls: type, fields: tuple[attrs.Attribute[Any], ...], mirrors: list[Mirror]) -> Mirror:
+def _record(cls: type, record: RecordShape, mirrors: list[Mirror]) -> Mirror:
     """A Struct with the record's keys, and a call of the record's class on its fields."""
+    fields = record.fields
     spec: list[tuple[str, Any, Any]] = [
         (f"f{i}", m.tp, msgspec.field(name=f.name)) for i, (f, m) in enumerate(zip(fields, mirrors, strict=True))
     ]
-    version = tag(cls)
+    version = record.version
     if version is not None:
         spec.append(("v", Literal[version], msgspec.field(name=VERSION_KEY)))
     struct = msgspec.defstruct(f"{cls.__name__}Mirror", spec, forbid_unknown_fields=True, gc=False)
     name = f"_{cls.__name__}_{next(_counter)}"
     names: dict[str, Any] = {name: cls}
-    positional, keyword = [], []
-    for i, (field, mirror) in enumerate(zip(fields, mirrors, strict=True)):
-        value = f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}")
+    values = []
+    for i, mirror in enumerate(mirrors):
+        values.append(f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}"))
         names.update(mirror.names)
-        if by_keyword(cls, field):
-            keyword.append(f"{field.alias}={value}")
-        else:
-            positional.append(value)
-    return Mirror(struct, f"{name}({', '.join(positional + keyword)})", names)
+    return Mirror(struct, record.call(name, values), names)
 
 
 def compile_build(mirror: Mirror, where: str) -> Build:

@@ -16,7 +16,7 @@ import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 from statekit.values.containers import Hook, is_collection, is_mapping, is_tuple
-from statekit.values.hooks import field_types, fields_of, is_record
+from statekit.values.annotations import field_types, fields_of, is_record
 from statekit.values.fields import field_codec
 from statekit.values.records import dump_with
 from statekit.values.plain import JSONValueError, describe, is_json_type

@@ -4,7 +4,7 @@ A field typed with a ``BaseModel`` subclass (alone, in a list, a dict, an
 optional, a record) is saved with ``model_dump(mode="json")`` and loaded with
 ``model_validate``, the way a field with ``to_json`` / ``from_json`` is: the
 hooks sit in statekit's converters, the fast paths leave such types to them
-(``runs_from_json`` in :mod:`statekit.values.fast`), and pydantic's validation
+(``Shape.from_json`` in :mod:`statekit.values.types`), and pydantic's validation
 errors become problems with their full paths (the field's, then pydantic's
 ``loc``). pydantic is never imported here: a class can only be a model once
 its program imported pydantic, so ``sys.modules`` is asked.

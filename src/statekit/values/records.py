@@ -1,7 +1,7 @@
 """Records (attrs classes, dataclasses): how statekit's converters dump and load them.
 
 Generated code per class (cattrs' for loads and for records with codecs,
-:mod:`statekit.values.unstructure`'s for plain attrs records), the version key, and
+:mod:`statekit.values.compile`'s dump mode for plain attrs records), the version key, and
 the per-field ``to_json`` / ``from_json`` codecs with their error wrapping.
 """
 
@@ -16,10 +16,12 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from statekit.values.containers import Hook, SHook, exact_container, guarded
-from statekit.values.hooks import fields_of, is_record, iter_types, type_hints
+from statekit.values.annotations import fields_of, is_module_class, is_record, iter_types, type_hints
+from statekit.values.compile import Mode, generate
 from statekit.values.fields import field_codec
 from statekit.values.plain import copy_any, copy_loose, with_article
-from statekit.values.unstructure import exactly, record_unstructure, refusal
+from statekit.values.refusals import exactly, refusal
+from statekit.values.types import record_shape
 from statekit.values.versions import versioned_structure, versioned_unstructure
 from statekit.errors import StateDefinitionError
 
@@ -59,7 +61,7 @@ def refuse_secret_values(tp: Any) -> None:
     Raises:
         StateDefinitionError: ``tp`` is such a class.
     """
-    if not hasattr(tp, "__statekit_plan__") or not attrs.has(tp):
+    if not is_module_class(tp) or not attrs.has(tp):
         return
     secret = [f.name for f in attrs.fields(tp) if getattr(field_codec(f), "secret", False)]
     if secret:
@@ -131,14 +133,11 @@ def _record_unstructure(tp: type, conv: cattrs.Converter) -> Hook:
     overrides = _overrides(tp, dump=True)
     if overrides or not attrs.has(tp):
         return exactly(tp, make_dict_unstructure_fn(tp, conv, **overrides))
-    try:
-        hints = type_hints(tp)
-    except NameError:
+    hints = record_shape(tp).hints
+    if hints is None or any(field.name not in hints for field in attrs.fields(tp)):
+        # a name not defined yet, or an untyped attr.ib(): cattrs dumps it by the class of its value
         return exactly(tp, make_dict_unstructure_fn(tp, conv))
-    if any(field.name not in hints for field in attrs.fields(tp)):
-        # an untyped attr.ib(): cattrs dumps it by the class of its value
-        return exactly(tp, make_dict_unstructure_fn(tp, conv))
-    return record_unstructure(tp, conv, hints)  # checks the class itself
+    return generate(tp, conv, Mode.DUMP)  # checks the class itself
 
 
 def _late_unstructure(conv: cattrs.Converter, tp: Any) -> Hook:
