@@ -20,21 +20,16 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
 
 from statekit.errors import SessionError
 from statekit.session._atomic import atomic_write
+from statekit.session._file_names import lease_path
 from statekit.session._fence import LeaseBusy, LeaseGrant, check_fence, fence_verdict
 from statekit.session._filelock import session_lock
 from statekit.session._safe_files import read_regular_stat
 
 _RECORD_LIMIT = 4096
 """Bytes read of a lease record at most (one statekit writes is under 100)."""
-
-
-def lease_path(path: Path) -> Path:
-    """The lease record of a session file: hidden, beside it (``.chat-1.json.lease``)."""
-    return path.with_name(f".{path.name}.lease")
 
 
 def read_lease(path: Path) -> tuple[int, float] | None:
@@ -54,29 +49,19 @@ def read_lease(path: Path) -> tuple[int, float] | None:
 
 
 def _parsed(raw: bytes, record: Path, path: Path) -> tuple[int, float]:
-    problem = None
-    data: Any = None
-    if len(raw) > _RECORD_LIMIT:
-        problem = f"it is longer than {_RECORD_LIMIT} bytes"
-    else:
-        try:
-            data = json.loads(raw)
-        except ValueError:  # not UTF-8, or not JSON
-            problem = "it is not JSON"
-    if problem is None:
-        token, expires_at = (data.get("token"), data.get("expires_at")) if isinstance(data, dict) else (None, None)
-        if not isinstance(data, dict) or set(data) != {"token", "expires_at"}:
-            problem = 'it is not an object with exactly the keys "token" and "expires_at"'
-        elif type(token) is not int or token < 1:
-            problem = f"its token is {token!r}, not a whole number of 1 or more"
-        elif type(expires_at) not in (int, float) or not math.isfinite(expires_at) or expires_at < 0:
-            problem = f"its expires_at is {expires_at!r}, not a number of seconds since the epoch"
-        else:
+    try:
+        data: object = json.loads(raw) if len(raw) <= _RECORD_LIMIT else None
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested too deep
+        data = None
+    if isinstance(data, dict) and set(data) == {"token", "expires_at"}:
+        token, expires_at = data["token"], data["expires_at"]
+        if type(token) is int and token >= 1 and type(expires_at) in (int, float) and 0 <= expires_at < math.inf:
             return token, float(expires_at)
     raise SessionError(
-        f"{record} is not a lease record statekit wrote ({problem}), so the lease of {path} cannot be "
-        "checked and nothing was changed. Remove it only when no process holds or waits for a lease on that "
-        "session (the next lease then starts again at token 1)"
+        f'{record} is not a lease record statekit wrote ({{"token": <a whole number of 1 or more>, "expires_at": '
+        f"<seconds since the epoch>}}), so the lease of {path} cannot be checked and nothing was changed. "
+        "Remove it only when no process holds or waits for a lease on that session (the next lease then starts "
+        "again at token 1)"
     )
 
 

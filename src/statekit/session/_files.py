@@ -25,7 +25,10 @@ Writers (saves and deletes) of one session take turns through an exclusive
 ``flock`` on a hidden lock file beside it (``.<name>.json.lock``, removed by
 its holder; what a killed writer leaves is swept, see :mod:`._leftovers`), so that a
 conditional save compares and replaces as one step, between threads and
-processes alike; the kernel releases the lock when its holder dies.
+processes alike; the kernel releases the lock when its holder dies. Under the
+same lock every write first checks the session's lease record
+(``.<name>.json.lease``, :mod:`._file_leases`) against the lease the writing
+object holds.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from statekit.session._agentscope import (
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._file_names import MAX_NAME_LENGTH, USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
+from statekit.session._file_names import lease_path
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
 from statekit.session._companion import (
@@ -66,7 +70,7 @@ from statekit.session._companion import (
 )
 from statekit.session._atomic import atomic_write
 from statekit.session._fence import LeaseBusy, LeaseGrant
-from statekit.session._file_leases import fence, lease_path, release_lease, renew_lease, take_lease
+from statekit.session._file_leases import fence, release_lease, renew_lease, take_lease
 from statekit.session._leftovers import sweep, sweep_due, temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
 from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd
