@@ -1009,3 +1009,8 @@ def test_leases_in_agentscope_layout_sit_beside_its_files(tmp_path: Path) -> Non
         assert other.list_sessions("alice") == ["chat"] and other.list_sessions() == ["alice_chat"]
         with other.lease("chat", "alice") as again:
             assert again.token == lease.token + 1
+
+
+@pytest.mark.parametrize("name", sorted(name for name in CHECKS if name.startswith("lease_")))
+def test_the_contract_lease_checks_hold_in_agentscope_layout(tmp_path: Path, name: str) -> None:
+    asyncio.run(CHECKS[name](lambda: JSONSession(tmp_path, layout="agentscope")))
