@@ -220,6 +220,7 @@ def test_a_symlinked_user_folder_is_never_followed(tmp_path: Path, kind: type[Fi
         lambda: session.exists("s1", "alice"),
         lambda: session.delete("s1", "alice"),
         lambda: session.list_sessions("alice"),
+        lambda: session.lease("s1", "alice"),  # no lease record is written through the link either
     ):
         with pytest.raises(SessionError, match="is a symbolic link; statekit never follows links"):
             call()

@@ -7,6 +7,7 @@ import concurrent.futures
 import errno
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -23,7 +24,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from strategies import examples
-from statekit.errors import ConflictError, DocumentError, InvalidSessionIdError, SessionError, StateLoadError
+from statekit.cli import main as cli_main
+from statekit.errors import (
+    ConflictError,
+    DocumentError,
+    InvalidSessionIdError,
+    LeaseHeldError,
+    SessionError,
+    StateLoadError,
+)
 from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
 from statekit.session import _files
@@ -888,3 +897,120 @@ def test_a_full_rewrite_after_a_delta_save_keeps_the_other_modules_and_checks_th
         writer.load("chat", agent=final, counter=counter)
         assert final.memory.note == "changed" and final.memory.content[-1] == Msg("user", "from other")
         assert counter.count == 1
+
+
+# -- leases on files: the record beside the session -------------------------------------
+
+
+def _lease_record(session: FileSession, session_id: str, user_id: str = "") -> Path:
+    path = session.session_path(session_id, user_id)
+    return path.with_name(f".{path.name}.lease")
+
+
+@pytest.mark.parametrize("kind", [JSONSession, YAMLSession])
+def test_a_lease_record_is_no_session_and_keeps_its_token_after_release_and_delete(
+    tmp_path: Path, kind: type[FileSession], capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with kind(tmp_path) as session, kind(tmp_path) as other:
+        tokens = {}
+        for user in ("", "alice"):
+            with session.lease("chat", user, ttl=60) as lease:
+                session.save("chat", user, counter=Counter(count=1))
+            assert session.delete("chat", user)
+            tokens[user] = lease.token
+            record = json.loads(_lease_record(session, "chat", user).read_bytes())
+            assert record == {"token": lease.token, "expires_at": 0.0}, record  # released, the token kept
+        assert (tmp_path / "@alice").is_dir()  # a folder holding only a lease record
+        assert session.list_sessions() == [] and session.list_sessions("alice") == []
+        assert session.list_users() == []
+        with caplog.at_level("INFO", logger="statekit"):
+            assert other.load("chat", "bob", counter=Counter()) == {}
+        assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text  # alice holds no "chat"
+        argv = ["list", "--dir", str(tmp_path), "--all-users"] + (["--yaml"] if kind is YAMLSession else [])
+        assert cli_main(argv) == 0
+        assert capsys.readouterr().out == ""
+        for user in ("", "alice"):
+            with other.lease("chat", user) as again:  # a new object, after the release and the delete
+                assert again.token > tokens[user], (again.token, tokens)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+@pytest.mark.parametrize("kind", [JSONSession, YAMLSession])
+def test_the_leftovers_sweep_keeps_lease_records_and_removes_a_killed_lease_write(
+    tmp_path: Path, kind: type[FileSession]
+) -> None:
+    suffix = kind.codec.suffix
+    with kind(tmp_path) as session:
+        session.lease("gone", ttl=60).release()
+        session.lease("kept", ttl=60).release()
+        record = _lease_record(session, "gone").read_bytes()
+    (tmp_path / f".gone{suffix}.lock").write_bytes(b"")  # a writer of the deleted session killed mid-write
+    (tmp_path / f"..gone{suffix}.lease.tmp").write_bytes(b'{"tok')  # a lease write killed before its rename
+    (tmp_path / f"..kept{suffix}.lease.tmp").write_bytes(b'{"tok')
+    with kind(tmp_path) as session:  # this folder's first write in this process: it sweeps the folder
+        session.save("a", counter=Counter())
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f".gone{suffix}.lease", f".kept{suffix}.lease", f"a{suffix}"]
+        assert _lease_record(session, "gone").read_bytes() == record
+        with session.lease("gone") as lease:
+            assert lease.token == 2
+
+
+@pytest.mark.parametrize("kind", [JSONSession, YAMLSession])
+@pytest.mark.parametrize(
+    "bad",
+    ["not json", "[1, 2]", '{"token": 3}', '{"token": true, "expires_at": 1}', '{"token": 3, "expires_at": NaN}', "link", "folder"],
+)
+def test_a_bad_lease_record_is_a_clear_error_and_no_write_goes_through(tmp_path: Path, kind: type[FileSession], bad: str) -> None:
+    with kind(tmp_path) as session:
+        session.save("chat", counter=Counter(count=1))
+        stored = session.session_path("chat").read_bytes()
+        record = _lease_record(session, "chat")
+        if bad == "link":
+            (tmp_path / "elsewhere").write_text('{"token": 1, "expires_at": 0}')
+            record.symlink_to(tmp_path / "elsewhere")
+        elif bad == "folder":
+            record.mkdir()
+        else:
+            record.write_text(bad)
+        what = {"link": "is a symbolic link", "folder": "is a folder"}.get(bad, "is not a lease record statekit wrote")
+        message = f"{re.escape(str(record))} {what}"
+        with pytest.raises(SessionError, match=message):
+            session.save("chat", counter=Counter(count=2))
+        with pytest.raises(SessionError, match=message):
+            session.save("chat", overwrite=True, counter=Counter(count=2))
+        with pytest.raises(SessionError, match=message):
+            session.delete("chat")
+        with pytest.raises(SessionError, match=message):
+            session.lease("chat")
+        assert session.session_path("chat").read_bytes() == stored
+
+
+@pytest.mark.parametrize("kind", [JSONSession, YAMLSession])
+def test_a_delete_of_a_missing_session_is_fenced_and_one_never_leased_creates_nothing(
+    tmp_path: Path, kind: type[FileSession]
+) -> None:
+    with kind(tmp_path / "sessions") as holder, kind(tmp_path / "sessions") as other:
+        assert not other.delete("ghost", "alice")
+        assert not (tmp_path / "sessions").exists()
+        with holder.lease("ghost", "alice", ttl=60):
+            with pytest.raises(LeaseHeldError):
+                other.delete("ghost", "alice")
+            assert not holder.delete("ghost", "alice")
+        assert not other.delete("ghost", "alice")
+
+
+def test_leases_in_agentscope_layout_sit_beside_its_files(tmp_path: Path) -> None:
+    with JSONSession(tmp_path, layout="agentscope") as holder, JSONSession(tmp_path, layout="agentscope") as other:
+        with holder.lease("chat", "alice", ttl=60) as lease:
+            holder.save("chat", "alice", counter=Counter(count=1))
+            with pytest.raises(LeaseHeldError, match=re.escape(str(tmp_path / "alice_chat.json"))):
+                other.save("chat", "alice", overwrite=True, counter=Counter(count=2))
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".alice_chat.json.lease", "alice_chat.json"]
+        assert other.list_sessions("alice") == ["chat"] and other.list_sessions() == ["alice_chat"]
+        with other.lease("chat", "alice") as again:
+            assert again.token == lease.token + 1
+
+
+@pytest.mark.parametrize("name", sorted(name for name in CHECKS if name.startswith("lease_")))
+def test_the_contract_lease_checks_hold_in_agentscope_layout(tmp_path: Path, name: str) -> None:
+    asyncio.run(CHECKS[name](lambda: JSONSession(tmp_path, layout="agentscope")))

@@ -21,6 +21,11 @@ _DEVICES = frozenset(
 )
 
 
+def lease_path(path: Path) -> Path:
+    """The lease record of a session file: hidden, beside it (``.chat-1.json.lease``, see :mod:`._file_leases`)."""
+    return path.with_name(f".{path.name}.lease")
+
+
 def encode_id(value: str) -> str:
     """Turn an id into a file name that cannot escape or collide.
 

@@ -25,7 +25,10 @@ Writers (saves and deletes) of one session take turns through an exclusive
 ``flock`` on a hidden lock file beside it (``.<name>.json.lock``, removed by
 its holder; what a killed writer leaves is swept, see :mod:`._leftovers`), so that a
 conditional save compares and replaces as one step, between threads and
-processes alike; the kernel releases the lock when its holder dies.
+processes alike; the kernel releases the lock when its holder dies. Under the
+same lock every write first checks the session's lease record
+(``.<name>.json.lease``, :mod:`._file_leases`) against the lease the writing
+object holds.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from statekit.session._agentscope import (
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._file_names import MAX_NAME_LENGTH, USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
+from statekit.session._file_names import lease_path
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
 from statekit.session._companion import (
@@ -65,6 +69,8 @@ from statekit.session._companion import (
     tidy,
 )
 from statekit.session._atomic import atomic_write
+from statekit.session._fence import LeaseBusy, LeaseGrant
+from statekit.session._file_leases import fence, release_lease, renew_lease, take_lease
 from statekit.session._leftovers import sweep, sweep_due, temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
 from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd
@@ -88,9 +94,11 @@ def _delete_file(path: Path) -> bool:
     return True
 
 
-def _replace_if(path: Path, data: bytes, expected: Expected | None, timeout: float) -> bool:
-    """Under the session's lock: write ``data`` if what is stored is ``expected`` (``None``: always)."""
+def _replace_if(path: Path, data: bytes, expected: Expected | None, timeout: float, carried: int | None) -> bool:
+    """Under the session's lock: write ``data`` if the lease allows it (``carried``: the writer's token)
+    and what is stored is ``expected`` (``None``: always)."""
     with session_lock(path, timeout):
+        fence(path, carried)
         if expected is not None and not _holds(path, expected):
             return False
         retire(path)
@@ -112,9 +120,11 @@ def _holds(path: Path, expected: Expected) -> bool:
     return expected.matches(_read_file(path))
 
 
-def _append_if(path: Path, line: bytes, base: DeltaBase, timeout: float) -> int | None:
-    """Under the session's lock: append a delta if what is stored is ``base``; the bytes added, or ``None``."""
+def _append_if(path: Path, line: bytes, base: DeltaBase, timeout: float, carried: int | None) -> int | None:
+    """Under the session's lock: append a delta if the lease allows it and what is stored is ``base``;
+    the bytes added, or ``None``."""
     with session_lock(path, timeout):
+        fence(path, carried)
         if not base_holds(path, base):
             return None
         tidy(path, base.token, (temp_path(path), temp_path(companion(path))))  # a killed save's leftovers
@@ -123,11 +133,11 @@ def _append_if(path: Path, line: bytes, base: DeltaBase, timeout: float) -> int 
         return append(path, base, line, lambda log, data: atomic_write(log, data, locked=True))
 
 
-def _delete_locked(path: Path, timeout: float) -> bool:
-    if not path.is_file():
-        return False
+def _delete_locked(path: Path, timeout: float, carried: int | None) -> bool:
+    """Under the session's lock: delete the session file (and its companions) if the lease allows it."""
     _refuse_odd_beside(path)
     with session_lock(path, timeout):
+        fence(path, carried)
         return _delete_file(path)
 
 
@@ -254,10 +264,12 @@ class FileSession(SessionBase):
         return await self._write_if_locked(key, data, expected)
 
     async def _write_if_locked(self, key: SessionKey, data: bytes, expected: Expected | None) -> bool:
-        return await self._locked_write(key, lambda path: _replace_if(path, data, expected, self.lock_timeout))
+        carried = self._fence(key)
+        return await self._locked_write(key, lambda path: _replace_if(path, data, expected, self.lock_timeout, carried))
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
-        return await self._locked_write(key, lambda path: _append_if(path, line, base, self.lock_timeout))
+        carried = self._fence(key)
+        return await self._locked_write(key, lambda path: _append_if(path, line, base, self.lock_timeout, carried))
 
     def _companion_source(self, key: SessionKey) -> str:
         return str(companion(self._path(key)))
@@ -277,11 +289,37 @@ class FileSession(SessionBase):
             raise SessionError(f"cannot save {path}: {err.strerror or err}") from err
 
     async def _delete(self, key: SessionKey) -> bool:
+        carried = self._fence(key)
+
         def delete(path: Path) -> bool:
             self._sweep(path.parent)
-            return _delete_locked(path, self.lock_timeout)
+            return _delete_locked(path, self.lock_timeout, carried)
 
-        return await self._io(key, delete) is True
+        return await self._io(key, delete, leased_too=True) is True
+
+    supports_leases: ClassVar[bool] = True
+
+    async def _take_lease(self, key: SessionKey, ttl: float) -> LeaseGrant | LeaseBusy:
+        return await self._leasing(key, lambda path: take_lease(path, ttl, self.lock_timeout))
+
+    async def _renew_lease(self, key: SessionKey, token: int, ttl: float) -> LeaseGrant | None:
+        return await self._leasing(key, lambda path: renew_lease(path, token, ttl, self.lock_timeout))
+
+    async def _release_lease(self, key: SessionKey, token: int) -> None:
+        await self._leasing(key, lambda path: release_lease(path, token, self.lock_timeout))
+
+    async def _leasing(self, key: SessionKey, work: Callable[[Path], R]) -> R:
+        """Run a lease primitive of :mod:`._file_leases` on the session's file in a thread, once its path is checked."""
+        path = self._path(key)
+
+        def checked() -> R:
+            check_path(self.save_dir, path)
+            return work(path)
+
+        try:
+            return await asyncio.to_thread(checked)
+        except OSError as err:
+            raise SessionError(f"cannot keep the lease of {path} in {lease_path(path)}: {err.strerror or err}") from err
 
     def _sweep(self, folder: Path) -> None:
         """Now and then: clean up after the killed writers of the folder's sessions (see _leftovers.py)."""
@@ -341,12 +379,14 @@ class FileSession(SessionBase):
         except OSError as err:
             raise SessionError(f"cannot list the users in {self.save_dir}: {err.strerror or err}") from err
 
-    async def _io(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
-        """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent."""
+    async def _io(self, key: SessionKey, work: Callable[[Path], R], *, leased_too: bool = False) -> R | None:
+        """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent
+        (and, with ``leased_too``, so is its lease record: a delete of a missing session is fenced too)."""
         path = self._path(key)
 
         def checked() -> R | None:
-            return work(path) if check_path(self.save_dir, path) else None
+            present = check_path(self.save_dir, path) or (leased_too and os.path.lexists(lease_path(path)))
+            return work(path) if present else None
 
         try:
             return await asyncio.to_thread(checked)

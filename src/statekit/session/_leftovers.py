@@ -2,8 +2,11 @@
 
 A writer killed in the middle of a save can leave, beside ``chat-1.json``, its
 lock file (``.chat-1.json.lock``), its temporary files (``.chat-1.json.tmp``,
-``.chat-1.json.log.tmp``), a companion put aside (``.chat-1.json.log.old``) and,
-killed in a delete, a companion without its document. At most one of each per
+``.chat-1.json.log.tmp``, ``..chat-1.json.lease.tmp`` of a lease taken, renewed
+or released), a companion put aside (``.chat-1.json.log.old``) and, killed in a
+delete, a companion without its document. (The lease record itself,
+``.chat-1.json.lease``, is no leftover: it keeps the session's last fencing
+token, also after the session is deleted.) At most one of each per
 session: the names are fixed, and the next write of that session reuses or
 removes them. Besides, a save or delete sweeps the whole folder when this
 process has not swept it for :data:`SWEEP_EVERY` seconds: every session whose
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from statekit.errors import SessionError
 from statekit.session._companion import companion, restore_aside, tidy
+from statekit.session._file_names import lease_path
 from statekit.session._filelock import session_lock
 from statekit.session._safe_files import read_regular_stat
 from statekit.session.document import HEAD_BYTES, doc_token
@@ -30,6 +34,7 @@ SWEEP_EVERY = 60.0
 """Seconds between two sweeps of one folder by one process."""
 
 _LEFT = re.compile(r"\.(.+)\.(?:lock|tmp|log\.tmp|log\.old)\Z")
+_LEASE = ".lease"
 _SWEPT: dict[Path, float] = {}  # folder -> when this process last swept it
 _SWEPT_LOCK = threading.Lock()
 _SWEPT_KEEP = 4096
@@ -63,7 +68,7 @@ def tidy_session(path: Path) -> None:
             os.unlink(companion(path))
     elif token is not None:
         restore_aside(path, token)
-    tidy(path, token, (temp_path(path), temp_path(companion(path))))
+    tidy(path, token, (temp_path(path), temp_path(companion(path)), temp_path(lease_path(path))))
 
 
 def sweep(folder: Path, suffix: str) -> None:
@@ -80,8 +85,11 @@ def sweep(folder: Path, suffix: str) -> None:
     sessions = set()
     for entry in entries:
         found = _LEFT.match(entry.name)
-        if found is not None and found.group(1).endswith(suffix) and entry.is_file(follow_symlinks=False):
-            sessions.add(found.group(1))
+        name = "" if found is None else found.group(1)
+        if name.startswith(".") and name.endswith(suffix + _LEASE):  # a lease record's temporary file
+            name = name[1 : -len(_LEASE)]
+        if name.endswith(suffix) and entry.is_file(follow_symlinks=False):
+            sessions.add(name)
         elif entry.name.endswith(suffix + ".log") and entry.name[:-4] not in present:
             sessions.add(entry.name[:-4])
     for name in sorted(sessions):
