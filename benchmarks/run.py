@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _timing  # noqa: E402
 from bench_memory import run_memory  # noqa: E402
 from bench_postgres import run_postgres  # noqa: E402
+from bench_leases import run_file_leases, run_redis_leases  # noqa: E402
 from bench_redis import run_redis  # noqa: E402
 from bench_sessions import STATEKIT_COLD, run_json, run_yaml  # noqa: E402
 from bench_sql_rivals import run_sql_rivals  # noqa: E402
@@ -51,7 +52,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=None, help="interleaved runs per figure (default 7; 3 with --quick)")
     parser.add_argument("--sizes", default=None, help="comma-separated message counts (default 1000,10000,100000)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall time, or this process's CPU time")
-    parser.add_argument("--only", default="json,memory,state,yaml,redis,sqlite,postgres", help="comma-separated parts to run (also: sql-rivals, which needs the bench-rivals extra)")
+    parser.add_argument("--only", default="json,memory,state,yaml,redis,sqlite,postgres", help="comma-separated parts to run (also: leases; sql-rivals, which needs the bench-rivals extra)")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 7)
     if args.clock == "cpu":
@@ -95,6 +96,9 @@ def main() -> int:
         pg = run_postgres(sizes[:2], runs, 3 if args.quick else 10, turn_size)
         targets.append((f"PostgreSQL append-only turn / full save, {turn_size:,}", pg["turn share"], "<= 2%", pg["turn share"] <= 0.02))
         targets.append(("PostgreSQL 20 msgs x 64 tasks", pg["tasks share"], "(of by hand; no target)", True))
+    if "leases" in parts:
+        run_redis_leases(runs, 5 if args.quick else 20)
+        run_file_leases(1_000, runs)
     if "sql-rivals" in parts:
         run_sql_rivals([1_000, 10_000], runs)
     _print_targets(targets)

@@ -114,3 +114,9 @@ Agent(name="x").load_state_dict({}, strict="no")  # E
 # mypy says: Incompatible types in assignment (expression has type "dict[str, LoadResult]", variable has type "int")  [assignment]
 # pyright says: reportAssignmentType: Type "dict[str, LoadResult]" is not assignable to declared type "int"
 loaded: int = JSONSession("sessions").load("s", agent=Agent(name="x"))  # E
+# mypy says: Argument "ttl" to "lease" of "LeaseMethods" has incompatible type "str"; expected "float"  [arg-type]
+# pyright says: reportArgumentType: Argument of type "Literal['30']" cannot be assigned to parameter "ttl" of type "float"
+JSONSession("sessions").lease("s", ttl="30")  # E
+# mypy says: Incompatible types in assignment (expression has type "Lease", variable has type "int")  [assignment]
+# pyright says: reportAssignmentType: Type "Lease" is not assignable to declared type "int"
+token: int = JSONSession("sessions").lease("s")  # E

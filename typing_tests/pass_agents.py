@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import Any
+from typing import Any, assert_type
 
 import attrs
 from pydantic import BaseModel, ConfigDict, Field
 
-from statekit import JSONSession, LoadResult, Migration, StateModule, StateVersionError, SupportsState, state_field, stateful
+from statekit import JSONSession, Lease, LeaseError, LoadResult, Migration, StateModule, StateVersionError, SupportsState, state_field, stateful
 
 
 class Role(enum.Enum):
@@ -160,3 +160,24 @@ def use_foreign(session: JSONSession) -> None:
     session.save("s", memory=memory, agent=Agent(name="a"))
     session.load("s", memory=ForeignMemory())
     session.update("s", lambda: None, memory=ForeignMemory())
+
+
+def turn_under_a_lease(session: JSONSession) -> int:
+    with session.lease("s", "alice", ttl=60, wait=2.5) as lease:
+        assert_type(lease, Lease)
+        until: dt.datetime = lease.expires_at
+        session.save("s", "alice", agent=Agent(name=until.isoformat()))
+        lease.renew(30)
+        return lease.token
+
+
+async def turn_under_an_async_lease(session: JSONSession) -> None:
+    async with session.alease("s", ttl=5) as lease:
+        assert_type(lease, Lease)
+        await lease.arenew()
+    kept = await session.alease("s")
+    assert_type(kept, Lease)
+    try:
+        await kept.arelease()
+    except LeaseError as err:
+        assert_type(err.source, str)
