@@ -1,8 +1,9 @@
-"""Worker processes for the proof tests: :func:`run_forked` runs code in several processes at once.
+"""Worker processes for the proof tests: :func:`run_forked` runs code in several processes, at once or in turn.
 
-One fresh interpreter runs the code's imports once, then forks the workers,
-which start together: each is its own process with its own sessions and
-connections, as if started alone, without paying for the imports each time.
+One fresh interpreter runs the code's imports once, then forks the workers: each
+is its own process with its own sessions and connections, as if started alone,
+without paying for the imports each time (and a fork of a small interpreter
+costs far less than one of the test runner).
 :func:`run_workers` increments one session's counter through ``update``.
 """
 
@@ -18,42 +19,69 @@ FORKS = """
 import json
 import os
 import sys
+import tempfile
 import traceback
 
 sys.path.insert(0, sys.argv[1])  # the tests' folder, for their model modules
 exec(compile(sys.argv[2], "<worker>", "exec"))  # imports, then defines work(*args)
-workers = []
-for args in json.loads(sys.argv[3]):
+runs, in_turn = json.loads(sys.argv[3]), sys.argv[4] == "in-turn"
+outputs, workers, statuses = tempfile.mkdtemp(), [], []
+for index, args in enumerate(runs):
+    sys.stdout.flush()
     pid = os.fork()
     if pid == 0:  # a worker: never returns into the loop
         status = 0
         try:
+            os.dup2(os.open(os.path.join(outputs, str(index)), os.O_WRONLY | os.O_CREAT, 0o600), 1)
             work(*args)
         except BaseException:
             traceback.print_exc()
             status = 1
         finally:
+            sys.stdout.flush()
             sys.stderr.flush()
             os._exit(status)
     workers.append(pid)
-statuses = [os.waitpid(pid, 0)[1] for pid in workers]
+    if in_turn:
+        statuses.append(os.waitpid(pid, 0)[1])
+        if statuses[-1]:
+            break
+if not in_turn:
+    statuses = [os.waitpid(pid, 0)[1] for pid in workers]
 if any(statuses):
     sys.exit(f"worker wait statuses: {statuses}")
+printed = []
+for index in range(len(runs)):
+    with open(os.path.join(outputs, str(index)), encoding="utf-8") as output:
+        printed.append(output.read())
+    os.remove(output.name)
+os.rmdir(outputs)
+print(json.dumps(printed))
 """
 
 
-def run_forked(code: str, runs: Sequence[Sequence[str]], timeout: float = 600) -> None:
-    """Run ``work(*args)`` for every ``args`` of ``runs`` at once, each in its own process; all must succeed.
+def run_forked(
+    code: str, runs: Sequence[Sequence[str]], timeout: float = 600, *, in_turn: bool = False, cwd: Path | None = None
+) -> list[str]:
+    """Run ``work(*args)`` for every ``args`` of ``runs``, each in its own process; all must succeed.
 
     Args:
         code: Python source that imports what the workers need and defines ``work``
-            (run once, before the fork; the tests' folder is on ``sys.path``).
+            (run once, before the forks; the tests' folder is on ``sys.path``).
         runs: The string arguments of each worker.
         timeout: Seconds for all of them (a deadline: a loaded machine is slow).
+        in_turn: Run each worker after the last one ended (restarts of a program), instead of all at once.
+        cwd: The workers' working folder.
+
+    Returns:
+        What each worker printed.
     """
-    args = [sys.executable, "-c", FORKS, str(Path(__file__).parent), code, json.dumps([list(run) for run in runs])]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+    order = "in-turn" if in_turn else "at-once"
+    args = [sys.executable, "-c", FORKS, str(Path(__file__).parent), code, json.dumps([list(run) for run in runs]), order]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
+    printed: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return printed
 
 
 WORKER = """

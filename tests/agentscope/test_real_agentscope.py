@@ -12,7 +12,6 @@ import collections
 import enum
 import json
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -42,6 +41,7 @@ Toolkit = _from("agentscope.tool").Toolkit
 from statekit import JSONSession, StateModule
 from statekit.errors import StateDumpError, StatekitError, StateLoadError, StateModuleNameError
 from statekit.testing import SessionFactory
+from workers import run_forked
 
 REPLY = "Hello! How can I assist you today?"
 
@@ -301,22 +301,40 @@ asyncio.run(main())
 '''
 
 
+RESTARTS = f"""
+import runpy
+import sys
+
+{AGENT_IMPORT}
+import agentscope.message, agentscope.module, agentscope.session, statekit  # a run's imports, once before the forks
+
+
+def work(script, *args):
+    sys.argv = [script, *args]
+    runpy.run_path(script, run_name="__main__")
+"""
+"""Runs a script as ``python script args`` would, in :func:`workers.run_forked`'s processes."""
+
+
 @pytest.mark.slow
 def test_the_tutorial_saves_restarts_and_loads_the_same_state(tmp_path: Path) -> None:
     script = tmp_path / "tutorial.py"
     script.write_text(TUTORIAL, encoding="utf-8")
-    saved = _run_with(script, tmp_path, "save")
-    loaded = _run_with(script, tmp_path)
+    saved, loaded = _runs_of(script, tmp_path, ["save"], [])
     assert loaded == saved
     state = json.loads(loaded)
     assert [m[0]["content"] for m in state["memory"]["content"]] == ["Hello, agent!", [{"type": "text", "text": REPLY}]]
     assert list(state) == ["memory", "toolkit", "name", "_sys_prompt"]
 
 
-def _run_with(script: Path, cwd: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()[-1]
+def _runs_of(script: Path, cwd: Path, *runs: list[str]) -> list[str]:
+    """The last line each run of ``script`` printed: each in a process of its own, one after the other.
+
+    The processes are forked from one that imported AgentScope and statekit but
+    ran nothing: each run starts from nothing in memory, as after a restart.
+    """
+    printed = run_forked(RESTARTS, [[str(script), *args] for args in runs], timeout=300, in_turn=True, cwd=cwd)
+    return [output.splitlines()[-1] for output in printed]
 
 
 APP = AGENT_IMPORT + '''
@@ -363,7 +381,7 @@ asyncio.run(main())
 def test_an_app_holding_an_agent_accumulates_memory_as_on_agentscope(tmp_path: Path) -> None:
     script = tmp_path / "app.py"
     script.write_text(APP, encoding="utf-8")
-    runs = [json.loads(_run_with(script, tmp_path)) for _ in range(3)]
+    runs = [json.loads(printed) for printed in _runs_of(script, tmp_path, [], [], [])]
     for ours, theirs in runs:
         assert ours == theirs
     assert [(turns, count) for (turns, count, _), _ in runs] == [(1, 2), (2, 4), (3, 6)]
