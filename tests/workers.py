@@ -10,6 +10,8 @@ costs far less than one of the test runner).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -25,37 +27,36 @@ import traceback
 sys.path.insert(0, sys.argv[1])  # the tests' folder, for their model modules
 exec(compile(sys.argv[2], "<worker>", "exec"))  # imports, then defines work(*args)
 runs, in_turn = json.loads(sys.argv[3]), sys.argv[4] == "in-turn"
-outputs, workers, statuses = tempfile.mkdtemp(), [], []
-for index, args in enumerate(runs):
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:  # a worker: never returns into the loop
-        status = 0
-        try:
-            os.dup2(os.open(os.path.join(outputs, str(index)), os.O_WRONLY | os.O_CREAT, 0o600), 1)
-            work(*args)
-        except BaseException:
-            traceback.print_exc()
-            status = 1
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
-    workers.append(pid)
-    if in_turn:
-        statuses.append(os.waitpid(pid, 0)[1])
-        if statuses[-1]:
-            break
-if not in_turn:
-    statuses = [os.waitpid(pid, 0)[1] for pid in workers]
-if any(statuses):
-    sys.exit(f"worker wait statuses: {statuses}")
-printed = []
-for index in range(len(runs)):
-    with open(os.path.join(outputs, str(index)), encoding="utf-8") as output:
-        printed.append(output.read())
-    os.remove(output.name)
-os.rmdir(outputs)
+with tempfile.TemporaryDirectory() as outputs:
+    workers, statuses = [], []
+    for index, args in enumerate(runs):
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # a worker: never returns into the loop
+            status = 0
+            try:
+                os.dup2(os.open(os.path.join(outputs, str(index)), os.O_WRONLY | os.O_CREAT, 0o600), 1)
+                work(*args)
+            except BaseException:
+                traceback.print_exc()
+                status = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)
+        workers.append(pid)
+        if in_turn:
+            statuses.append(os.waitpid(pid, 0)[1])
+            if statuses[-1]:
+                break
+    if not in_turn:
+        statuses = [os.waitpid(pid, 0)[1] for pid in workers]
+    if any(statuses):
+        sys.exit(f"worker wait statuses: {statuses}")
+    printed = []
+    for index in range(len(runs)):
+        with open(os.path.join(outputs, str(index)), encoding="utf-8") as output:
+            printed.append(output.read())
 print(json.dumps(printed))
 """
 
@@ -78,9 +79,16 @@ def run_forked(
     """
     order = "in-turn" if in_turn else "at-once"
     args = [sys.executable, "-c", FORKS, str(Path(__file__).parent), code, json.dumps([list(run) for run in runs]), order]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
-    assert done.returncode == 0, done.stderr[-3000:]
-    printed: list[str] = json.loads(done.stdout.splitlines()[-1])
+    # a session of its own, so that a deadline passed stops the workers too, not only the process that forked them
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, start_new_session=True) as forks:
+        try:
+            stdout, stderr = forks.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(forks.pid, signal.SIGKILL)
+            forks.communicate()
+            raise
+    assert forks.returncode == 0, stderr[-3000:]
+    printed: list[str] = json.loads(stdout.splitlines()[-1])
     return printed
 
 
