@@ -7,6 +7,12 @@ PostgreSQL server (``postgres_server``, ``postgres_dsn``) is a throw-away
 cluster made with ``initdb``, started by the first test that asks for it; a
 missing ``postgresql`` package fails those tests the same way.
 
+Once every test is collected, the objects alive then (modules, test functions,
+strategies, AgentScope) are moved out of the garbage collector's reach with
+:func:`gc.freeze`: they live to the end of the run anyway, and otherwise every
+full collection of the run walks them again. Objects a test makes are
+collected as ever.
+
 Hypothesis runs the ``dev`` profile unless ``HYPOTHESIS_PROFILE`` names
 another: ``dev`` tries a tenth of each property's examples (at least 10,
 :func:`strategies.examples`), for a quick inner loop; ``ci`` (set by
@@ -17,6 +23,7 @@ not fail a property.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import uuid
 from collections.abc import Iterator
@@ -34,6 +41,12 @@ from strategies import FULL_EXAMPLES
 settings.register_profile("ci", max_examples=FULL_EXAMPLES, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=FULL_EXAMPLES // 10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection made (see the module's docstring): full collections then walk only what tests make."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

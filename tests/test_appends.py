@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 
 from strategies import examples
 from test_depth import nested
+from workers import run_forked
 from append_models import Agent, Memory, Msg, NumberedMemory, NumberedMsg, TextMemory
 from statekit import StateModule, state_field, stateful
 from statekit._limits import MAX_DEPTH
@@ -893,24 +893,20 @@ def test_two_writers_appending_through_update_lose_nothing(tmp_path: Path) -> No
 
 
 _APPENDER = """
-import sys
-sys.path.insert(0, sys.argv[3])
 from append_models import Agent, Msg
 from statekit.session import JSONSession
 
-session, agent, name = JSONSession(sys.argv[1]), Agent(), sys.argv[2]
-for index in range(30):
-    session.update("chat", lambda: agent.memory.content.append(Msg(name, str(index))), retries=1000, agent=agent)
+
+def work(folder, name):
+    session, agent = JSONSession(folder), Agent()
+    for index in range(30):
+        session.update("chat", lambda: agent.memory.content.append(Msg(name, str(index))), retries=1000, agent=agent)
 """
 
 
 def test_writer_processes_appending_through_update_lose_nothing(tmp_path: Path) -> None:
     JSONSession(tmp_path).save("chat", agent=Agent())
-    here = str(Path(__file__).parent)
-    args = [[sys.executable, "-c", _APPENDER, str(tmp_path), name, here] for name in ("a", "b", "c")]
-    children = [subprocess.Popen(arg, stderr=subprocess.PIPE, text=True) for arg in args]
-    errors = [child.communicate(timeout=120)[1] for child in children]
-    assert [child.returncode for child in children] == [0, 0, 0], errors
+    run_forked(_APPENDER, [[str(tmp_path), name] for name in ("a", "b", "c")], timeout=120)
     content = _load(tmp_path).memory.content
     for name in ("a", "b", "c"):
         assert [m.text for m in content if m.role == name] == [str(index) for index in range(30)]

@@ -259,7 +259,7 @@ def test_a_paused_holder_is_fenced_off_when_it_wakes(store: Store) -> None:
     with store.make() as session:
         session.save("turn", "u", counter=Counter(count=1))
     worker = subprocess.Popen(
-        worker_args(TURN_WORKER, store.kind, store.where, store.prefix, "1", "1.0"),
+        worker_args(TURN_WORKER, store.kind, store.where, store.prefix, "1.0"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -311,7 +311,7 @@ def test_eight_processes_taking_turns_under_the_lease_lose_nothing(store: Store)
 @pytest.mark.slow
 def test_a_killed_holder_blocks_nobody_past_its_ttl(store: Store) -> None:
     holder = subprocess.Popen(
-        worker_args(HOLDER, store.kind, store.where, store.prefix, "1", "2.0"),
+        worker_args(HOLDER, store.kind, store.where, store.prefix, "2.0"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

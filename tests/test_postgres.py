@@ -13,8 +13,6 @@ import contextlib
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -379,14 +377,14 @@ def test_the_documented_ddl_is_what_runs() -> None:
     assert PostgresSession.schema_ddl() in page
 
 
-def test_init_db_creates_the_tables(postgres_dsn: str, table: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "statekit", "init-db", postgres_dsn, "--table", table],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert f"schema version {SCHEMA_VERSION}" in done.stdout
-    assert postgres_dsn.split(":")[2].split("@")[0] not in done.stdout + done.stderr  # the password
+def test_init_db_creates_the_tables(postgres_dsn: str, table: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from statekit.cli import main
+
+    status = main(["init-db", postgres_dsn, "--table", table])
+    done = capsys.readouterr()
+    assert status == 0, done.err
+    assert f"schema version {SCHEMA_VERSION}" in done.out
+    assert postgres_dsn.split(":")[2].split("@")[0] not in done.out + done.err  # the password
     assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(SCHEMA_VERSION,)]
 
 

@@ -25,6 +25,7 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import NoPermissionError
 
 from append_models import Agent
+from statekit.cli import main as cli_main
 from statekit.errors import (
     BackendAuthError,
     BackendUnavailableError,
@@ -243,14 +244,12 @@ def test_from_url_refuses_a_database_that_is_not_a_number(url: str) -> None:
         RedisSession.from_url(url)  # redis-py reads /abc as database 0 and /3/4 as 34
 
 
-def test_the_cli_reports_a_bad_url_as_a_usage_error() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "statekit.cli", "list", "--redis-url", "http://user:s3cret@x"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert done.returncode == 2, done
-    assert "not a usable Redis URL" in done.stderr and "Traceback" not in done.stderr
-    assert "s3cret" not in done.stderr
+def test_the_cli_reports_a_bad_url_as_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli_main(["list", "--redis-url", "http://user:s3cret@x"])
+    stderr = capsys.readouterr().err
+    assert status == 2, stderr
+    assert "not a usable Redis URL" in stderr and "Traceback" not in stderr
+    assert "s3cret" not in stderr
 
 
 async def test_a_server_that_never_answers_is_unavailable_within_the_timeout() -> None:
@@ -276,7 +275,7 @@ async def test_a_wrong_password_is_not_unavailability() -> None:
             await session.asave("s", counter=Counter())
 
 
-async def test_a_server_that_needs_a_password_given_none_says_how_to_give_one() -> None:
+async def test_a_server_that_needs_a_password_given_none_says_how_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
     hint = "the server needs a password and none was given: put it in the URL (redis://:PASSWORD@host:6379/0"
     with local_redis_server(options=["--requirepass", "right"]) as server:
         async with RedisSession(server.host, server.port) as session:
@@ -288,11 +287,10 @@ async def test_a_server_that_needs_a_password_given_none_says_how_to_give_one() 
                 await session.aload("s", counter=Counter())
         assert "needs a password" not in str(refused.value)  # one was given: it is wrong, not missing
         url = f"redis://{server.host}:{server.port}/0"
-        done = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "statekit", "list", "--redis-url", url], capture_output=True, text=True, timeout=60
-        )
-        assert done.returncode == 1
-        assert hint in done.stderr
+        capsys.readouterr()
+        status = await asyncio.to_thread(cli_main, ["list", "--redis-url", url])  # the command runs its own event loop
+        assert status == 1
+        assert hint in capsys.readouterr().err
 
 
 # -- servers that run no Lua: WATCH/MULTI stands in for the compare-and-set script --------

@@ -24,6 +24,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from strategies import examples
+from workers import run_forked
 from statekit.cli import main as cli_main
 from statekit.errors import (
     ConflictError,
@@ -307,23 +308,21 @@ def test_a_full_disk_keeps_the_old_file_and_no_temp(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
 
 
-CONCURRENT_CHILD = """
-import sys
+CONCURRENT_WRITER = """
 from statekit.session import JSONSession
 from statekit.testing import Chat, Message
-session = JSONSession(sys.argv[1])
-me = sys.argv[2]
-for turn in range(30):
-    session.save("shared", overwrite=True, chat=Chat(name=f"{me}-{turn}", messages=[Message("user", me * 2000)] * 20))
-session.close()
+
+
+def work(folder, me):
+    session = JSONSession(folder)
+    for turn in range(30):
+        session.save("shared", overwrite=True, chat=Chat(name=f"{me}-{turn}", messages=[Message("user", me * 2000)] * 20))
+    session.close()
 """
 
 
 def test_concurrent_saves_from_processes_leave_one_whole_document(tmp_path: Path) -> None:
-    children = [
-        subprocess.Popen([sys.executable, "-c", CONCURRENT_CHILD, str(tmp_path), name]) for name in "abcd"
-    ]
-    assert [child.wait(timeout=120) for child in children] == [0, 0, 0, 0]
+    run_forked(CONCURRENT_WRITER, [[str(tmp_path), name] for name in "abcd"], timeout=120)
     chat = Chat()
     JSONSession(tmp_path).load("shared", allow_not_exist=False, chat=chat)
     writer = chat.name.split("-")[0]

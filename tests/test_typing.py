@@ -3,6 +3,10 @@
 typing_tests/fail_agents.py marks each must-fail line with ``# E`` and pins,
 in the comments just above it, what each checker must say there; a line that
 fails for another reason, or an error on an unmarked line, fails the test.
+
+Each checker runs once over both files (analysing statekit once), and each
+test reads its file's part of the report: an error anywhere but in
+fail_agents.py fails the passing file's test.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ import shutil
 import subprocess
 import sys
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPING = ROOT / "typing_tests"
+PASSING, FAILING = TYPING / "pass_agents.py", TYPING / "fail_agents.py"
 
 pytestmark = pytest.mark.slow
 
@@ -26,14 +32,20 @@ Said = dict[int, list[str]]
 """Line number to what a checker says there, in its order."""
 
 
-def run_mypy(path: Path) -> subprocess.CompletedProcess[str]:
+def run_mypy(*paths: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", str(ROOT / "mypy.ini"), str(path)],
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", str(ROOT / "mypy.ini"), *map(str, paths)],
         capture_output=True,
         text=True,
         cwd=ROOT,
         check=False,
     )
+
+
+@cache
+def mypy_on_both() -> subprocess.CompletedProcess[str]:
+    """mypy over the passing and the failing file, once for the module's tests."""
+    return run_mypy(PASSING, FAILING)
 
 
 def pyright_command() -> list[str]:
@@ -43,10 +55,10 @@ def pyright_command() -> list[str]:
     return [found]
 
 
-def run_pyright(path: Path) -> dict[str, object]:
+def run_pyright(*paths: Path) -> dict[str, object]:
     config = TYPING / "pyrightconfig.json"
     done = subprocess.run(
-        [*pyright_command(), "--outputjson", "-p", str(config), "--pythonpath", sys.executable, str(path)],
+        [*pyright_command(), "--outputjson", "-p", str(config), "--pythonpath", sys.executable, *map(str, paths)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -56,19 +68,29 @@ def run_pyright(path: Path) -> dict[str, object]:
     return report
 
 
-def mypy_said(output: str) -> Said:
+@cache
+def pyright_on_both() -> dict[str, object]:
+    """pyright's report on the passing and the failing file, once for the module's tests."""
+    return run_pyright(PASSING, FAILING)
+
+
+def mypy_said(output: str, path: Path | None = None) -> Said:
+    """What mypy says on each line: of ``path`` only, or of every file but :data:`FAILING` (``None``)."""
     said: Said = defaultdict(list)
-    for number, message in re.findall(r"^[^:\n]+\.py:(\d+): error: (.*)$", output, re.MULTILINE):
-        said[int(number)].append(message)
+    for file, number, message in re.findall(r"^([^:\n]+\.py):(\d+): error: (.*)$", output, re.MULTILINE):
+        if (ROOT / file).resolve() == path if path is not None else (ROOT / file).resolve() != FAILING:
+            said[int(number)].append(message)
     return dict(said)
 
 
-def pyright_said(report: dict[str, object]) -> Said:
+def pyright_said(report: dict[str, object], path: Path | None = None) -> Said:
+    """What pyright says on each line: of ``path`` only, or of every file but :data:`FAILING` (``None``)."""
     said: Said = defaultdict(list)
     diagnostics = report["generalDiagnostics"]
     assert isinstance(diagnostics, list)
     for item in diagnostics:
-        if item["severity"] == "error":
+        file = Path(item["file"]).resolve()
+        if item["severity"] == "error" and (file == path if path is not None else file != FAILING):
             message = " ".join(item["message"].split())  # its lines indent with no-break spaces
             said[item["range"]["start"]["line"] + 1].append(f"{item.get('rule', '')}: {message}")
     return dict(said)
@@ -98,25 +120,25 @@ def test_every_must_fail_line_pins_both_checkers() -> None:
 
 
 def test_typed_agents_pass_strict_mypy() -> None:
-    result = run_mypy(TYPING / "pass_agents.py")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "Success" in result.stdout
+    result = mypy_on_both()
+    assert mypy_said(result.stdout) == {}, result.stdout + result.stderr  # no error but fail_agents.py's
+    assert re.search(r"^Found \d+ errors? in 1 file \(checked 2 source files\)$", result.stdout, re.MULTILINE), result.stdout + result.stderr
 
 
 def test_mypy_reports_each_marked_misuse_with_its_message_and_nothing_else() -> None:
-    result = run_mypy(TYPING / "fail_agents.py")
-    assert mypy_said(result.stdout) == pinned("mypy"), result.stdout
+    result = mypy_on_both()
+    assert mypy_said(result.stdout, FAILING) == pinned("mypy"), result.stdout
 
 
 def test_typed_agents_pass_pyright() -> None:
-    report = run_pyright(TYPING / "pass_agents.py")
-    assert pyright_said(report) == {}, report
+    report = pyright_on_both()
+    assert pyright_said(report) == {}, report  # no error but fail_agents.py's
     summary = report["summary"]
-    assert isinstance(summary, dict) and summary["filesAnalyzed"] == 1
+    assert isinstance(summary, dict) and summary["filesAnalyzed"] == 2
 
 
 def test_pyright_reports_each_marked_misuse_with_its_message_and_nothing_else() -> None:
-    said = pyright_said(run_pyright(TYPING / "fail_agents.py"))
+    said = pyright_said(pyright_on_both(), FAILING)
     expected = pinned("pyright")
     assert said.keys() == expected.keys(), said
     for number, wanted in expected.items():

@@ -1,41 +1,127 @@
-"""Worker processes for the proof tests: increments through ``update``, turns under a lease, a lease holder to kill."""
+"""Worker processes for the proof tests: :func:`run_forked` runs code in several processes, at once or in turn.
+
+One fresh interpreter runs the code's imports once, then forks the workers: each
+is its own process with its own sessions and connections, as if started alone,
+without paying for the imports each time (and a fork of a small interpreter
+costs far less than one of the test runner).
+:func:`run_workers` increments one session's counter through ``update``; :func:`run_lease_workers`
+takes turns under a lease; :data:`TURN_WORKER` and :data:`HOLDER` hold a lease in a process a test signals.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
-SESSION = """
+FORKS = """
+import json
+import os
 import sys
+import tempfile
+import traceback
+
+sys.path.insert(0, sys.argv[1])  # the tests' folder, for their model modules
+exec(compile(sys.argv[2], "<worker>", "exec"))  # imports, then defines work(*args)
+runs, in_turn = json.loads(sys.argv[3]), sys.argv[4] == "in-turn"
+with tempfile.TemporaryDirectory() as outputs:
+    workers, statuses = [], []
+    for index, args in enumerate(runs):
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # a worker: never returns into the loop
+            status = 0
+            try:
+                os.dup2(os.open(os.path.join(outputs, str(index)), os.O_WRONLY | os.O_CREAT, 0o600), 1)
+                work(*args)
+            except BaseException:
+                traceback.print_exc()
+                status = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)
+        workers.append(pid)
+        if in_turn:
+            statuses.append(os.waitpid(pid, 0)[1])
+            if statuses[-1]:
+                break
+    if not in_turn:
+        statuses = [os.waitpid(pid, 0)[1] for pid in workers]
+    if any(statuses):
+        sys.exit(f"worker wait statuses: {statuses}")
+    printed = []
+    for index in range(len(runs)):
+        with open(os.path.join(outputs, str(index)), encoding="utf-8") as output:
+            printed.append(output.read())
+print(json.dumps(printed))
+"""
+
+
+def run_forked(
+    code: str, runs: Sequence[Sequence[str]], timeout: float = 600, *, in_turn: bool = False, cwd: Path | None = None
+) -> list[str]:
+    """Run ``work(*args)`` for every ``args`` of ``runs``, each in its own process; all must succeed.
+
+    Args:
+        code: Python source that imports what the workers need and defines ``work``
+            (run once, before the forks; the tests' folder is on ``sys.path``).
+        runs: The string arguments of each worker.
+        timeout: Seconds for all of them (a deadline: a loaded machine is slow).
+        in_turn: Run each worker after the last one ended (restarts of a program), instead of all at once.
+        cwd: The workers' working folder.
+
+    Returns:
+        What each worker printed.
+    """
+    order = "in-turn" if in_turn else "at-once"
+    args = [sys.executable, "-c", FORKS, str(Path(__file__).parent), code, json.dumps([list(run) for run in runs]), order]
+    # a session of its own, so that a deadline passed stops the workers too, not only the process that forked them
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, start_new_session=True) as forks:
+        try:
+            stdout, stderr = forks.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(forks.pid, signal.SIGKILL)
+            forks.communicate()
+            raise
+    assert forks.returncode == 0, stderr[-3000:]
+    printed: list[str] = json.loads(stdout.splitlines()[-1])
+    return printed
+
+
+WORKER = """
 from statekit.testing import Counter
 
-kind, where, prefix, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-if kind == "redis":
-    from statekit.session.redis import RedisSession
-    session = RedisSession.from_url(where, key_prefix=prefix, timeout=60)  # a loaded machine can stall past 5 s
-elif kind == "postgres":
-    from statekit.session.postgres import PostgresSession
-    session = PostgresSession.from_url(where, table=prefix, timeout=60)
-elif kind == "sqlite":
-    from statekit.session.sqlite import SQLiteSession
-    session = SQLiteSession(where, timeout=60)  # 8 writers' turns at the lock, on a loaded machine
-else:
-    from statekit.session import JSONSession, YAMLSession
-    session = (JSONSession if kind == "json" else YAMLSession)(where)
-counter = Counter()
-"""
-"""Makes ``session`` (the backend named by argv[1] at argv[2], prefix or table argv[3]) and a ``counter``."""
-
-WORKER = SESSION + """
 RETRIES = 100  # 8 writers on one session, on a shared CI machine: the default 10 can run out
 
-def bump():
-    counter.count += 1
 
-with session:
-    for _ in range(count):
-        session.update("shared", bump, user_id="u", retries=RETRIES, counter=counter)
+def open_session(kind, where, prefix):
+    if kind == "redis":
+        from statekit.session.redis import RedisSession
+        return RedisSession.from_url(where, key_prefix=prefix, timeout=60)  # a loaded machine can stall past 5 s
+    if kind == "postgres":
+        from statekit.session.postgres import PostgresSession
+        return PostgresSession.from_url(where, table=prefix, timeout=60)
+    if kind == "sqlite":
+        from statekit.session.sqlite import SQLiteSession
+        return SQLiteSession(where, timeout=60)  # 8 writers' turns at the lock, on a loaded machine
+    from statekit.session import JSONSession, YAMLSession
+    return (JSONSession if kind == "json" else YAMLSession)(where)
+
+
+def work(kind, where, prefix, count):
+    session, counter = open_session(kind, where, prefix), Counter()
+
+    def bump():
+        counter.count += 1
+
+    with session:
+        for _ in range(int(count)):
+            session.update("shared", bump, user_id="u", retries=RETRIES, counter=counter)
 """
 
 
@@ -49,30 +135,44 @@ def run_workers(kind: str, where: str, *, prefix: str = "", processes: int = 8, 
         processes: How many worker processes.
         increments: Updates per worker.
     """
-    args = [sys.executable, "-c", WORKER, kind, where, prefix, str(increments)]
-    children = [subprocess.Popen(args, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
-    failures = [child.communicate(timeout=600)[1] for child in children]  # a deadline: a loaded machine is slow
-    assert [child.returncode for child in children] == [0] * processes, [f for f in failures if f][:1]
+    backend = {"redis": "redis", "postgres": "postgres", "sqlite": "sqlite"}.get(kind)
+    imports = f"import statekit.session.{backend}\n" if backend else ""  # before the fork, once
+    run_forked(imports + WORKER, [[kind, where, prefix, str(increments)]] * processes)
 
 
-LEASE_WORKER = SESSION + """
-import json, time
-with session:
-    for _ in range(count):
-        with session.lease("leased", "u", ttl=60, wait=600) as lease:
-            start = time.time()
-            session.load("leased", "u", counter=counter)
-            counter.count += 1
-            session.save("leased", "u", counter=counter)  # a plain save: the lease alone keeps it exclusive
-            print(json.dumps([lease.token, start, time.time()]), flush=True)
+LEASE_WORKER = WORKER + """
+
+def lease_turns(kind, where, prefix, count):
+    import json, time
+
+    session, counter = open_session(kind, where, prefix), Counter()
+    with session:
+        for _ in range(int(count)):
+            with session.lease("leased", "u", ttl=60, wait=600) as lease:
+                start = time.time()
+                session.load("leased", "u", counter=counter)
+                counter.count += 1
+                session.save("leased", "u", counter=counter)  # a plain save: the lease alone keeps it exclusive
+                print(json.dumps([lease.token, start, time.time()]), flush=True)
+
+
+work = lease_turns
 """
-"""Takes the lease (waiting for it), loads, increments, saves plainly and releases, ``count`` times;
-prints ``[token, start, end]`` per turn."""
+"""``work`` takes the lease (waiting for it), loads, increments, saves plainly and releases, ``count`` times,
+printing ``[token, start, end]`` per turn."""
 
-TURN_WORKER = SESSION + """
+_SCRIPT = WORKER + """
+import sys
+
+kind, where, prefix = sys.argv[1:4]
+"""
+
+TURN_WORKER = _SCRIPT + """
 from statekit.errors import LeaseLostError
+
+session, counter = open_session(kind, where, prefix), Counter()
 with session:
-    lease = session.lease("turn", "u", ttl=float(sys.argv[5]))
+    lease = session.lease("turn", "u", ttl=float(sys.argv[4]))
     session.load("turn", "u", counter=counter)
     print("loaded", lease.token, flush=True)
     sys.stdin.readline()  # the test stops this process here, then lets it go on
@@ -85,27 +185,27 @@ with session:
         print("saved", flush=True)
     lease.release()
 """
-"""One turn under a lease of ttl argv[5]: take it, load, say so, wait for a line, save, say how it went."""
+"""One turn under a lease of ttl argv[4]: take it, load, say so, wait for a line, save, say how it went."""
 
-HOLDER = SESSION + """
+HOLDER = _SCRIPT + """
 import time
-lease = session.lease("held", "u", ttl=float(sys.argv[5]))
+
+session = open_session(kind, where, prefix)
+lease = session.lease("held", "u", ttl=float(sys.argv[4]))
 print("held", lease.token, flush=True)
 time.sleep(3600)
 """
-"""Takes the lease of ttl argv[5], says so and sleeps (to be killed)."""
+"""Takes the lease of ttl argv[4], says so and sleeps (to be killed)."""
 
 
-def worker_args(script: str, kind: str, where: str, prefix: str, *extra: str) -> list[str]:
-    """The command line of one worker process: ``count`` (argv[4]) is 1 unless ``extra`` says more."""
-    count, *rest = extra or ("1",)
-    return [sys.executable, "-c", script, kind, where, prefix, count, *rest]
+def worker_args(script: str, kind: str, where: str, prefix: str, ttl: str) -> list[str]:
+    """The command line of a worker of its own (one the test signals): a script above, the backend, a ttl."""
+    return [sys.executable, "-c", script, kind, where, prefix, ttl]
 
 
 def run_lease_workers(kind: str, where: str, *, prefix: str = "", processes: int = 8, turns: int = 50) -> list[list[float]]:
     """Run ``processes`` workers of :data:`LEASE_WORKER` at once; every ``[token, start, end]`` they printed."""
-    args = worker_args(LEASE_WORKER, kind, where, prefix, str(turns))
-    children = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
-    outputs = [child.communicate(timeout=900) for child in children]  # a deadline: a loaded machine is slow
-    assert [child.returncode for child in children] == [0] * processes, [err for _, err in outputs if err][:1]
-    return [json.loads(line) for out, _ in outputs for line in out.splitlines()]
+    backend = {"redis": "redis", "postgres": "postgres", "sqlite": "sqlite"}.get(kind)
+    imports = f"import statekit.session.{backend}\n" if backend else ""  # before the fork, once
+    printed = run_forked(imports + LEASE_WORKER, [[kind, where, prefix, str(turns)]] * processes, timeout=900)
+    return [json.loads(line) for output in printed for line in output.splitlines()]

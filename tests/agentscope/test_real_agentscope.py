@@ -12,7 +12,6 @@ import collections
 import enum
 import json
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -42,6 +41,7 @@ Toolkit = _from("agentscope.tool").Toolkit
 from statekit import JSONSession, StateModule
 from statekit.errors import StateDumpError, StatekitError, StateLoadError, StateModuleNameError
 from statekit.testing import SessionFactory
+from workers import run_forked
 
 REPLY = "Hello! How can I assist you today?"
 
@@ -301,22 +301,30 @@ asyncio.run(main())
 '''
 
 
+RESTARTS = f"""
+import os
+import runpy
+import sys
+
+{AGENT_IMPORT}
+import agentscope.message, agentscope.module, agentscope.session, statekit  # a run's imports, once before the forks
+
+
+def work(folder, script, *args):
+    os.chdir(folder)
+    sys.argv = [script, *args]
+    runpy.run_path(script, run_name="__main__")
+"""
+"""Runs a script as ``python script args`` would in ``folder``, in :func:`workers.run_forked`'s processes."""
+
+
 @pytest.mark.slow
-def test_the_tutorial_saves_restarts_and_loads_the_same_state(tmp_path: Path) -> None:
-    script = tmp_path / "tutorial.py"
-    script.write_text(TUTORIAL, encoding="utf-8")
-    saved = _run_with(script, tmp_path, "save")
-    loaded = _run_with(script, tmp_path)
+def test_the_tutorial_saves_restarts_and_loads_the_same_state(restarts: dict[str, list[str]]) -> None:
+    saved, loaded = restarts["tutorial"]
     assert loaded == saved
     state = json.loads(loaded)
     assert [m[0]["content"] for m in state["memory"]["content"]] == ["Hello, agent!", [{"type": "text", "text": REPLY}]]
     assert list(state) == ["memory", "toolkit", "name", "_sys_prompt"]
-
-
-def _run_with(script: Path, cwd: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()[-1]
 
 
 APP = AGENT_IMPORT + '''
@@ -359,11 +367,36 @@ asyncio.run(main())
 '''
 
 
+RUNS: dict[str, tuple[str, list[list[str]]]] = {"tutorial": (TUTORIAL, [["save"], []]), "app": (APP, [[], [], []])}
+"""Each script and the arguments of its runs, one after the other in one folder of its own."""
+
+
+@pytest.fixture(scope="module")
+def restarts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """The last line each run of each of :data:`RUNS` printed: each run in a process of its own, one after the other.
+
+    The processes are forked from one that imported AgentScope and statekit but
+    ran nothing: each run starts from nothing in memory, as after a restart
+    (and AgentScope is imported once for all of them, not once a run).
+    """
+    runs: list[list[str]] = []
+    names: list[str] = []
+    for name, (source, arguments) in RUNS.items():
+        folder = tmp_path_factory.mktemp(name)
+        script = folder / f"{name}.py"
+        script.write_text(source, encoding="utf-8")
+        runs += [[str(folder), str(script), *args] for args in arguments]
+        names += [name] * len(arguments)
+    printed = run_forked(RESTARTS, runs, timeout=600, in_turn=True)
+    found: dict[str, list[str]] = {name: [] for name in RUNS}
+    for name, output in zip(names, printed, strict=True):
+        found[name].append(output.splitlines()[-1])
+    return found
+
+
 @pytest.mark.slow
-def test_an_app_holding_an_agent_accumulates_memory_as_on_agentscope(tmp_path: Path) -> None:
-    script = tmp_path / "app.py"
-    script.write_text(APP, encoding="utf-8")
-    runs = [json.loads(_run_with(script, tmp_path)) for _ in range(3)]
+def test_an_app_holding_an_agent_accumulates_memory_as_on_agentscope(restarts: dict[str, list[str]]) -> None:
+    runs = [json.loads(printed) for printed in restarts["app"]]
     for ours, theirs in runs:
         assert ours == theirs
     assert [(turns, count) for (turns, count, _), _ in runs] == [(1, 2), (2, 4), (3, 6)]
