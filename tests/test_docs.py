@@ -399,7 +399,7 @@ def test_each_error_the_production_page_names_is_one_statekit_raises() -> None:
 
     page = (ROOT / "docs" / "production.md").read_text(encoding="utf-8")
     named = re.findall(r"^\| `(?:statekit\.errors\.)?(\w+)` \|", page, re.MULTILINE)
-    assert len(named) == 7
+    assert len(named) == 9
     for name in named:
         error = getattr(statekit.errors, name)
         assert issubclass(error, statekit.errors.StatekitError), name
