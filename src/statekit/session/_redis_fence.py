@@ -12,6 +12,7 @@ turns that into the error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio.client import Pipeline
@@ -76,8 +77,8 @@ def now_ms(time: Any) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-def fenced(answer: Any, source: str, token: int | None) -> int:
-    """A write's answer (a script's or a twin's) when the fence let it through.
+def fenced(answer: Any, source: Callable[[], str], token: int | None) -> int:
+    """A write's answer (a script's or a twin's) when the fence let it through (``source``: names the session, for the error).
 
     Raises:
         LeaseHeldError: Another session object holds the live lease; nothing was written.
@@ -87,5 +88,5 @@ def fenced(answer: Any, source: str, token: int | None) -> int:
         return int(answer)
     code, until = int(answer[0]), int(answer[1])
     if code != FENCE_OK:
-        check_fence(code, source, token, None if until < 0 else until / 1000)
-    raise SessionError(f"{source}: the store refused a write with no lease verdict ({answer!r})")
+        check_fence(code, source(), token, None if until < 0 else until / 1000)
+    raise SessionError(f"{source()}: the store refused a write with no lease verdict ({answer!r})")

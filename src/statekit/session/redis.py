@@ -222,7 +222,7 @@ class RedisSession(SessionBase):
                 lambda: set_watching(self._client, keys, data, (self.key_ttl, self._keep_ttl), (token, sending)),
             )
 
-        fenced(await write_once(lambda: self._errors(key), attempt), self._source(key), token)
+        fenced(await write_once(lambda: self._errors(key), attempt), lambda: self._source(key), token)
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         data = (b"\n" + header(base.token, 1) if base.log_len == 0 and line else b"") + line
@@ -255,12 +255,12 @@ class RedisSession(SessionBase):
 
     def _keys(self, key: SessionKey) -> tuple[str, str, str]:
         """The keys a conditional write touches: the session's, its write ids' and its lease's."""
-        name = self._key(key)
-        return name, self._id_key(name), self._lease_key(name)
+        name, cluster = self._key(key), is_cluster(self._client)
+        return name, id_key(name, cluster), lease_key(name, cluster)
 
     def _answered(self, key: SessionKey, answer: Any, token: int | None) -> bool:
         """A conditional write's answer (a script's or a twin's) as a bool, a refusal of the lease fence raised."""
-        return answered(fenced(answer, self._source(key), token), self._where(key))
+        return answered(fenced(answer, lambda: self._source(key), token), self._where(key))
 
     def _id_key(self, name: str) -> str:
         return id_key(name, is_cluster(self._client))
