@@ -10,8 +10,10 @@ In the ids, ``%`` and ``:`` are written ``%25`` and ``%3A``, so that no pair of
 ids can build the same key (``("a:session:b", "c")`` and ``("a", "b:session:c")``
 would otherwise meet).
 
-Every operation touches one key, so a Redis Cluster works as a single server
-does (listing scans every primary). A conditional save is one Lua
+Every operation touches one session's keys, in one slot, so a Redis Cluster
+works as a single server does (listing scans every primary). Leases are two
+keys beside the session's (see :mod:`._redis_leases`); every write checks
+them first, in its own script (:mod:`._redis_fence`). A conditional save is one Lua
 compare-and-set on that key (``WATCH``/``MULTI`` on servers that run no Lua,
 such as fakeredis without ``lupa``, or whose ACL refuses scripts). Each operation is bounded by ``timeout`` seconds
 in all (connecting, retries, the reply): a server that accepts connections but
