@@ -1117,3 +1117,24 @@ async def test_fakeredis_without_lupa_keeps_leases() -> None:
     loaded = Counter()
     await other.aload("s", counter=loaded)
     assert loaded.count == 1
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_leases_work_through_a_client_decoding_responses(
+    redis_server: RedisServer, scriptless_server: RedisServer, prefix: str, lua: bool
+) -> None:
+    server = redis_server if lua else scriptless_server
+    client = Redis(host=server.host, port=server.port, decode_responses=True)
+    async with RedisSession(client=client, key_prefix=prefix) as holder, RedisSession(client=client, key_prefix=prefix) as other:
+        lease = await holder.alease("s 😀", "ü", ttl=60)
+        await holder.asave("s 😀", "ü", counter=Counter(count=1))
+        with pytest.raises(LeaseHeldError) as held:
+            await other.adelete("s 😀", "ü")
+        assert held.value.held_until is not None
+        assert abs((held.value.held_until - lease.expires_at).total_seconds()) < 1
+        token, first = lease.token, lease.expires_at
+        await lease.arenew(120)
+        assert lease.token == token and lease.expires_at > first
+        await lease.arelease()
+        assert await other.adelete("s 😀", "ü") is True
+    await client.aclose()
