@@ -565,6 +565,27 @@ async def test_a_save_under_a_three_second_pause_tells_the_truth(pausable: Redis
 
 
 @pytest.mark.slow
+async def test_a_blind_save_sent_again_and_refused_by_the_lease_does_not_claim_nothing_was_written(
+    pausable: RedisServer,
+) -> None:
+    """A blind save carries no write id: when its resend is refused by a lease that ran out meanwhile,
+    the first send may have landed before, so the answer is "unknown", not LeaseLostError's "nothing was written"."""
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        await session.awrite_document("s", {"counter": {"count": 1}}, overwrite=True)  # the server knows the script
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        lease = await session.alease("s", ttl=1.0)
+        pause = Pause(pausable, 3.0)  # past socket_timeout (2 s), and past the lease on the server's clock
+        try:
+            with pytest.raises(WriteOutcomeUnknownError, match="refused by the session's lease"):
+                await session.awrite_document("s", {"counter": {"count": 2}}, overwrite=True)
+        finally:
+            pause.over()
+        await lease.arelease()
+    assert await _stored(pausable, prefix, Kind("counter")) == 1  # here the first send was refused too
+
+
+@pytest.mark.slow
 async def test_a_rewrite_after_deltas_under_a_three_second_pause_is_written_once(pausable: RedisServer) -> None:
     """After a delta save the object knows only the delta base: a full rewrite is the delta
     script's "set", whose late reply used to come back as a conflict."""

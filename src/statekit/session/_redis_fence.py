@@ -19,7 +19,7 @@ from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterPipeline
 from redis.client import NEVER_DECODE
 
-from statekit.errors import SessionError
+from statekit.errors import SessionError, WriteOutcomeUnknownError
 from statekit.session._fence import FENCE_HELD, FENCE_LOST, FENCE_OK, check_fence
 
 Answer = int | list[int]
@@ -77,16 +77,24 @@ def now_ms(time: Any) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-def fenced(answer: Any, source: Callable[[], str], token: int | None) -> int:
-    """A write's answer (a script's or a twin's) when the fence let it through (``source``: names the session, for the error).
+def fenced(answer: Any, source: Callable[[], str], token: int | None, resent: bool = False) -> int:
+    """A write's answer (a script's or a twin's) when the fence let it through (``source``: names the session, for
+    the error; ``resent``: the answer is that of a write without a write id, sent again after its reply was lost).
 
     Raises:
         LeaseHeldError: Another session object holds the live lease; nothing was written.
         LeaseLostError: The carried token's lease expired or was taken over; nothing was written.
+        WriteOutcomeUnknownError: ``resent``, and refused: the first send may have landed before the lease changed.
     """
     if not isinstance(answer, list):
         return int(answer)
     code, until = int(answer[0]), int(answer[1])
+    if resent:
+        raise WriteOutcomeUnknownError(
+            f"{source()}: a save was sent but its reply was lost; sent again, it was refused by the session's lease, "
+            "which may have changed since the first send: that one may or may not have been applied "
+            "(load the session to see which)"
+        )
     if code != FENCE_OK:
         check_fence(code, source(), token, None if until < 0 else until / 1000)
     raise SessionError(f"{source()}: the store refused a write with no lease verdict ({answer!r})")

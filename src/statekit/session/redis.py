@@ -215,16 +215,17 @@ class RedisSession(SessionBase):
         return None if value is None else self._joined(value)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
-        name, token = self._key(key), self._fence(key)
+        name, token, sent = self._key(key), self._fence(key), [False]
         keys = (name, self._lease_key(name))
 
         async def attempt(retried: bool, sending: Sending) -> Any:
+            sent[0] = retried  # no write id: a refused resend cannot tell whether the first send landed
             return await self._scripting.run(
                 SET_SCRIPT, sending, keys, (data, self._ttl_arg(), carried(token)),
                 lambda: set_watching(self._client, keys, data, (self.key_ttl, self._keep_ttl), (token, sending)),
             )
 
-        fenced(await write_once(lambda: self._errors(key), attempt), lambda: self._source(key), token)
+        fenced(await write_once(lambda: self._errors(key), attempt), lambda: self._source(key), token, sent[0])
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         data = (b"\n" + header(base.token, 1) if base.log_len == 0 and line else b"") + line
