@@ -96,9 +96,9 @@ push()
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
-"""After :data:`MINE` (and the lease fence): delete KEYS[1]; when there was one, push the delete's id and keep the ids for ARGV[1] seconds. When there was
-none, a companion left without expiry (its value deleted by another program) goes too; one that expires may hold
-another delete's id, which its own retry may still look for."""
+"""After :data:`MINE` (and the lease fence): delete KEYS[1]; when there was one, push the delete's id and keep the
+ids for ARGV[1] seconds. When there was none, a companion left without expiry (its value deleted by another
+program) goes too; one that expires may hold another delete's id, which its own retry may still look for."""
 
 
 def id_args(write_id: str, retried: bool) -> tuple[str, str, str]:

@@ -12,6 +12,7 @@ answer the same.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -77,21 +78,22 @@ class Leasing:
     async def take(self, name: str, ttl: float) -> LeaseGrant | LeaseBusy:
         """Take session key ``name``'s lease for ``ttl`` seconds, or learn until when it is held."""
         keys, ms = self._keys(name), _ms(ttl)
-        token, until = await self.scripting.run(TAKE, Sending(), keys, (ms,), lambda: _take_watching(self.client, keys, ms))
+        twin = partial(_take_watching, self.client, keys, ms)
+        token, until = await self.scripting.run(TAKE, Sending(), keys, (ms,), twin)
         return LeaseBusy(int(until) / 1000) if int(token) == 0 else LeaseGrant(int(token), int(until) / 1000)
 
     async def renew(self, name: str, token: int, ttl: float) -> LeaseGrant | None:
         """Extend the lease of ``token`` to ``ttl`` seconds from now; ``None`` when it is not live any more."""
         keys, ms = (lease_key(name, is_cluster(self.client)),), _ms(ttl)
-        until = int(
-            await self.scripting.run(RENEW, Sending(), keys, (token, ms), lambda: _renew_watching(self.client, keys[0], token, ms))
-        )
+        twin = partial(_renew_watching, self.client, keys[0], token, ms)
+        until = int(await self.scripting.run(RENEW, Sending(), keys, (token, ms), twin))
         return None if until < 0 else LeaseGrant(token, until / 1000)
 
     async def release(self, name: str, token: int) -> None:
         """End the lease of ``token`` if it is still the live one."""
         keys = (lease_key(name, is_cluster(self.client)),)
-        await self.scripting.run(RELEASE, Sending(), keys, (token,), lambda: _release_watching(self.client, keys[0], token))
+        twin = partial(_release_watching, self.client, keys[0], token)
+        await self.scripting.run(RELEASE, Sending(), keys, (token,), twin)
 
 
 def _ms(seconds: float) -> int:

@@ -89,7 +89,8 @@ DELETE_SCRIPT = Script(MINE + FENCE + """
 local refused = fence(KEYS[3], ARGV[#ARGV - 3])
 if refused then return refused end
 """ + DELETE)
-""":data:`DELETE` of :mod:`._redis_ids` after the lease fence (KEYS[3]; ARGV[2]: the token carried), as a :class:`Script`."""
+""":data:`DELETE` of :mod:`._redis_ids` after the lease fence (KEYS[3]; ARGV[2]: the token carried),
+as a :class:`Script`."""
 
 SET_SCRIPT = Script(FENCE + SAVE + """
 local refused = fence(KEYS[2], ARGV[3])

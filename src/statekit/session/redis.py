@@ -265,9 +265,6 @@ class RedisSession(SessionBase):
         """A conditional write's answer (a script's or a twin's) as a bool, a refusal of the lease fence raised."""
         return answered(fenced(answer, lambda: self._source(key), token), self._where(key))
 
-    def _id_key(self, name: str) -> str:
-        return id_key(name, is_cluster(self._client))
-
     def _lease_key(self, name: str) -> str:
         return lease_key(name, is_cluster(self._client))
 
