@@ -12,6 +12,7 @@ answer the same.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -23,8 +24,8 @@ from redis.client import NEVER_DECODE
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._redis_cluster import is_cluster
 from statekit.session._redis_fence import CLOCK, now_ms
-from statekit.session._redis_ids import beside
-from statekit.session._redis_once import Sending
+from statekit.session._redis_ids import Pipe, beside
+from statekit.session._redis_once import Sending, raise_if_lost
 from statekit.session._redis_scripts import Script, Scripting
 
 LEASE_SUFFIX = ":lease"
@@ -101,59 +102,72 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
+Plan = Callable[[Pipe], Awaitable[Any]]
+"""Reads under ``WATCH``, then ``MULTI``, the writes and ``EXEC``: the answer (a changed key raises ``WatchError``)."""
+
+
+async def _transaction(client: Redis | RedisCluster, watch: tuple[str, ...], plan: Plan) -> Any:
+    """``plan``'s answer, run again while a watched key changes before ``EXEC`` (the operation's timeout ends it);
+    a connection lost meanwhile is raised as that loss: such a lease operation is not sent again."""
+    while True:
+        try:
+            async with client.pipeline(transaction=True) as pipe:
+                await pipe.watch(*watch)
+                return await plan(pipe)
+        except redis_errors.WatchError as err:
+            raise_if_lost(err)  # else another client changed the lease first: look again
+
+
 async def _take_watching(client: Redis | RedisCluster, keys: tuple[str, str], ms: int) -> list[int]:
     """``TAKE`` with ``WATCH``/``MULTI``."""
     lease, counter = keys
-    while True:
-        async with client.pipeline(transaction=True) as pipe:
-            await pipe.watch(lease, counter)
-            left = await pipe.pttl(lease)
-            if left != -2:
-                return [0, now_ms(await pipe.time()) + max(left, 0)]
-            last: Any = await pipe.execute_command("GET", counter, **{NEVER_DECODE: True})
-            token = int(last or 0) + 1
-            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.set(counter, token)
-            pipe.set(lease, token, px=ms)
-            pipe.time()
-            try:
-                done: list[Any] = await pipe.execute()
-            except redis_errors.WatchError:
-                continue  # another taker came first: look again
-            return [token, now_ms(done[2]) + ms]
+
+    async def plan(pipe: Pipe) -> list[int]:
+        left = await pipe.pttl(lease)
+        if left != -2:
+            return [0, now_ms(await pipe.time()) + max(left, 0)]
+        last: Any = await pipe.execute_command("GET", counter, **{NEVER_DECODE: True})
+        token = int(last or 0) + 1
+        pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        pipe.set(counter, token)
+        pipe.set(lease, token, px=ms)
+        pipe.time()
+        done: list[Any] = await pipe.execute()
+        return [token, now_ms(done[2]) + ms]
+
+    result: list[int] = await _transaction(client, keys, plan)
+    return result
 
 
 async def _renew_watching(client: Redis | RedisCluster, lease: str, token: int, ms: int) -> int:
     """``RENEW`` with ``WATCH``/``MULTI``."""
-    while True:
-        async with client.pipeline(transaction=True) as pipe:
-            await pipe.watch(lease)
-            held: Any = await pipe.execute_command("GET", lease, **{NEVER_DECODE: True})
-            if held is None or int(held) != token:
-                return -1
-            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.pexpire(lease, ms)
-            pipe.time()
-            try:
-                done: list[Any] = await pipe.execute()
-            except redis_errors.WatchError:
-                continue
-            return now_ms(done[1]) + ms
+
+    async def plan(pipe: Pipe) -> int:
+        if not await _holds(pipe, lease, token):
+            return -1
+        pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+        pipe.pexpire(lease, ms)
+        pipe.time()
+        done: list[Any] = await pipe.execute()
+        return now_ms(done[1]) + ms
+
+    return int(await _transaction(client, (lease,), plan))
 
 
 async def _release_watching(client: Redis | RedisCluster, lease: str, token: int) -> int:
     """``RELEASE`` with ``WATCH``/``MULTI``."""
-    while True:
-        async with client.pipeline(transaction=True) as pipe:
-            await pipe.watch(lease)
-            held: Any = await pipe.execute_command("GET", lease, **{NEVER_DECODE: True})
-            if held is None or int(held) != token:
-                return 0
+
+    async def plan(pipe: Pipe) -> int:
+        if await _holds(pipe, lease, token):
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             pipe.delete(lease)
-            try:
-                await pipe.execute()
-            except redis_errors.WatchError:
-                continue
-            return 0
+            await pipe.execute()
+        return 0
 
+    return int(await _transaction(client, (lease,), plan))
+
+
+async def _holds(pipe: Pipe, lease: str, token: int) -> bool:
+    """Whether the live lease (read while watched) is ``token``'s."""
+    held: Any = await pipe.execute_command("GET", lease, **{NEVER_DECODE: True})
+    return held is not None and int(held) == token
