@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from statekit.errors import BackendUnavailableError
+from statekit.errors import BackendUnavailableError, LeaseHeldError
 from statekit.session import SessionBase
 from statekit.session.redis import RedisSession
 from redis.asyncio.cluster import RedisCluster as ClusterClient
@@ -214,6 +214,31 @@ async def test_a_write_id_lives_in_its_value_s_slot_whatever_braces_the_ids_hold
         assert await session.alist_sessions(user) == ["s"]
         assert await session.adelete("s", user) is True
         assert not await session.aexists("s", user)
+
+
+@pytest.mark.parametrize("user", ["u", "{tag}", "a{b", "{}"], ids=["plain", "tag", "open", "empty"])
+async def test_a_lease_lives_in_its_session_s_slot_whatever_braces_the_ids_hold(cluster: RedisCluster, user: str) -> None:
+    """The lease, its token counter, the value and its write ids are one script's keys: one slot (else CROSSSLOT)."""
+    prefix = f"lease-{uuid.uuid4().hex}:"
+    async with (
+        RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=TIMEOUT) as session,
+        RedisSession.from_url(cluster.url, key_prefix=prefix, timeout=TIMEOUT) as other,
+    ):
+        counter = Counter()
+        async with session.alease("s", user, ttl=60) as lease:
+            await session.asave("s", user, counter=counter)
+            await session.aupdate("s", _bump(counter), user_id=user, counter=counter)  # a compare-and-set
+            client = session.get_client()
+            assert isinstance(client, ClusterClient)
+            keys = [key async for key in client.scan_iter(match=f"{prefix}*", target_nodes=ClusterClient.PRIMARIES)]
+            assert len(keys) == 4, keys  # the value, its write ids, its lease and its token counter
+            assert len({client.keyslot(key) for key in keys}) == 1
+            with pytest.raises(LeaseHeldError):
+                await other.adelete("s", user)
+            assert await session.alist_sessions(user) == ["s"]
+        async with other.alease("s", user, ttl=60) as again:
+            assert again.token == lease.token + 1
+            assert await other.adelete("s", user) is True
 
 @pytest.mark.slow
 async def test_an_update_whose_node_pauses_before_the_save_applies_its_change_once() -> None:

@@ -30,6 +30,7 @@ from statekit.errors import (
     BackendAuthError,
     BackendUnavailableError,
     ConflictError,
+    LeaseHeldError,
     MissingExtraError,
     SessionError,
     WriteOutcomeUnknownError,
@@ -460,14 +461,20 @@ async def _stored(server: RedisServer, prefix: str, kind: Kind) -> int:
     return kind.changes(module)
 
 
-async def _update_paused_before_its_save(server: RedisServer, stall: float, kind: Kind, after: str = "") -> None:
-    """An update of a session, the server paused after its load (or, ``after`` a command's reply, later)."""
+async def _update_paused_before_its_save(
+    server: RedisServer, stall: float, kind: Kind, after: str = "", skip: int = 0
+) -> None:
+    """An update of a session, the server paused after its load (or, ``after`` a command's reply, later;
+    ``skip``: after that many replies of that command are let through)."""
     prefix = f"stall-{uuid.uuid4().hex}:"
-    armed, pauses = [False], list[Pause]()
+    armed, pauses, skipped = [False], list[Pause](), [0]
     client = Redis(host=server.host, port=server.port, socket_timeout=2)
     if after:  # a reply parsed after mutate() armed it pauses the server: the WATCH path's last read before EXEC
 
         def pausing(response: Any, **options: Any) -> Any:
+            if armed[0] and skipped[0] < skip:
+                skipped[0] += 1
+                return response
             _pause_if(armed, pauses, server, stall)
             return response
 
@@ -518,12 +525,13 @@ async def test_an_update_whose_server_pauses_before_the_save_applies_its_change_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("kind", "after"), [("counter", "GET"), ("agent", "STRLEN")])
+@pytest.mark.parametrize(("kind", "after", "skip"), [("counter", "GET", 1), ("agent", "STRLEN", 0)])
 async def test_an_update_whose_server_pauses_before_exec_applies_its_change_once_without_lua(
-    pausable_scriptless: RedisServer, kind: str, after: str
+    pausable_scriptless: RedisServer, kind: str, after: str, skip: int
 ) -> None:
-    """The WATCH/MULTI path: redis-py reported a lost EXEC reply as WatchError ("changed")."""
-    await _update_paused_before_its_save(pausable_scriptless, 3.0, Kind(kind), after)
+    """The WATCH/MULTI path: redis-py reported a lost EXEC reply as WatchError ("changed").
+    (A counter's last read is its value's GET, after the GET of the lease fence: that one is skipped.)"""
+    await _update_paused_before_its_save(pausable_scriptless, 3.0, Kind(kind), after, skip)
 
 
 @pytest.mark.slow
@@ -552,6 +560,27 @@ async def test_a_save_under_a_three_second_pause_tells_the_truth(pausable: Redis
     elif not isinstance(outcome, WriteOutcomeUnknownError):  # it says so; any other error says nothing was written
         assert stored == 1, repr(outcome)
     assert outcome is None, repr(outcome)  # 3 s is within the default timeout: the answer comes
+
+
+@pytest.mark.slow
+async def test_a_blind_save_sent_again_and_refused_by_the_lease_does_not_claim_nothing_was_written(
+    pausable: RedisServer,
+) -> None:
+    """A blind save carries no write id: when its resend is refused by a lease that ran out meanwhile,
+    the first send may have landed before, so the answer is "unknown", not LeaseLostError's "nothing was written"."""
+    prefix = f"stall-{uuid.uuid4().hex}:"
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        await session.awrite_document("s", {"counter": {"count": 1}}, overwrite=True)  # the server knows the script
+    async with RedisSession(pausable.host, pausable.port, key_prefix=prefix) as session:
+        lease = await session.alease("s", ttl=1.0)
+        pause = Pause(pausable, 3.0)  # past socket_timeout (2 s), and past the lease on the server's clock
+        try:
+            with pytest.raises(WriteOutcomeUnknownError, match="refused by the session's lease"):
+                await session.awrite_document("s", {"counter": {"count": 2}}, overwrite=True)
+        finally:
+            pause.over()
+        await lease.arelease()
+    assert await _stored(pausable, prefix, Kind("counter")) == 1  # here the first send was refused too
 
 
 @pytest.mark.slow
@@ -1015,3 +1044,116 @@ async def test_a_delete_whose_reply_never_comes_says_it_may_have_been_applied(pa
         finally:
             pause.over()
         assert not await session.aexists("s")  # it landed when the server ran again
+
+
+# -- leases (issue 29): two keys beside the session, fenced scripts and twins, one round trip each ---------
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_lease_lives_beside_the_session_unseen_by_listing_and_its_tokens_outlive_the_session(
+    redis_server: RedisServer, scriptless_server: RedisServer, prefix: str, lua: bool
+) -> None:
+    server = redis_server if lua else scriptless_server
+    address = (server.host, server.port)
+    async with RedisSession(*address, key_prefix=prefix) as session, RedisSession(*address, key_prefix=prefix) as other:
+        client, key = session.get_client(), session.session_key("s", "u")
+        await session.asave("s", "u", counter=Counter(count=1))
+        async with session.alease("s", "u", ttl=60) as lease:
+            assert await client.get(f"{key}:lease") == str(lease.token).encode()
+            assert 0 < await client.pttl(f"{key}:lease") <= 60_000  # Redis expires it: a killed holder blocks nobody
+            assert await client.ttl(f"{key}:lease-token") == -1  # the counter never expires
+            assert await session.alist_sessions("u") == ["s"] and await session.alist_users() == ["u"]
+            with pytest.raises(LeaseHeldError) as held:
+                await other.asave("s", "u", overwrite=True, counter=Counter(count=9))
+            assert held.value.held_until is not None
+            assert abs((held.value.held_until - lease.expires_at).total_seconds()) < 1  # both the server's clock
+            await session.asave("s", "u", counter=Counter(count=2))
+        assert await client.exists(f"{key}:lease") == 0  # released
+        assert await session.adelete("s", "u") is True
+        assert await client.get(f"{key}:lease-token") == str(lease.token).encode()  # kept after the delete
+        assert await session.alist_sessions("u") == []
+        async with other.alease("s", "u") as again:
+            assert again.token == lease.token + 1
+        await client.delete(f"{key}:lease-token", f"{key}:write-id")
+        assert await client.keys(f"{prefix}*") == []  # nothing else was left behind
+
+
+async def test_a_session_never_leased_gets_no_lease_keys(redis_server: RedisServer, prefix: str) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        client, key = session.get_client(), session.session_key("s")
+        await session.asave("s", counter=Counter(count=1))  # a blind save: now a fenced script
+        await session.asave("s", counter=Counter(count=2))
+        await session.aupdate("s", lambda: None, counter=Counter())
+        assert sorted(await client.keys(f"{prefix}*")) == sorted([key.encode(), f"{key}:write-id".encode()])
+
+
+async def test_taking_and_releasing_a_lease_are_one_round_trip_each_and_a_save_stays_one(
+    redis_server: RedisServer, prefix: str
+) -> None:
+    """The commands clients sent, as the server's MONITOR saw them (a script's own commands left out),
+    after a first lease and save have loaded the scripts."""
+    async with (
+        RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session,
+        Redis(host=redis_server.host, port=redis_server.port) as admin,
+        Redis(host=redis_server.host, port=redis_server.port) as marking,
+    ):
+        await marking.ping()  # connected before monitoring: it sends nothing but its marker then
+
+        async def sent(action: Callable[[], Any]) -> list[str]:
+            marker = uuid.uuid4().hex
+            async with admin.monitor() as monitor:
+                await action()
+                await marking.echo(marker)
+                seen: list[str] = []
+                while marker not in (command := await monitor.next_command())["command"]:
+                    if command["client_type"] != "lua":
+                        seen.append(command["command"].split()[0].upper())
+            return seen
+
+        async with session.alease("warm", ttl=60):
+            await session.asave("warm", counter=Counter())
+        lease = await session.alease("s", ttl=60)
+        assert await sent(lambda: session.alease("t", ttl=60)) == ["EVALSHA"]
+        assert await sent(lease.arelease) == ["EVALSHA"]
+        await session.asave("s", counter=Counter(count=1))  # a first save of a session reads what is stored first
+        assert await sent(lambda: session.asave("s", counter=Counter(count=2))) == ["EVALSHA"]  # a compare-and-set
+
+
+async def test_fakeredis_without_lupa_keeps_leases() -> None:
+    """AgentScope's tests use fakeredis without Lua: the WATCH/MULTI twins take, fence and release."""
+    holder = RedisSession(client=fakeredis.FakeAsyncRedis())
+    other = RedisSession(client=holder.get_client())
+    async with holder.alease("s", ttl=60) as lease:
+        await holder.asave("s", counter=Counter(count=1))
+        with pytest.raises(LeaseHeldError):
+            await other.asave("s", counter=Counter(count=2))
+        with pytest.raises(LeaseHeldError):
+            await other.alease("s")
+    async with other.alease("s", ttl=60) as taken:
+        assert taken.token == lease.token + 1
+        with pytest.raises(LeaseHeldError):
+            await holder.adelete("s")
+    loaded = Counter()
+    await other.aload("s", counter=loaded)
+    assert loaded.count == 1
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_leases_work_through_a_client_decoding_responses(
+    redis_server: RedisServer, scriptless_server: RedisServer, prefix: str, lua: bool
+) -> None:
+    server = redis_server if lua else scriptless_server
+    client = Redis(host=server.host, port=server.port, decode_responses=True)
+    async with RedisSession(client=client, key_prefix=prefix) as holder, RedisSession(client=client, key_prefix=prefix) as other:
+        lease = await holder.alease("s 😀", "ü", ttl=60)
+        await holder.asave("s 😀", "ü", counter=Counter(count=1))
+        with pytest.raises(LeaseHeldError) as held:
+            await other.adelete("s 😀", "ü")
+        assert held.value.held_until is not None
+        assert abs((held.value.held_until - lease.expires_at).total_seconds()) < 1
+        token, first = lease.token, lease.expires_at
+        await lease.arenew(120)
+        assert lease.token == token and lease.expires_at > first
+        await lease.arelease()
+        assert await other.adelete("s 😀", "ü") is True
+    await client.aclose()

@@ -34,6 +34,7 @@ from redis.client import NEVER_DECODE
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from statekit.errors import WriteOutcomeUnknownError
+from statekit.session._redis_fence import Answer, fence_watching
 from statekit.session._redis_once import Sending, executed, flag
 
 ID_SUFFIX = ":write-id"
@@ -86,7 +87,7 @@ how many ids are kept, ARGV[#ARGV]: 'retry' or ''): a retry whose id is kept ans
 may have been pushed out answers 2; ``stamp()`` pushes the id, the companion expiring with the value. A
 companion of the previous format (a string) is one id, replaced by a list at the next write."""
 
-DELETE = MINE + """
+DELETE = """
 if redis.call('DEL', KEYS[1]) == 0 then
   if redis.call('PTTL', KEYS[2]) == -1 then redis.call('DEL', KEYS[2]) end
   return 0
@@ -95,9 +96,9 @@ push()
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
-"""Delete KEYS[1]; when there was one, push the delete's id and keep the ids for ARGV[1] seconds. When there was
-none, a companion left without expiry (its value deleted by another program) goes too; one that expires may hold
-another delete's id, which its own retry may still look for."""
+"""After :data:`MINE` (and the lease fence): delete KEYS[1]; when there was one, push the delete's id and keep the
+ids for ARGV[1] seconds. When there was none, a companion left without expiry (its value deleted by another
+program) goes too; one that expires may hold another delete's id, which its own retry may still look for."""
 
 
 def id_args(write_id: str, retried: bool) -> tuple[str, str, str]:
@@ -118,7 +119,12 @@ def tombstone_seconds(timeout: float) -> int:
 
 def id_key(name: str, cluster: bool) -> str:
     """The companion key of session key ``name``; on a cluster, in ``name``'s slot."""
-    plain = name + ID_SUFFIX
+    return beside(name, ID_SUFFIX, cluster)
+
+
+def beside(name: str, suffix: str, cluster: bool) -> str:
+    """The key ``name`` followed by ``suffix``; on a cluster, plus a hash tag when needed to stay in ``name``'s slot."""
+    plain = name + suffix
     if not cluster:
         return plain
     slot = key_slot(name.encode())
@@ -205,26 +211,29 @@ Planned = tuple[Callable[[Pipe], object], dict[str, Any]] | None
 
 async def watched(
     client: Redis | RedisCluster,
-    keys: tuple[str, str],
-    write: tuple[str, bool, Sending],
+    keys: tuple[str, str, str],
+    write: tuple[str, bool, Sending, int | None],
     reads: Callable[[Pipe], Awaitable[Planned]],
-    again: bool = False,
-) -> int:
+) -> Answer:
     """A conditional write with ``WATCH``/``MULTI``, for servers that run no Lua; it answers as the scripts do.
 
-    ``keys``: the value's and its companion's; ``write``: the id, whether it is sent again, its
-    ``Sending``; ``reads``: reads the watched value (its last read just before ``EXEC``) and plans the
-    write; ``again``: look again after a failed ``EXEC`` even on a first send (a delete). A retry's
-    first send may land at any point meanwhile: before the value is read, then a value that does not
-    match sends the retry to the ids again; after it, then the retry's ``EXEC`` fails, and it looks again.
+    ``keys``: the value's, its companion's and its lease's; ``write``: the id, whether it is sent again,
+    its ``Sending``, the lease token it carries; ``reads``: reads the watched value (its last read just
+    before ``EXEC``) and plans the write. The lease fence is checked first (:func:`fence_watching`), then
+    ``reads``. A failed ``EXEC`` (the value or the lease changed) looks again, within the timeout: a
+    retry's first send may land at any point meanwhile: before the value is read, then a value that does
+    not match sends the retry to the ids again; after it, then the retry's ``EXEC`` fails, and it looks again.
     """
-    (name, companion), (write_id, retried, sending) = keys, write
+    (name, companion, lease), (write_id, retried, sending, token) = keys, write
     while True:
         async with client.pipeline(transaction=True) as pipe:
-            await pipe.watch(name)
+            await pipe.watch(name, lease)
             found, replace = await looked_at(pipe, companion, write_id, retried)
             if found != NOT_DONE:
                 return found
+            refused = await fence_watching(pipe, lease, token)
+            if refused is not None:
+                return refused
             planned = await reads(pipe)
             if planned is None:  # leaving the block resets the pipeline, which unwatches
                 return (await looked_at(pipe, companion, write_id, retried))[0] if retried else NOT_DONE
@@ -234,17 +243,19 @@ async def watched(
             pushed(pipe, companion, (write_id, replace), expiry)
             if await executed(pipe, sending):
                 return DONE
-            if not (retried or again):
-                return NOT_DONE  # another writer changed the value between the reads and EXEC
-        # the value changed before EXEC (maybe by this write's first send): look again, within the timeout
+        # the value or the lease changed before EXEC (maybe by this write's first send): look again
 
 
 async def deleted_watching(
-    client: Redis | RedisCluster, keys: tuple[str, str], delete: tuple[str, int], attempt: tuple[bool, Sending]
-) -> int:
-    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: the value's and its companion's; ``delete``: the
-    delete's id and how long the ids stay; ``attempt``: sent again?, its ``Sending``)."""
-    (name, companion), (write_id, seconds) = keys, delete
+    client: Redis | RedisCluster,
+    keys: tuple[str, str, str],
+    delete: tuple[str, int, int | None],
+    attempt: tuple[bool, Sending],
+) -> Answer:
+    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: the value's, its companion's and its lease's;
+    ``delete``: the delete's id, how long the ids stay, the lease token it carries; ``attempt``: sent again?,
+    its ``Sending``)."""
+    (name, companion, _), (write_id, seconds, token), (retried, sending) = keys, delete, attempt
 
     async def reads(pipe: Pipe) -> Planned:
         if await pipe.exists(name):
@@ -253,7 +264,7 @@ async def deleted_watching(
             await pipe.delete(companion)
         return None
 
-    return await watched(client, keys, (write_id, *attempt), reads, again=True)
+    return await watched(client, keys, (write_id, retried, sending, token), reads)
 
 
 def answered(outcome: int, where: str) -> bool:

@@ -116,8 +116,14 @@ async def _tried(attempt: Attempt[T], retried: bool, sending: Sending) -> T:
     try:
         return await attempt(retried, sending)
     except redis_errors.WatchError as err:
-        if not isinstance(err.__context__, _LOST):
-            raise
+        raise_if_lost(err)
+        raise
+
+
+def raise_if_lost(err: redis_errors.WatchError) -> None:
+    """Raise redis-py's ``WatchError`` for a connection lost while watching as that loss (``ConnectionError``);
+    return for one that says a watched key changed."""
+    if isinstance(err.__context__, _LOST):
         raise redis_errors.ConnectionError(f"the connection was lost during a transaction: {err.__context__}") from err
 
 

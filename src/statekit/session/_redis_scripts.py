@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from statekit.session.document import HEAD_BYTES
+from statekit.session._redis_fence import FENCE
 from statekit.session._redis_ids import DELETE, MINE
 from statekit.session._redis_once import Sending, send_once
 
@@ -25,45 +26,51 @@ class Script:
         self.text = text
         self.sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
-    async def run(self, client: Redis | RedisCluster, sending: Sending, keys: tuple[str, str], *args: Any) -> int:
-        """Run on ``keys`` (a value's and its companion's, :func:`id_key`); its answer (``DONE``...)."""
+    async def run(self, client: Redis | RedisCluster, sending: Sending, keys: tuple[str, ...], *args: Any) -> Any:
+        """Run on ``keys`` (all in one slot, the first one's node); its answer (``DONE``, a fence's refusal...)."""
         name = keys[0]
         try:
-            return int(await send_once(client, sending, name, "EVALSHA", self.sha, 2, *keys, *args))
+            return await send_once(client, sending, name, "EVALSHA", self.sha, len(keys), *keys, *args)
         except redis_errors.NoScriptError:
-            return int(await send_once(client, sending, name, "EVAL", self.text, 2, *keys, *args))
+            return await send_once(client, sending, name, "EVAL", self.text, len(keys), *keys, *args)
 
 
-COMPARE_AND_SET = Script(MINE + """
+SAVE = """
+local function save(value, ttl)
+  if ttl == '' then redis.call('SET', KEYS[1], value)
+  elseif ttl == 'keep' then redis.call('SET', KEYS[1], value, 'KEEPTTL')
+  else redis.call('SET', KEYS[1], value, 'EX', ttl) end
+end
+"""
+"""Prepended to the scripts that set the value: ``save(value, ttl)`` sets KEYS[1], ``ttl`` seconds, '' or 'keep'."""
+
+COMPARE_AND_SET = Script(MINE + FENCE + SAVE + """
+local refused = fence(KEYS[3], ARGV[#ARGV - 3])
+if refused then return refused end
 local current = redis.call('GET', KEYS[1])
 local revision = ''
 if current then revision = redis.sha1hex(current) end
 if revision ~= ARGV[2] then return 0 end
-if ARGV[3] == '' then
-  redis.call('SET', KEYS[1], ARGV[1])
-elseif ARGV[3] == 'keep' then
-  redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
-else
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[3])
-end
+save(ARGV[1], ARGV[3])
 stamp()
 return 1
 """)
 """Write ARGV[1] if the stored value's SHA-1 is ARGV[2] ('' = no value); ARGV[3]: TTL, '' or 'keep' (the key's own);
-ARGV[4]: the write's id, pushed onto KEYS[2]; ARGV[5]: how many ids it keeps; ARGV[6]: 'retry' after a lost
-reply (see _redis_once, _redis_ids). Answers 1 (written), 0 (changed by another writer), 2 (unknown after a retry)."""
+ARGV[4]: the lease token the write carries, checked against KEYS[3] first (see _redis_fence); ARGV[5]: the write's
+id, pushed onto KEYS[2]; ARGV[6]: how many ids it keeps; ARGV[7]: 'retry' after a lost reply (see _redis_once,
+_redis_ids). Answers 1 (written), 0 (changed by another writer), 2 (unknown after a retry), or the fence's refusal."""
 
 # Deltas of append-only lists follow the document in the same key (one line
 # each, see _appends.py). Within one document token the value only grows, so
 # the token (in the document's first bytes) and the length say what is stored.
-IF_BASE = Script(MINE + f"""
+IF_BASE = Script(MINE + FENCE + SAVE + f"""
+local refused = fence(KEYS[3], ARGV[#ARGV - 3])
+if refused then return refused end
 local head = redis.call('GETRANGE', KEYS[1], 0, {HEAD_BYTES - 1})
 if not string.find(head, ARGV[1], 1, true) then return 0 end
 if redis.call('STRLEN', KEYS[1]) ~= tonumber(ARGV[2]) then return 0 end
 if ARGV[4] == 'set' then
-  if ARGV[5] == '' then redis.call('SET', KEYS[1], ARGV[3])
-  elseif ARGV[5] == 'keep' then redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
-  else redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[5]) end
+  save(ARGV[3], ARGV[5])
   stamp()
   return 1
 end
@@ -75,10 +82,24 @@ return 1
 """)
 """Append ARGV[3] (or set it, ARGV[4] 'set') if the stored value is still the one whose head holds ARGV[1] (the
 document's token) and whose length is ARGV[2]; ARGV[5]: TTL, '' or 'keep' (the key's own); ARGV[6], ARGV[7]: when
-not '', write these bytes at this offset (the header's count); then the write id, as in COMPARE_AND_SET."""
+not '', write these bytes at this offset (the header's count); then the lease token and the write id, as in
+COMPARE_AND_SET."""
 
-DELETE_SCRIPT = Script(DELETE)
-""":data:`DELETE` of :mod:`._redis_ids`, as a :class:`Script`."""
+DELETE_SCRIPT = Script(MINE + FENCE + """
+local refused = fence(KEYS[3], ARGV[#ARGV - 3])
+if refused then return refused end
+""" + DELETE)
+""":data:`DELETE` of :mod:`._redis_ids` after the lease fence (KEYS[3]; ARGV[2]: the token carried),
+as a :class:`Script`."""
+
+SET_SCRIPT = Script(FENCE + SAVE + """
+local refused = fence(KEYS[2], ARGV[3])
+if refused then return refused end
+save(ARGV[1], ARGV[2])
+return 1
+""")
+"""A save that checks no revision: write ARGV[1] (ARGV[2]: TTL, '' or 'keep') unless the lease fence (KEYS[2], ARGV[3]:
+the token carried) refuses it. Answers 1 or the refusal. No write id: sent again, it writes the same bytes."""
 
 
 class Scripting:
@@ -92,8 +113,13 @@ class Scripting:
         self.lua = True  # until the server says it runs no scripts
 
     async def run(
-        self, script: Script, sending: Sending, keys: tuple[str, str], args: tuple[Any, ...], twin: Callable[[], Awaitable[int]]
-    ) -> int:
+        self,
+        script: Script,
+        sending: Sending,
+        keys: tuple[str, ...],
+        args: tuple[Any, ...],
+        twin: Callable[[], Awaitable[Any]],
+    ) -> Any:
         """``script``'s answer on ``keys`` with ``args``, or ``twin()``'s on a server that runs no Lua."""
         if self.lua:
             try:

@@ -9,25 +9,26 @@ from redis.asyncio.cluster import RedisCluster
 from redis.client import NEVER_DECODE
 
 from statekit.session._appends import DeltaBase
-from statekit.session._redis_ids import Pipe, Planned, companion_expiry, watched
-from statekit.session._redis_once import Sending
+from statekit.session._redis_fence import Answer, fence_watching
+from statekit.session._redis_ids import DONE, Pipe, Planned, companion_expiry, watched
+from statekit.session._redis_once import Sending, executed
 from statekit.session._revisions import Expected
 from statekit.session.document import HEAD_BYTES, doc_token
 
 
 async def if_base_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str],
+    keys: tuple[str, str, str],
     base: DeltaBase,
     data: bytes,
     change: tuple[str, tuple[int, bytes] | None],
     ttl: tuple[int | None, bool],
-    attempt: tuple[str, bool, Sending],
-) -> int:
+    attempt: tuple[str, bool, Sending, int | None],
+) -> Answer:
     """The same as ``IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
-    (``keys``: the value's and its companion's; ``change``: the mode and the header's count to write;
-    ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry; ``attempt``: the
-    write's id, whether it is sent again, its ``Sending``)."""
+    (``keys``: the value's, its companion's and its lease's; ``change``: the mode and the header's count
+    to write; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry; ``attempt``:
+    the write's id, whether it is sent again, its ``Sending``, the lease token it carries)."""
     name, (mode, count), (key_ttl, keep_ttl) = keys[0], change, ttl
 
     async def reads(pipe: Pipe) -> Planned:
@@ -55,12 +56,12 @@ async def if_base_watching(
 
 async def compare_and_set_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str],
+    keys: tuple[str, str, str],
     data: bytes,
     expected: Expected,
     ttl: tuple[int | None, bool],
-    attempt: tuple[str, bool, Sending],
-) -> int:
+    attempt: tuple[str, bool, Sending, int | None],
+) -> Answer:
     """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
     name, (key_ttl, keep_ttl) = keys[0], ttl
 
@@ -72,6 +73,28 @@ async def compare_and_set_watching(
         return (lambda queued: queued.set(name, data, **_expiry(key_ttl, keep_ttl))), expiry
 
     return await watched(client, keys, attempt, reads)
+
+
+async def set_watching(
+    client: Redis | RedisCluster,
+    keys: tuple[str, str],
+    data: bytes,
+    ttl: tuple[int | None, bool],
+    attempt: tuple[int | None, Sending],
+) -> Answer:
+    """``SET_SCRIPT`` with ``WATCH``/``MULTI`` (``keys``: the value's and its lease's; ``attempt``: the lease
+    token the write carries, its ``Sending``): the lease fence, then the write; a lease changed meanwhile looks again."""
+    (name, lease), (token, sending) = keys, attempt
+    while True:
+        async with client.pipeline(transaction=True) as pipe:
+            await pipe.watch(lease)
+            refused = await fence_watching(pipe, lease, token)
+            if refused is not None:
+                return refused
+            pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            pipe.set(name, data, **_expiry(*ttl))
+            if await executed(pipe, sending):
+                return DONE
 
 
 def _expiry(key_ttl: int | None, keep_ttl: bool) -> dict[str, Any]:

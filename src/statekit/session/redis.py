@@ -10,8 +10,10 @@ In the ids, ``%`` and ``:`` are written ``%25`` and ``%3A``, so that no pair of
 ids can build the same key (``("a:session:b", "c")`` and ``("a", "b:session:c")``
 would otherwise meet).
 
-Every operation touches one key, so a Redis Cluster works as a single server
-does (listing scans every primary). A conditional save is one Lua
+Every operation touches one session's keys, in one slot, so a Redis Cluster
+works as a single server does (listing scans every primary). Leases are two
+keys beside the session's (see :mod:`._redis_leases`); every write checks
+them first, in its own script (:mod:`._redis_fence`). A conditional save is one Lua
 compare-and-set on that key (``WATCH``/``MULTI`` on servers that run no Lua,
 such as fakeredis without ``lupa``, or whose ACL refuses scripts). Each operation is bounded by ``timeout`` seconds
 in all (connecting, retries, the reply): a server that accepts connections but
@@ -35,6 +37,7 @@ from statekit.session._appends import DeltaBase
 from statekit.session._companion import joined
 from statekit.session.document import count_at, count_field, doc_token, header, token_mark
 from statekit.session._revisions import Expected
+from statekit.session._fence import LeaseBusy, LeaseGrant
 
 try:
     from redis.asyncio import ConnectionPool, Redis
@@ -51,11 +54,13 @@ try:
     )
     from statekit.session._redis_cluster import is_cluster
     from statekit.session._redis_guard import Guard
+    from statekit.session._redis_fence import carried, fenced
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
-    from statekit.session._redis_once import Sending, send_once, write_once  # they need redis too
+    from statekit.session._redis_leases import Leasing, lease_key
+    from statekit.session._redis_once import Sending, write_once  # they need redis too
     from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, glob, quote, scan_all, scan_some, session_ids, user_ids
-    from statekit.session._redis_scripts import COMPARE_AND_SET, DELETE_SCRIPT, IF_BASE, Scripting
-    from statekit.session._redis_watch import compare_and_set_watching, if_base_watching
+    from statekit.session._redis_scripts import COMPARE_AND_SET, DELETE_SCRIPT, IF_BASE, SET_SCRIPT, Scripting
+    from statekit.session._redis_watch import compare_and_set_watching, if_base_watching, set_watching
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
         "RedisSession needs the redis package: pip install 'statekit[redis]'"
@@ -113,6 +118,7 @@ class RedisSession(SessionBase):
 
     codec: ClassVar[Codec] = JSON_COMPACT
     supports_appends: ClassVar[bool] = True
+    supports_leases: ClassVar[bool] = True
     default_user_id: ClassVar[str] = "default_user"
     """The ``user_id`` of calls that give none, as in the reference."""
 
@@ -147,6 +153,7 @@ class RedisSession(SessionBase):
         self._client: Client = client
         self._guard = Guard(client)  # the timeout, pool slots, slot map and errors of every operation
         self._scripting = Scripting(client)  # the write scripts, or their WATCH/MULTI twins on a server without Lua
+        self._leasing = Leasing(client, self._scripting)  # take, renew, release (see _redis_leases)
         self._keep_ttl = check_flag(keep_ttl, "keep_ttl", SessionError)  # with no key_ttl: saves keep the key's expiry
         self.address = address(client)
 
@@ -208,13 +215,17 @@ class RedisSession(SessionBase):
         return None if value is None else self._joined(value)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
-        name = self._key(key)
-        expiry = ("EX", self.key_ttl) if self.key_ttl is not None else ("KEEPTTL",) if self._keep_ttl else ()
+        name, token, sent = self._key(key), self._fence(key), [False]
+        keys = (name, self._lease_key(name))
 
-        async def attempt(retried: bool, sending: Sending) -> None:
-            await send_once(self._client, sending, name, "SET", name, data, *expiry)
+        async def attempt(retried: bool, sending: Sending) -> Any:
+            sent[0] = retried  # no write id: a refused resend cannot tell whether the first send landed
+            return await self._scripting.run(
+                SET_SCRIPT, sending, keys, (data, self._ttl_arg(), carried(token)),
+                lambda: set_watching(self._client, keys, data, (self.key_ttl, self._keep_ttl), (token, sending)),
+            )
 
-        await write_once(lambda: self._errors(key), attempt)
+        fenced(await write_once(lambda: self._errors(key), attempt), lambda: self._source(key), token, sent[0])
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         data = (b"\n" + header(base.token, 1) if base.log_len == 0 and line else b"") + line
@@ -232,22 +243,30 @@ class RedisSession(SessionBase):
         (``count``: then write these bytes at this offset)."""
         ttl = self._ttl_arg()
         at, field = ("", b"") if count is None else (str(count[0]), count[1])
-        write_id = new_id()
-        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field)
-        name = self._key(key)
-        keys = (name, self._id_key(name))
+        write_id, token = new_id(), self._fence(key)
+        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field, carried(token))
+        keys = self._keys(key)
 
-        async def attempt(retried: bool, sending: Sending) -> int:
-            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending)
+        async def attempt(retried: bool, sending: Sending) -> Any:
+            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending, token)
             return await self._scripting.run(
                 IF_BASE, sending, keys, (*args, *id_args(write_id, retried)),
                 lambda: if_base_watching(self._client, keys, base, data, (mode, count), expiry, write),
             )
 
-        return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
+        return self._answered(key, await write_once(lambda: self._errors(key), attempt), token)
 
-    def _id_key(self, name: str) -> str:
-        return id_key(name, is_cluster(self._client))
+    def _keys(self, key: SessionKey) -> tuple[str, str, str]:
+        """The keys a conditional write touches: the session's, its write ids' and its lease's."""
+        name, cluster = self._key(key), is_cluster(self._client)
+        return name, id_key(name, cluster), lease_key(name, cluster)
+
+    def _answered(self, key: SessionKey, answer: Any, token: int | None) -> bool:
+        """A conditional write's answer (a script's or a twin's) as a bool, a refusal of the lease fence raised."""
+        return answered(fenced(answer, lambda: self._source(key), token), self._where(key))
+
+    def _lease_key(self, name: str) -> str:
+        return lease_key(name, is_cluster(self._client))
 
     def _ttl_arg(self) -> str:
         """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
@@ -265,30 +284,40 @@ class RedisSession(SessionBase):
         if expected.only_base:
             assert expected.base is not None
             return await self._if_base(key, expected.base, data, "set")
-        name, write_id = self._key(key), new_id()
-        keys = (name, self._id_key(name))
+        write_id, token, keys = new_id(), self._fence(key), self._keys(key)
 
-        async def attempt(retried: bool, sending: Sending) -> int:
-            args = (data, expected.revision, self._ttl_arg(), *id_args(write_id, retried))
-            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending)
+        async def attempt(retried: bool, sending: Sending) -> Any:
+            args = (data, expected.revision, self._ttl_arg(), carried(token), *id_args(write_id, retried))
+            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending, token)
             return await self._scripting.run(
                 COMPARE_AND_SET, sending, keys, args,
                 lambda: compare_and_set_watching(self._client, keys, data, expected, expiry, write),
             )
 
-        return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
+        return self._answered(key, await write_once(lambda: self._errors(key), attempt), token)
 
     async def _delete(self, key: SessionKey) -> bool:
-        name, write_id, seconds = self._key(key), new_id(), tombstone_seconds(self.timeout)
-        keys = (name, self._id_key(name))
+        write_id, seconds, token, keys = new_id(), tombstone_seconds(self.timeout), self._fence(key), self._keys(key)
 
-        async def attempt(retried: bool, sending: Sending) -> int:
+        async def attempt(retried: bool, sending: Sending) -> Any:
             return await self._scripting.run(
-                DELETE_SCRIPT, sending, keys, (seconds, *id_args(write_id, retried)),
-                lambda: deleted_watching(self._client, keys, (write_id, seconds), (retried, sending)),
+                DELETE_SCRIPT, sending, keys, (seconds, carried(token), *id_args(write_id, retried)),
+                lambda: deleted_watching(self._client, keys, (write_id, seconds, token), (retried, sending)),
             )
 
-        return answered(await write_once(lambda: self._errors(key), attempt), self._where(key))
+        return self._answered(key, await write_once(lambda: self._errors(key), attempt), token)
+
+    async def _take_lease(self, key: SessionKey, ttl: float) -> LeaseGrant | LeaseBusy:
+        async with self._errors(key):
+            return await self._leasing.take(self._key(key), ttl)
+
+    async def _renew_lease(self, key: SessionKey, token: int, ttl: float) -> LeaseGrant | None:
+        async with self._errors(key):
+            return await self._leasing.renew(self._key(key), token, ttl)
+
+    async def _release_lease(self, key: SessionKey, token: int) -> None:
+        async with self._errors(key):
+            await self._leasing.release(self._key(key), token)
 
     async def _exists(self, key: SessionKey) -> bool:
         async with self._errors(key):
