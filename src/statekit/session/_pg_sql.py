@@ -167,9 +167,10 @@ RENEW_LEASE: Final[LiteralString] = (
     "WHERE " + _KEY + " AND token = %(token)s AND expires_at > clock_timestamp() RETURNING " + _EPOCH
 )
 RELEASE_LEASE: Final[LiteralString] = (
-    "UPDATE {l} SET expires_at = '-infinity' WHERE " + _KEY + " AND token = %(token)s"
+    "UPDATE {l} SET expires_at = 'epoch' WHERE " + _KEY + " AND token = %(token)s"
 )
-"""The lease of that token ended, if it is still the stored one; the token stays, so the next one is greater."""
+"""The lease of that token ended (its expiry set to 1970-01-01), if it is still the stored one; the token stays,
+so the next one is greater."""
 
 READ: Final[LiteralString] = (
     "SELECT s.raw, s.token, s.deltas, CASE WHEN s.deltas > 0 THEN (SELECT string_agg(d.line, ''::bytea ORDER BY d.seq) "
