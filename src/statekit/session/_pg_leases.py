@@ -4,8 +4,8 @@ A session's lease is one row of ``<table>_leases`` (token, expiry as
 ``timestamptz``); ``clock_timestamp()`` on the server decides when it ends, so
 the clients' clocks do not matter. The row stays after a release and after a
 delete of the session, so tokens only grow. Every write statement checks it
-first (``_pg_sql.FENCE``) and answers the verdict, which :func:`refused` turns
-into the refusal.
+first (``_pg_sql.FENCE``) and answers the row it found with the server's clock,
+from which :func:`refused` tells the refusal by the one rule (``fence_verdict``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from statekit.session._fence import FENCE_OK, LeaseBusy, LeaseGrant, check_fence
+from statekit.session._fence import LeaseBusy, LeaseGrant, check_fence, fence_verdict
 from statekit.session._pg_connect import execute
 from statekit.session._pg_sql import Statements
 
@@ -44,15 +44,15 @@ async def release(conn: psycopg.AsyncConnection[Any], sql: Statements, params: d
     await execute(conn, sql.release_lease, {**params, "token": token})
 
 
-def refused(code: object, held_until: object, source: str, carried: int | None) -> None:
-    """Raise what the fence's verdict (the last two columns of a write's answer) stands for; nothing when it is 0.
+def refused(found: tuple[Any, ...], source: str, carried: int | None) -> None:
+    """Raise the refusal of a fenced write from what it answered last (the lease's token, its expiry and the
+    server's clock: ``_pg_sql._VERDICT``); nothing when the fence let it write.
 
     Raises:
-        LeaseHeldError, LeaseLostError: The statement changed nothing.
+        LeaseHeldError, LeaseLostError: The statement changed nothing (its condition is the same rule).
     """
-    if code != FENCE_OK:
-        check_fence(int(code) if isinstance(code, int) else -1, source, carried, _seconds(held_until))
-
-
-def _seconds(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
+    token, ends, now = found[-3:]
+    if token is None and carried is None:  # never leased, carrying nothing: the common case
+        return
+    held_until = None if ends is None else float(ends)
+    check_fence(fence_verdict(token, held_until, carried, 0.0 if now is None else float(now)), source, carried, held_until)

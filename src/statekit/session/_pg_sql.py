@@ -88,20 +88,22 @@ _SET_ROW: Final[LiteralString] = (
 _KEY: Final[LiteralString] = "user_id = %(user)s AND session_id = %(session)s"
 
 FENCE: Final[LiteralString] = (
-    "fence AS (SELECT CASE WHEN %(fence)s::bigint IS NULL THEN (CASE WHEN l.expires_at > c.now THEN 1 ELSE 0 END) "
-    "WHEN l.token = %(fence)s::bigint AND l.expires_at > c.now THEN 0 ELSE 2 END AS code, "
-    "CASE WHEN l.expires_at > c.now THEN extract(epoch FROM l.expires_at)::float8 END AS held_until "
-    "FROM (SELECT clock_timestamp() AS now) c "
-    "LEFT JOIN (SELECT token, expires_at FROM {l} WHERE " + _KEY + " FOR SHARE) l ON true)"
+    "lease AS (SELECT token, extract(epoch FROM expires_at)::float8 AS ends, "
+    "extract(epoch FROM clock_timestamp())::float8 AS now FROM {l} WHERE " + _KEY + " FOR SHARE)"
 )
-"""The lease's verdict on a write (``_fence.fence_verdict`` in SQL: 0 go ahead, 1 held by another, 2 lost),
-from the session's lease row, the token the write carries (``fence``: NULL for none) and the server's clock;
-and the live lease's expiry (seconds since the epoch). The first CTE of every write, which changes nothing
-unless it is 0. ``FOR SHARE`` reads the row's latest committed version and holds a take or renew of it
-until the write commits."""
+"""The first CTE of every write: the session's lease row (none: never leased), its expiry and the server's
+clock, in seconds since the epoch. ``FOR SHARE`` reads the row's latest committed version and holds a take or
+renew of it until the write commits."""
 
-_FENCED: Final[LiteralString] = "(SELECT code FROM fence) = 0"
-_VERDICT: Final[LiteralString] = "(SELECT code FROM fence), (SELECT held_until FROM fence)"
+_FENCED: Final[LiteralString] = (
+    "NOT EXISTS (SELECT FROM lease WHERE ends > now AND token IS DISTINCT FROM %(fence)s::bigint) "
+    "AND (%(fence)s::bigint IS NULL OR EXISTS (SELECT FROM lease WHERE ends > now))"
+)
+"""The fence as the write's condition (``_fence.fence_verdict`` is 0): no live lease but the one of the token the
+write carries (``fence``: NULL for none), and that one live when it carries one."""
+
+_VERDICT: Final[LiteralString] = "(SELECT token FROM lease), (SELECT ends FROM lease), (SELECT now FROM lease)"
+"""What a write answers last: the lease row and the server's clock, from which ``fence_verdict`` tells the refusal."""
 
 _INSERT: Final[LiteralString] = (
     "INSERT INTO {t} AS s (user_id, session_id, revision, raw, document, token) "
@@ -124,8 +126,8 @@ WRITE: Final[LiteralString] = (
     "SELECT (SELECT count(*) FROM written), (SELECT revision IS NULL FROM {t} WHERE " + _KEY + "), " + _VERDICT
 )
 """The fence, a full write and the removal of the deltas it replaces, in one statement. Answers whether it
-wrote, whether the row it found (when it did not) has deltas, so no revision to compare in SQL, and the fence's
-verdict and live lease's expiry."""
+wrote, whether the row it found (when it did not) has deltas, so no revision to compare in SQL, and the lease
+row with the server's clock (:data:`_VERDICT`)."""
 
 APPEND: Final[LiteralString] = (
     "WITH " + FENCE + ", "
@@ -143,7 +145,7 @@ AT_BASE: Final[LiteralString] = (
     "WITH " + FENCE + " SELECT EXISTS (SELECT FROM {t} WHERE " + _KEY
     + " AND token = %(base_token)s AND log_bytes = %(base_bytes)s), " + _VERDICT
 )
-"""A save after appends that adds nothing: whether the session is still the base, and the fence's verdict."""
+"""A save after appends that adds nothing: whether the session is still the base, and the lease row with the clock."""
 
 DELETE: Final[LiteralString] = (
     "WITH " + FENCE + ", gone AS (DELETE FROM {t} WHERE " + _KEY + " AND " + _FENCED + " RETURNING 1) "

@@ -224,7 +224,7 @@ class PostgresSession(SessionBase):
         async with self._conn(key, writing=True) as conn:
             row = await self._one(conn, self._sql.writes[kind], params)
             assert row is not None
-            refused(row[2], row[3], self._source(key), params["fence"])
+            refused(row, self._source(key), params["fence"])
             written, has_deltas = bool(row[0]), bool(row[1])
             if written or not has_deltas or expected is None:
                 return written
@@ -234,7 +234,7 @@ class PostgresSession(SessionBase):
                     return False
                 again = await self._one(conn, self._sql.writes["always"], params)
                 assert again is not None
-                refused(again[2], again[3], self._source(key), params["fence"])
+                refused(again, self._source(key), params["fence"])
             return True
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
@@ -244,7 +244,7 @@ class PostgresSession(SessionBase):
         async with self._conn(key, writing=True) as conn:
             row = await self._one(conn, self._sql.append if line else self._sql.at_base, params)
         assert row is not None
-        refused(row[1], row[2], self._source(key), params["fence"])
+        refused(row, self._source(key), params["fence"])
         return grew if row[0] else None
 
     async def _delete(self, key: SessionKey) -> bool:
@@ -252,7 +252,7 @@ class PostgresSession(SessionBase):
         async with self._conn(key, writing=True) as conn:
             row = await self._one(conn, self._sql.delete, params)
         assert row is not None
-        refused(row[1], row[2], self._source(key), params["fence"])
+        refused(row, self._source(key), params["fence"])
         return bool(row[0])
 
     async def _take_lease(self, key: SessionKey, ttl: float) -> LeaseGrant | LeaseBusy:
@@ -363,11 +363,6 @@ class PostgresSession(SessionBase):
 
     def _where(self, key: SessionKey | None) -> str:
         return self.address if key is None else self._source(key)
-
-
-
-
-
 
 
 def _params(key: SessionKey) -> dict[str, Any]:
