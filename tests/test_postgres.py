@@ -456,7 +456,10 @@ def test_a_version_1_table_is_upgraded_in_place_on_first_use(postgres_dsn: str, 
             session.exists("chat", "alice")
     assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(1,)]
     assert not _leases_table(postgres_dsn, table)  # refused: nothing changed
-    with PostgresSession.from_url(postgres_dsn, table=table) as session, PostgresSession.from_url(postgres_dsn, table=table) as other:
+    with (
+        PostgresSession.from_url(postgres_dsn, table=table) as session,
+        PostgresSession.from_url(postgres_dsn, table=table) as other,
+    ):
         loaded = Memory()
         session.load("chat", "alice", memory=loaded)  # the first use upgrades
         assert loaded == memory
@@ -491,7 +494,10 @@ def test_init_db_upgrades_a_version_1_table(postgres_dsn: str, table: str) -> No
 
 
 def test_a_lease_is_a_row_of_its_own_table_on_the_servers_clock(postgres_dsn: str, table: str) -> None:
-    leases = f"SELECT user_id, session_id, token, extract(epoch FROM expires_at - now())::float8, expires_at = 'epoch' FROM {table}_leases"
+    leases = (
+        f"SELECT user_id, session_id, token, extract(epoch FROM expires_at - now())::float8, expires_at = 'epoch' "
+        f"FROM {table}_leases"
+    )
     with PostgresSession.from_url(postgres_dsn, table=table) as session:
         lease = session.lease("chat", "alice", ttl=120)  # the session need not exist
         assert session.list_sessions("alice") == [] and not session.exists("chat", "alice")
@@ -510,7 +516,10 @@ def test_a_lease_is_a_row_of_its_own_table_on_the_servers_clock(postgres_dsn: st
 
 
 def test_refused_writes_change_nothing(postgres_dsn: str, table: str) -> None:
-    with PostgresSession.from_url(postgres_dsn, table=table) as holder, PostgresSession.from_url(postgres_dsn, table=table) as other:
+    with (
+        PostgresSession.from_url(postgres_dsn, table=table) as holder,
+        PostgresSession.from_url(postgres_dsn, table=table) as other,
+    ):
         memory = Memory(content=[Msg("user", "one")])
         holder.save("chat", memory=memory)
         theirs = Memory()

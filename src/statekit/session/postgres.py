@@ -187,7 +187,8 @@ class PostgresSession(SessionBase):
         return ddl_text(check_table(table))
 
     async def init_schema(self) -> int:
-        """Create the tables when missing (as the first use does) and return the schema version.
+        """Create the tables when missing, or upgrade those of an older schema version in place (as the first
+        use does), and return the schema version.
 
         Raises:
             SessionError: The tables were made by a newer statekit (a higher schema version).
