@@ -27,6 +27,7 @@ from statekit.errors import (
     BackendAuthError,
     BackendUnavailableError,
     ConflictError,
+    LeaseHeldError,
     SessionError,
     WriteOutcomeUnknownError,
 )
@@ -388,6 +389,150 @@ def test_init_db_creates_the_tables(postgres_dsn: str, table: str, capsys: pytes
     assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(SCHEMA_VERSION,)]
 
 
+
+
+VERSION_1_DDL = """
+CREATE TABLE IF NOT EXISTS statekit_schema (
+    table_name text    PRIMARY KEY,
+    version    integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {t} (
+    user_id    text        NOT NULL,
+    session_id text        NOT NULL,
+    revision   text,
+    raw        bytea       NOT NULL,
+    document   jsonb,
+    token      text,
+    log_bytes  bigint      NOT NULL DEFAULT 0,
+    deltas     integer     NOT NULL DEFAULT 0,
+    saved_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, session_id)
+);
+CREATE INDEX IF NOT EXISTS {t}_session_id ON {t} (session_id);
+CREATE TABLE IF NOT EXISTS {t}_deltas (
+    user_id    text    NOT NULL,
+    session_id text    NOT NULL,
+    token      text    NOT NULL,
+    seq        integer NOT NULL,
+    line       bytea   NOT NULL,
+    delta      jsonb,
+    PRIMARY KEY (user_id, session_id, token, seq),
+    FOREIGN KEY (user_id, session_id) REFERENCES {t} ON DELETE CASCADE
+);
+INSERT INTO statekit_schema (table_name, version) VALUES ('{t}', 1) ON CONFLICT (table_name) DO NOTHING;
+"""
+"""The DDL of schema version 1 (statekit before leases), word for word."""
+
+
+def _version_1_table(dsn: str, table: str) -> Memory:
+    """Tables made by version 1's DDL, holding a session with a delta (rows as version 1 wrote them: the format
+    is unchanged, so they are copied from a table this statekit wrote). The memory they hold."""
+    scratch = _table()
+    memory = Memory(content=[Msg("user", f"message {i}") for i in range(50)], note="kept")
+    with PostgresSession.from_url(dsn, table=scratch) as writer:
+        writer.save("chat", "alice", memory=memory)
+        memory.content.append(Msg("user", "appended"))
+        writer.save("chat", "alice", memory=memory)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(VERSION_1_DDL.replace("{t}", table).encode())
+        conn.execute(f"INSERT INTO {table} SELECT * FROM {scratch}".encode())
+        conn.execute(f"INSERT INTO {table}_deltas SELECT * FROM {scratch}_deltas".encode())
+    assert _rows(dsn, f"SELECT count(*) FROM {table}_deltas") == [(1,)]
+    return memory
+
+
+def _leases_table(dsn: str, table: str) -> bool:
+    return _rows(dsn, "SELECT to_regclass(%s) IS NOT NULL", f"{table}_leases") == [(True,)]
+
+
+def test_a_version_1_table_is_upgraded_in_place_on_first_use(postgres_dsn: str, table: str) -> None:
+    memory = _version_1_table(postgres_dsn, table)
+    rows = f"SELECT * FROM {table} ORDER BY session_id"
+    before = _rows(postgres_dsn, rows)
+    with PostgresSession.from_url(postgres_dsn, table=table, create_schema=False) as session:
+        with pytest.raises(SessionError, match=r"schema version 1, older than this statekit's 2 .*statekit init-db URL"):
+            session.exists("chat", "alice")
+    assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(1,)]
+    assert not _leases_table(postgres_dsn, table)  # refused: nothing changed
+    with (
+        PostgresSession.from_url(postgres_dsn, table=table) as session,
+        PostgresSession.from_url(postgres_dsn, table=table) as other,
+    ):
+        loaded = Memory()
+        session.load("chat", "alice", memory=loaded)  # the first use upgrades
+        assert loaded == memory
+        assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(SCHEMA_VERSION,)]
+        assert _rows(postgres_dsn, rows) == before
+        with session.lease("chat", "alice", ttl=120) as lease:
+            assert lease.token == 1
+            with pytest.raises(LeaseHeldError):
+                other.save("chat", "alice", memory=Memory(note="not the holder"))
+            loaded.content.append(Msg("user", "under the lease"))
+            session.save("chat", "alice", memory=loaded)
+        again = Memory()
+        other.load("chat", "alice", memory=again)
+        assert again == loaded
+
+
+def test_init_db_upgrades_a_version_1_table(postgres_dsn: str, table: str) -> None:
+    memory = _version_1_table(postgres_dsn, table)
+    done = subprocess.run(
+        [sys.executable, "-m", "statekit", "init-db", postgres_dsn, "--table", table],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"schema version {SCHEMA_VERSION}" in done.stdout and _leases_table(postgres_dsn, table)
+    with PostgresSession.from_url(postgres_dsn, table=table, create_schema=False) as session:
+        loaded = Memory()
+        session.load("chat", "alice", memory=loaded)
+        assert loaded == memory
+
+
+# -- leases ----------------------------------------------------------------------------------
+
+
+def test_a_lease_is_a_row_of_its_own_table_on_the_servers_clock(postgres_dsn: str, table: str) -> None:
+    leases = (
+        f"SELECT user_id, session_id, token, extract(epoch FROM expires_at - now())::float8, expires_at = 'epoch' "
+        f"FROM {table}_leases"
+    )
+    with PostgresSession.from_url(postgres_dsn, table=table) as session:
+        lease = session.lease("chat", "alice", ttl=120)  # the session need not exist
+        assert session.list_sessions("alice") == [] and not session.exists("chat", "alice")
+        ((user, session_id, token, left, ended),) = _rows(postgres_dsn, leases)
+        assert (user, session_id, token) == ("alice", "chat", lease.token)
+        assert isinstance(left, float) and 100 < left <= 120 and not ended, left  # ends 120 s after the server's now
+        session.save("chat", "alice", counter=Counter(count=1))
+        assert session.list_sessions("alice") == ["chat"] and session.list_users() == ["alice"]
+        assert session.delete("chat", "alice")
+        lease.release()
+        ((_, _, kept, _, ended),) = _rows(postgres_dsn, leases)
+        assert kept == lease.token and ended  # released (its expiry the epoch), the token kept after the delete
+        assert session.list_sessions("alice") == [] and session.list_users() == []
+        with session.lease("chat", "alice") as again:
+            assert again.token == lease.token + 1
+
+
+def test_refused_writes_change_nothing(postgres_dsn: str, table: str) -> None:
+    with (
+        PostgresSession.from_url(postgres_dsn, table=table) as holder,
+        PostgresSession.from_url(postgres_dsn, table=table) as other,
+    ):
+        memory = Memory(content=[Msg("user", "one")])
+        holder.save("chat", memory=memory)
+        theirs = Memory()
+        other.load("chat", memory=theirs)
+        rows = f"SELECT revision, raw, deltas FROM {table}"
+        before = _rows(postgres_dsn, rows)
+        with holder.lease("chat", ttl=120):
+            theirs.content.append(Msg("user", "a delta"))
+            with pytest.raises(LeaseHeldError, match="is leased by another session object until"):
+                other.save("chat", memory=theirs)
+            with pytest.raises(LeaseHeldError):
+                other.save("chat", overwrite=True, memory=Memory(note="whole"))
+            with pytest.raises(LeaseHeldError):
+                other.delete("chat")
+            assert _rows(postgres_dsn, rows) == before and _rows(postgres_dsn, f"SELECT count(*) FROM {table}_deltas") == [(0,)]
 
 
 def test_init_db_print_shows_the_ddl_without_connecting(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from append_models import Memory, Msg
 from statekit import StateModule, generate_secret_key, state_field, stateful
-from statekit.errors import BackendUnavailableError, ConflictError, SessionError
+from statekit.errors import BackendUnavailableError, ConflictError, LeaseHeldError, SessionError
 from statekit.session import SessionBase
 from statekit.session._sqlite_sql import SCHEMA_VERSION, Statements, ddl_text
 from statekit.session.sqlite import SQLiteSession
@@ -142,7 +142,8 @@ def test_the_schema_is_made_on_first_use_with_its_version(db: Path, raw: sqlite3
         ("statekit_sessions", SCHEMA_VERSION)
     ]
     made = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE sql IS NOT NULL")}
-    assert made == {"statekit_schema", "statekit_sessions", "statekit_sessions_session_id", "statekit_sessions_deltas"}
+    tables = {"statekit_sessions", "statekit_sessions_session_id", "statekit_sessions_deltas", "statekit_sessions_leases"}
+    assert made == {"statekit_schema", *tables}
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     other = sqlite3.connect(":memory:")
     other.executescript(ddl_text())  # the DDL the docs show is what the first use makes
@@ -187,6 +188,123 @@ def test_a_table_statekit_did_not_make_is_refused(tmp_path: Path) -> None:
     connection.close()
     with pytest.raises(SessionError, match="has a table 'statekit_sessions' that statekit did not make"):
         SQLiteSession(path).save("s", counter=Counter())
+
+
+VERSION_1_DDL = """CREATE TABLE IF NOT EXISTS statekit_schema (
+    table_name TEXT    PRIMARY KEY,
+    version    INTEGER NOT NULL
+);
+CREATE TABLE "statekit_sessions" (
+    user_id    TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    revision   TEXT NOT NULL, -- SHA-1 of the document (the session's revision while it has no deltas)
+    token      TEXT,          -- the document's token (append-only lists), else NULL
+    saved_at   TEXT NOT NULL, -- UTC, ISO 8601: when the document was written
+    document   TEXT NOT NULL, -- the session document as written, JSON (last: a delta never reads it)
+    PRIMARY KEY (user_id, session_id)
+);
+CREATE INDEX "statekit_sessions_session_id" ON "statekit_sessions" (session_id, user_id);
+CREATE TABLE "statekit_sessions_deltas" (
+    user_id    TEXT    NOT NULL,
+    session_id TEXT    NOT NULL,
+    seq        INTEGER NOT NULL, -- 1, 2, ... since the document was written
+    saved_at   TEXT    NOT NULL, -- UTC, ISO 8601
+    line       TEXT    NOT NULL, -- the delta line (items appended by one save), JSON
+    PRIMARY KEY (user_id, session_id, seq)
+);
+INSERT INTO statekit_schema (table_name, version) VALUES ('statekit_sessions', 1);
+"""
+"""The DDL of schema version 1 (statekit before leases), word for word."""
+
+
+def test_a_version_1_table_is_upgraded_in_place_on_first_use(db: Path) -> None:
+    """Tables made by version 1's DDL, holding a session with deltas, get the leases table; the data stays."""
+    memory = Memory(content=[Msg("user", f"message {i}") for i in range(50)], note="kept")
+    writer = SQLiteSession(db, table="scratch")  # the rows version 1 wrote: the format is unchanged
+    writer.save("chat", "alice", memory=memory)
+    memory.content.append(Msg("user", "appended"))
+    writer.save("chat", "alice", memory=memory)
+    writer.close()
+    raw = sqlite3.connect(db, isolation_level=None)
+    raw.executescript(VERSION_1_DDL)
+    raw.execute("INSERT INTO statekit_sessions SELECT * FROM scratch")
+    raw.execute("INSERT INTO statekit_sessions_deltas SELECT * FROM scratch_deltas")
+    tables = ("SELECT * FROM statekit_sessions", "SELECT * FROM statekit_sessions_deltas")
+    before = [raw.execute(query).fetchall() for query in tables]
+    assert len(before[1]) == 1  # a delta row
+    session, other = SQLiteSession(db), SQLiteSession(db)
+    loaded = Memory()
+    session.load("chat", "alice", memory=loaded)  # the first use upgrades
+    assert loaded == memory
+    versions = raw.execute("SELECT table_name, version FROM statekit_schema ORDER BY 1").fetchall()
+    assert versions == [("scratch", SCHEMA_VERSION), ("statekit_sessions", SCHEMA_VERSION)] and SCHEMA_VERSION == 2
+    assert [raw.execute(query).fetchall() for query in tables] == before
+    fresh = sqlite3.connect(":memory:")
+    fresh.executescript(ddl_text())  # the upgraded tables are the ones a new file gets
+    schema = "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name LIKE 'statekit_sessions%' ORDER BY name"
+    assert raw.execute(schema).fetchall() == fresh.execute(schema).fetchall()
+    fresh.close()
+    with session.lease("chat", "alice", ttl=120) as lease:
+        assert lease.token == 1
+        with pytest.raises(LeaseHeldError):
+            other.save("chat", "alice", memory=Memory(note="not the holder"))
+        loaded.content.append(Msg("user", "under the lease"))
+        session.save("chat", "alice", memory=loaded)
+    again = Memory()
+    other.load("chat", "alice", memory=again)
+    assert again == loaded
+    raw.close()
+
+
+def test_an_upgrade_of_many_processes_at_once_happens_once(db: Path) -> None:
+    with sqlite3.connect(db, isolation_level=None) as raw:
+        raw.executescript(VERSION_1_DDL)
+    raw.close()
+    with concurrent.futures.ProcessPoolExecutor(4) as pool:
+        assert list(pool.map(_exists_in, [str(db)] * 4)) == [False] * 4
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("SELECT version FROM statekit_schema").fetchall() == [(SCHEMA_VERSION,)]
+        assert raw.execute("SELECT count(*) FROM statekit_sessions_leases").fetchone() == (0,)
+    raw.close()
+
+
+def _exists_in(path: str) -> bool:
+    return SQLiteSession(path).exists("s")
+
+
+# -- leases --------------------------------------------------------------------------------------
+
+
+def test_a_lease_is_a_row_of_its_own_table_that_outlives_the_session(db: Path, raw: sqlite3.Connection) -> None:
+    session = SQLiteSession(db)
+    lease = session.lease("chat", "alice", ttl=120)  # the session need not exist
+    assert session.list_sessions("alice") == [] and not session.exists("chat", "alice")
+    leases = "SELECT user_id, session_id, token, expires_at FROM statekit_sessions_leases"
+    ((user, session_id, token, expires_at),) = raw.execute(leases).fetchall()
+    assert (user, session_id, token) == ("alice", "chat", lease.token)
+    assert abs(expires_at - lease.expires_at.timestamp()) < 1e-3  # seconds since the epoch, the local clock
+    session.save("chat", "alice", counter=Counter(count=1))
+    assert session.list_sessions("alice") == ["chat"] and session.list_users() == ["alice"]
+    assert session.delete("chat", "alice")
+    lease.release()
+    assert raw.execute(leases).fetchall() == [("alice", "chat", lease.token, 0.0)]  # released, the token kept
+    assert session.list_sessions("alice") == [] and session.list_users() == []
+    with session.lease("chat", "alice") as again:
+        assert again.token == lease.token + 1
+
+
+def test_refused_writes_change_nothing(db: Path, raw: sqlite3.Connection) -> None:
+    holder, other = SQLiteSession(db), SQLiteSession(db)
+    holder.save("chat", counter=Counter(count=1))
+    rows = "SELECT * FROM statekit_sessions"
+    before = raw.execute(rows).fetchall()
+    with holder.lease("chat", ttl=120):
+        for _ in range(3):
+            with pytest.raises(LeaseHeldError, match="is leased by another session object until"):
+                other.save("chat", overwrite=True, counter=Counter(count=2))
+            with pytest.raises(LeaseHeldError):
+                other.delete("chat")
+        assert raw.execute(rows).fetchall() == before
 
 
 # -- queryable, indexed ------------------------------------------------------------------------

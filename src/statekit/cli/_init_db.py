@@ -15,7 +15,7 @@ def add_init_db(commands: Commands) -> None:
     sub = command(
         commands,
         "init-db",
-        "Create the tables of a PostgreSQL session store (idempotent), or print their DDL.",
+        "Create the tables of a PostgreSQL session store, or upgrade older ones in place (idempotent), or print their DDL.",
         _run,
         "examples:\n  statekit init-db postgresql://app@db.example.com/app\n"
         "  statekit init-db postgresql://app@db.example.com/app --table agent_sessions\n"

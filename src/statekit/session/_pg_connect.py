@@ -1,10 +1,11 @@
 """``PostgresSession``'s connections and errors: a small pool of psycopg async connections, psycopg's
-exceptions told as statekit's, and connection strings shown without their password."""
+exceptions told as statekit's, connection strings shown without their password, the connection arguments checked."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -15,6 +16,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from statekit.errors import BackendAuthError, BackendUnavailableError, SessionError, StatekitError, WriteOutcomeUnknownError
+from statekit.session._url_passwords import user_info
 
 AUTH_STATES = frozenset({"28000", "28P01"})
 """SQLSTATEs of refused credentials (invalid authorization specification, invalid password)."""
@@ -23,6 +25,7 @@ UNKNOWN = "; the write may or may not have been stored: load the session to see"
 
 _AUTH_TEXT = re.compile(r"password authentication failed|no password supplied|authentication failed|pg_hba\.conf", re.I)
 _NO_DATABASE = re.compile(r'database "[^"]*" does not exist')
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 
 
 class ConnectionSource(Protocol):
@@ -180,3 +183,44 @@ def translated(err: BaseException, where: str, timeout: float, password: str | N
             return WriteOutcomeUnknownError(message + UNKNOWN)
         return BackendUnavailableError(message)
     return SessionError(f"PostgreSQL at {where} refused: {text}")
+
+
+def conninfo_options(conninfo: str) -> str:
+    """The ``options`` a connection string gives the server (kept beside statekit's ``statement_timeout``)."""
+    try:
+        return str(psycopg.conninfo.conninfo_to_dict(conninfo).get("options") or "")
+    except psycopg.Error:
+        return ""
+
+
+def scheme(url: object) -> str:
+    """The scheme of a URL (``postgresql``), or ``""``."""
+    return url.partition("://")[0] if isinstance(url, str) else ""
+
+
+def check_timeout(value: object) -> float:
+    """``timeout=``: a finite number of seconds above 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        raise SessionError(f"timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def check_pool_size(value: object) -> int:
+    """``pool_size=``: a whole number above 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SessionError(f"pool_size must be a positive whole number, got {value!r}")
+    return value
+
+
+def check_table(table: object) -> str:
+    """``table=``: a plain SQL name short enough for the names made from it."""
+    if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table):
+        raise SessionError(f"table must be a plain SQL name (letters, digits, _; at most 41), got {table!r}")
+    return table
+
+
+def url_password(url: str) -> str | None:
+    """The password in a URL's user info (``None``: none), to keep it out of a message about a URL
+    libpq could not parse."""
+    user, colon, password = (user_info(url) or "").partition(":")
+    return (password or None) if colon else None

@@ -1,9 +1,10 @@
 """The SQL of ``PostgresSession``: its schema (with its version) and every statement it runs.
 
-All writes are here, each one statement (so one atomic step, and one round trip):
-a later column (leases, history) is added in one place. ``{t}`` is the sessions
-table, ``{d}`` its deltas table, ``{s}`` the schema-version table; placeholders
-are psycopg's (``%(name)s`` text, ``%(name)b`` binary).
+All writes are here, each one statement (so one atomic step, and one round trip)
+that checks the session's lease first (:data:`FENCE`): a later check (history)
+is added in one place. ``{t}`` is the sessions table, ``{d}`` its deltas table,
+``{l}`` its leases table, ``{s}`` the schema-version table; placeholders are
+psycopg's (``%(name)s`` text, ``%(name)b`` binary).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Final, LiteralString
 
 from psycopg import sql
 
-SCHEMA_VERSION: Final = 1
-"""The version of the tables this statekit writes (recorded in ``statekit_schema``)."""
+SCHEMA_VERSION: Final = 2
+"""The version of the tables this statekit writes (recorded in ``statekit_schema``): 2 added the leases table."""
 
 SCHEMA_TABLE: Final = "statekit_schema"
 
@@ -45,9 +46,23 @@ CREATE TABLE IF NOT EXISTS {d} (
     PRIMARY KEY (user_id, session_id, token, seq),
     FOREIGN KEY (user_id, session_id) REFERENCES {t} ON DELETE CASCADE
 );
-INSERT INTO {s} (table_name, version) VALUES ({name}, {version}) ON CONFLICT (table_name) DO NOTHING;
+CREATE TABLE IF NOT EXISTS {l} (
+    user_id    text        NOT NULL,
+    session_id text        NOT NULL,
+    token      bigint      NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (user_id, session_id)
+);
+INSERT INTO {s} AS v (table_name, version) VALUES ({name}, {version})
+    ON CONFLICT (table_name) DO UPDATE SET version = EXCLUDED.version WHERE v.version < EXCLUDED.version;
 """
-"""The schema, as ``statekit init-db`` (or the first use) creates it; docs/backends.md shows it."""
+"""The schema, as ``statekit init-db`` (or the first use) creates it; docs/backends.md shows it.
+
+Run again over tables of an older version, it upgrades them in place: every
+table is ``IF NOT EXISTS`` and the recorded version is raised, never lowered
+(version 1 had no leases table). The leases live in a table of their own, with
+no foreign key, so that a lease exists before its session does and its last
+token outlives a delete of the session (tokens only grow)."""
 
 FAST_COMPRESSION: Final[LiteralString] = """
 ALTER TABLE {t} ALTER COLUMN raw SET COMPRESSION lz4, ALTER COLUMN document SET COMPRESSION lz4;
@@ -72,39 +87,92 @@ _SET_ROW: Final[LiteralString] = (
 )
 _KEY: Final[LiteralString] = "user_id = %(user)s AND session_id = %(session)s"
 
+FENCE: Final[LiteralString] = (
+    "lease AS (SELECT token, extract(epoch FROM expires_at)::float8 AS ends, "
+    "extract(epoch FROM clock_timestamp())::float8 AS now FROM {l} WHERE " + _KEY + " FOR SHARE)"
+)
+"""The first CTE of every write: the session's lease row (none: never leased), its expiry and the server's
+clock, in seconds since the epoch. ``FOR SHARE`` reads the row's latest committed version and holds a take or
+renew of it until the write commits."""
+
+_FENCED: Final[LiteralString] = (
+    "NOT EXISTS (SELECT FROM lease WHERE ends > now AND token IS DISTINCT FROM %(fence)s::bigint) "
+    "AND (%(fence)s::bigint IS NULL OR EXISTS (SELECT FROM lease WHERE ends > now))"
+)
+"""The fence as the write's condition (``_fence.fence_verdict`` is 0): no live lease but the one of the token the
+write carries (``fence``: NULL for none), and that one live when it carries one."""
+
+_VERDICT: Final[LiteralString] = "(SELECT token FROM lease), (SELECT ends FROM lease), (SELECT now FROM lease)"
+"""What a write answers last: the lease row and the server's clock, from which ``fence_verdict`` tells the refusal."""
+
 _INSERT: Final[LiteralString] = (
     "INSERT INTO {t} AS s (user_id, session_id, revision, raw, document, token) "
-    "VALUES (%(user)s, %(session)s, %(revision)s, %(raw)b, " + _DOCUMENT + ", %(token)s) "
+    "SELECT %(user)s, %(session)s, %(revision)s, %(raw)b, " + _DOCUMENT + ", %(token)s WHERE " + _FENCED + " "
 )
 WRITE_KINDS: Final[dict[str, LiteralString]] = {
     "always": _INSERT + "ON CONFLICT (user_id, session_id) DO UPDATE SET " + _SET_ROW + " RETURNING 1",
     "missing": _INSERT + "ON CONFLICT (user_id, session_id) DO NOTHING RETURNING 1",
-    "revision": "UPDATE {t} SET " + _SET_ROW + " WHERE " + _KEY + " AND revision = %(expected)s RETURNING 1",
+    "revision": "UPDATE {t} SET " + _SET_ROW + " WHERE " + _KEY + " AND revision = %(expected)s AND " + _FENCED
+    + " RETURNING 1",
     "base": "UPDATE {t} SET " + _SET_ROW + " WHERE " + _KEY
-    + " AND token = %(base_token)s AND log_bytes = %(base_bytes)s RETURNING 1",
+    + " AND token = %(base_token)s AND log_bytes = %(base_bytes)s AND " + _FENCED + " RETURNING 1",
 }
-"""A full write: unconditional, only if nothing is stored, only over a revision, only over a delta base."""
+"""A full write: unconditional, only if nothing is stored, only over a revision, only over a delta base;
+each only if the fence lets it."""
 
 WRITE: Final[LiteralString] = (
-    "WITH written AS ({write}), "
+    "WITH " + FENCE + ", written AS ({write}), "
     "dropped AS (DELETE FROM {d} WHERE " + _KEY + " AND EXISTS (SELECT FROM written)) "
-    "SELECT (SELECT count(*) FROM written), (SELECT revision IS NULL FROM {t} WHERE " + _KEY + ")"
+    "SELECT (SELECT count(*) FROM written), (SELECT revision IS NULL FROM {t} WHERE " + _KEY + "), " + _VERDICT
 )
-"""A full write and the removal of the deltas it replaces, in one statement. Answers whether it wrote, and
-whether the row it found (when it did not) has deltas, so no revision to compare in SQL."""
+"""The fence, a full write and the removal of the deltas it replaces, in one statement. Answers whether it
+wrote, whether the row it found (when it did not) has deltas, so no revision to compare in SQL, and the lease
+row with the server's clock (:data:`_VERDICT`)."""
 
 APPEND: Final[LiteralString] = (
-    "WITH bumped AS (UPDATE {t} SET deltas = deltas + 1, log_bytes = log_bytes + %(grew)s, revision = NULL, "
-    "saved_at = now() WHERE " + _KEY + " AND token = %(base_token)s AND log_bytes = %(base_bytes)s RETURNING deltas) "
-    "INSERT INTO {d} (user_id, session_id, token, seq, line, delta) "
+    "WITH " + FENCE + ", "
+    "bumped AS (UPDATE {t} SET deltas = deltas + 1, log_bytes = log_bytes + %(grew)s, revision = NULL, "
+    "saved_at = now() WHERE " + _KEY + " AND token = %(base_token)s AND log_bytes = %(base_bytes)s AND " + _FENCED
+    + " RETURNING deltas), "
+    "added AS (INSERT INTO {d} (user_id, session_id, token, seq, line, delta) "
     "SELECT %(user)s, %(session)s, %(base_token)s, deltas, %(line)b, "
-    "CASE WHEN %(queryable)s THEN convert_from(%(line)b, 'UTF8')::jsonb END FROM bumped"
+    "CASE WHEN %(queryable)s THEN convert_from(%(line)b, 'UTF8')::jsonb END FROM bumped RETURNING 1) "
+    "SELECT (SELECT count(*) FROM added), " + _VERDICT
 )
-"""One delta: the row's count, size and time bumped if it is still the base, and the line inserted."""
+"""The fence and one delta: the row's count, size and time bumped if it is still the base, and the line inserted."""
 
 AT_BASE: Final[LiteralString] = (
-    "SELECT 1 FROM {t} WHERE " + _KEY + " AND token = %(base_token)s AND log_bytes = %(base_bytes)s"
+    "WITH " + FENCE + " SELECT EXISTS (SELECT FROM {t} WHERE " + _KEY
+    + " AND token = %(base_token)s AND log_bytes = %(base_bytes)s), " + _VERDICT
 )
+"""A save after appends that adds nothing: whether the session is still the base, and the lease row with the clock."""
+
+DELETE: Final[LiteralString] = (
+    "WITH " + FENCE + ", gone AS (DELETE FROM {t} WHERE " + _KEY + " AND " + _FENCED + " RETURNING 1) "
+    "SELECT (SELECT count(*) FROM gone), " + _VERDICT
+)
+"""The fence and the session's row (its deltas by the foreign key; its lease row stays: tokens only grow)."""
+
+_EPOCH: Final[LiteralString] = "extract(epoch FROM expires_at)::float8"
+TAKE_LEASE: Final[LiteralString] = (
+    "INSERT INTO {l} AS l (user_id, session_id, token, expires_at) "
+    "VALUES (%(user)s, %(session)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s)) "
+    "ON CONFLICT (user_id, session_id) DO UPDATE SET token = l.token + 1, expires_at = EXCLUDED.expires_at "
+    "WHERE l.expires_at <= clock_timestamp() RETURNING token, " + _EPOCH
+)
+"""The lease with the next token, unless a live one is stored (then no row): of takers at once, the row lock of
+``ON CONFLICT`` lets one through, and the others see its lease."""
+LEASE_EXPIRY: Final[LiteralString] = "SELECT " + _EPOCH + " FROM {l} WHERE " + _KEY
+"""When a lease a take found live ends (read after the take, for the caller's wait)."""
+RENEW_LEASE: Final[LiteralString] = (
+    "UPDATE {l} SET expires_at = clock_timestamp() + make_interval(secs => %(ttl)s) "
+    "WHERE " + _KEY + " AND token = %(token)s AND expires_at > clock_timestamp() RETURNING " + _EPOCH
+)
+RELEASE_LEASE: Final[LiteralString] = (
+    "UPDATE {l} SET expires_at = 'epoch' WHERE " + _KEY + " AND token = %(token)s"
+)
+"""The lease of that token ended (its expiry set to 1970-01-01), if it is still the stored one; the token stays,
+so the next one is greater."""
 
 READ: Final[LiteralString] = (
     "SELECT s.raw, s.token, s.deltas, CASE WHEN s.deltas > 0 THEN (SELECT string_agg(d.line, ''::bytea ORDER BY d.seq) "
@@ -114,7 +182,6 @@ READ: Final[LiteralString] = (
 READ_LOCKED: Final[LiteralString] = READ + " FOR UPDATE OF s"
 
 EXISTS: Final[LiteralString] = "SELECT 1 FROM {t} WHERE " + _KEY
-DELETE: Final[LiteralString] = "DELETE FROM {t} WHERE " + _KEY
 LIST: Final[LiteralString] = "SELECT session_id FROM {t} WHERE user_id = %(user)s"
 LIST_SOME: Final[LiteralString] = LIST + " ORDER BY session_id LIMIT %(limit)s"
 OWNERS: Final[LiteralString] = "SELECT user_id FROM {t} WHERE session_id = %(session)s ORDER BY user_id LIMIT %(limit)s"
@@ -129,6 +196,7 @@ class Statements:
         names = {
             "t": sql.Identifier(table),
             "d": sql.Identifier(f"{table}_deltas"),
+            "l": sql.Identifier(f"{table}_leases"),
             "s": sql.Identifier(SCHEMA_TABLE),
             "t_by_session": sql.Identifier(f"{table}_session_id"),
         }
@@ -145,11 +213,13 @@ class Statements:
         self.exists, self.delete = composed(EXISTS), composed(DELETE)
         self.list, self.list_some = composed(LIST), composed(LIST_SOME)
         self.owners, self.users = composed(OWNERS), composed(USERS)
+        self.take_lease, self.lease_expiry = composed(TAKE_LEASE), composed(LEASE_EXPIRY)
+        self.renew_lease, self.release_lease = composed(RENEW_LEASE), composed(RELEASE_LEASE)
 
 
 def ddl_text(table: str = "statekit_sessions") -> str:
     """The schema's DDL as plain SQL text, for operators (``statekit init-db --print``, the docs)."""
-    names = {"s": SCHEMA_TABLE, "t": table, "d": f"{table}_deltas", "t_by_session": f"{table}_session_id"}
+    names = {"s": SCHEMA_TABLE, "t": table, "d": f"{table}_deltas", "l": f"{table}_leases", "t_by_session": f"{table}_session_id"}
     ddl = DDL.format(**names, name=f"'{table}'", version=SCHEMA_VERSION).strip()
     optional = FAST_COMPRESSION.format(**names).strip()
     return f"{ddl}\n-- where the server has lz4 (PostgreSQL 14+ built with it); skipped where it fails:\n{optional}"

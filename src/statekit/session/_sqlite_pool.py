@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from statekit.errors import BackendUnavailableError, SessionError, StatekitError
 from statekit.session._sqlite_sql import (
+    RAISE_VERSION,
     RECORD_VERSION,
     SCHEMA_DDL,
     SCHEMA_VERSION,
@@ -81,7 +82,8 @@ class Connections:
         """Run ``work`` on a connection of this thread's own, by ``deadline`` (``time.monotonic()``).
 
         ``work`` begins and commits its transaction itself; one left open (an
-        error) is rolled back here.
+        error) is rolled back here. A ``StatekitError`` it raises (a write the
+        lease's fence refused) leaves the connection fit for the next call.
 
         Raises:
             BackendUnavailableError: The database stayed locked, or the call did not end, by the deadline.
@@ -99,6 +101,9 @@ class Connections:
             return result
         except sqlite3.Error as err:
             raise self._told(err) from err
+        except StatekitError:
+            healthy = True
+            raise
         finally:
             healthy = _rolled_back(connection) and healthy
             self._give_back(connection, healthy)
@@ -177,6 +182,8 @@ class Connections:
                 connection.execute(RECORD_VERSION, {"table": table, "version": SCHEMA_VERSION})
                 version = SCHEMA_VERSION
             connection.execute("COMMIT")
+        if version < SCHEMA_VERSION:
+            version = self._upgrade(connection, table)
         if version > SCHEMA_VERSION:
             raise SessionError(
                 f"SQLite database {self.path}: table {table!r} has schema version {version}, written by a newer "
@@ -184,6 +191,20 @@ class Connections:
                 "(nothing was changed)"
             )
         self._ready = True
+
+    def _upgrade(self, connection: sqlite3.Connection, table: str) -> int:
+        """Bring the tables of an older schema version up to this one, in place, in one transaction
+        (the version read again under the write lock: another process may have done it). The version now."""
+        connection.execute("BEGIN IMMEDIATE")
+        version = _version(connection, table)
+        if version is not None and version < SCHEMA_VERSION:
+            for step in range(version, SCHEMA_VERSION):
+                for statement in self.statements.upgrades[step]:
+                    connection.execute(statement)
+            connection.execute(RAISE_VERSION, {"table": table, "version": SCHEMA_VERSION})
+            version = SCHEMA_VERSION
+        connection.execute("COMMIT")
+        return SCHEMA_VERSION if version is None else version
 
     def _late(self) -> BackendUnavailableError:
         return BackendUnavailableError(

@@ -2,9 +2,10 @@
 
 Every write of a session goes through :data:`WRITE_KINDS` (a whole document) or
 :data:`APPEND` (one delta), each one statement that compares and sets at once,
-so that a later check (a lease, a history row) is added in one place. ``{t}``
-is the sessions table, ``{d}`` its deltas table; placeholders are sqlite3's
-named ones. Documents and delta lines are bound as bytes and stored as TEXT
+inside a ``BEGIN IMMEDIATE`` transaction that first reads the session's lease
+(:data:`LEASE`, the fence): a later check (a history row) is added in one
+place. ``{t}`` is the sessions table, ``{d}`` its deltas table, ``{l}`` its
+leases table; placeholders are sqlite3's named ones. Documents and delta lines are bound as bytes and stored as TEXT
 (``CAST(... AS TEXT)``: the bytes kept exactly, and ``json_extract`` works on them).
 """
 
@@ -15,8 +16,8 @@ from typing import Final
 
 from statekit.errors import SessionError
 
-SCHEMA_VERSION: Final = 1
-"""The version of the tables this statekit writes (recorded in ``statekit_schema``)."""
+SCHEMA_VERSION: Final = 2
+"""The version of the tables this statekit writes (recorded in ``statekit_schema``): 2 added the leases table."""
 
 SCHEMA_TABLE: Final = "statekit_schema"
 """The table recording, per sessions table, the version of its schema."""
@@ -27,6 +28,15 @@ SCHEMA_DDL: Final = """CREATE TABLE IF NOT EXISTS statekit_schema (
     table_name TEXT    PRIMARY KEY,
     version    INTEGER NOT NULL
 )"""
+
+LEASES_DDL: Final = """CREATE TABLE "{l}" (
+    user_id    TEXT    NOT NULL,
+    session_id TEXT    NOT NULL,
+    token      INTEGER NOT NULL, -- the last fencing token given (kept after a release and a delete: tokens only grow)
+    expires_at REAL    NOT NULL, -- when the lease ends: seconds since the epoch, the local clock (0: released)
+    PRIMARY KEY (user_id, session_id)
+)"""
+"""The leases of the sessions (issue 29), one row per session ever leased, outliving the session's row."""
 
 TABLES_DDL: Final = (
     """CREATE TABLE "{t}" (
@@ -47,12 +57,18 @@ TABLES_DDL: Final = (
     line       TEXT    NOT NULL, -- the delta line (items appended by one save), JSON
     PRIMARY KEY (user_id, session_id, seq)
 )""",
+    LEASES_DDL,
 )
-"""The tables of one sessions table name, made with its ``statekit_schema`` row (docs/backends.md shows them).
+"""The tables of one sessions table name, made with its ``statekit_schema`` row (docs/sessions.md shows them).
 
 A delta touches only the deltas table: SQLite rewrites a whole row when any of its
 columns changes, so no counter lives beside the document (the deltas' count is their
-highest ``seq``, found in the primary key's index)."""
+highest ``seq``, found in the primary key's index). The leases live in a table of their own for the same
+reason (a lease taken or renewed would rewrite the document), and so that a lease's row outlives a delete
+of the session's row and exists before the session does."""
+
+UPGRADES: Final = {1: (LEASES_DDL,)}
+"""What brings the tables of a version up to the next one, run in place on first use (in one transaction)."""
 
 _NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 _KEY = "user_id = :user AND session_id = :session"
@@ -83,6 +99,15 @@ APPEND: Final = (
 """One delta, inserted only if the session is still the base: one statement."""
 
 AT_BASE: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY + " AND " + _AT_BASE
+LEASE: Final = 'SELECT token, expires_at FROM "{l}" WHERE ' + _KEY
+"""The session's lease record (none: never leased): what the fence of every write reads first, in its transaction."""
+SET_LEASE: Final = (
+    'INSERT INTO "{l}" (user_id, session_id, token, expires_at) VALUES (:user, :session, :token, :expires_at) '
+    "ON CONFLICT (user_id, session_id) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at"
+)
+"""A lease taken (a new token) or renewed (the same token), after :data:`LEASE` was read in the same transaction."""
+END_LEASE: Final = 'UPDATE "{l}" SET expires_at = 0 WHERE ' + _KEY + " AND token = :token"
+"""A lease released, if it is still the lease of that token; the token stays, so the next one is greater."""
 READ: Final = 'SELECT 0, document, token FROM "{t}" WHERE ' + _KEY + ' UNION ALL SELECT seq, line, NULL FROM "{d}" WHERE ' + _KEY
 """A session's document (``seq`` 0) and its deltas, in one statement (so from one snapshot)."""
 EXISTS: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY
@@ -94,6 +119,7 @@ USERS: Final = 'SELECT DISTINCT user_id FROM "{t}"'
 VERSION: Final = "SELECT version FROM statekit_schema WHERE table_name = :table"
 TABLE_EXISTS: Final = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :table"
 RECORD_VERSION: Final = "INSERT INTO statekit_schema (table_name, version) VALUES (:table, :version)"
+RAISE_VERSION: Final = "UPDATE statekit_schema SET version = :version WHERE table_name = :table"
 
 
 def check_table(table: object) -> str:
@@ -114,18 +140,24 @@ class Statements:
     """The statements of one sessions table, with its name filled in once."""
 
     def __init__(self, table: str) -> None:
-        names = {"t": table, "d": f"{table}_deltas"}
+        names = _names(table)
         self.table = table
         self.tables_ddl = tuple(text.format(**names) for text in TABLES_DDL)
+        self.upgrades = {version: tuple(text.format(**names) for text in texts) for version, texts in UPGRADES.items()}
         self.writes = {kind: text.format(**names) for kind, text in WRITE_KINDS.items()}
         self.drop_deltas, self.append = DROP_DELTAS.format(**names), APPEND.format(**names)
         self.at_base, self.read = AT_BASE.format(**names), READ.format(**names)
         self.exists, self.delete = EXISTS.format(**names), DELETE.format(**names)
         self.list, self.list_some, self.owners, self.users = (s.format(**names) for s in (LIST, LIST_SOME, OWNERS, USERS))
+        self.lease, self.set_lease, self.end_lease = (s.format(**names) for s in (LEASE, SET_LEASE, END_LEASE))
+
+
+def _names(table: str) -> dict[str, str]:
+    return {"t": table, "d": f"{table}_deltas", "l": f"{table}_leases"}
 
 
 def ddl_text(table: str = "statekit_sessions") -> str:
     """The schema's DDL as plain SQL text, for operators (the docs show it)."""
-    names = {"t": table, "d": f"{table}_deltas"}
+    names = _names(table)
     record = f"INSERT INTO statekit_schema (table_name, version) VALUES ('{table}', {SCHEMA_VERSION})"
     return ";\n".join([SCHEMA_DDL, *(text.format(**names) for text in TABLES_DDL), record]) + ";\n"

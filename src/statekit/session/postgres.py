@@ -6,8 +6,9 @@ One row per (user_id, session_id) holds the document's exact bytes (``raw``:
 the revision is their SHA-1) and the same document as ``jsonb`` (``document``)
 for people who query it; items appended to append-only lists since the last
 full write are rows of ``<table>_deltas``, one per save, so such a turn writes
-only its new items. Every write is one statement (a compare-and-set on the
-revision, or on the delta base), so two writers never both win. The tables are
+only its new items. Every write is one statement (the lease's fence, then a
+compare-and-set on the revision, or on the delta base), so two writers never
+both win; leases are rows of ``<table>_leases`` (:mod:`._pg_leases`). The tables are
 created on first use (or by ``statekit init-db URL``) and carry a schema
 version; docs/backends.md shows the DDL.
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
@@ -33,9 +33,9 @@ from statekit.errors import MissingExtraError, SessionError
 from statekit.session._base import SessionBase
 from statekit.session._appends import DeltaBase
 from statekit.session._companion import joined
+from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
 from statekit.session.document import doc_token, header
-from statekit.session._url_passwords import user_info
 from statekit.session._revisions import MISSING_REVISION, Expected, revision_of
 
 try:
@@ -45,11 +45,18 @@ try:
         Connections,
         ConnectionSource,
         address_of,
+        check_pool_size,
+        check_table,
+        check_timeout,
+        conninfo_options,
         execute,
         password_of,
         redacted,
+        scheme,
         translated,
+        url_password,
     )
+    from statekit.session._pg_leases import refused, release, renew, take
     from statekit.session._pg_sql import LOCK, SCHEMA_VERSION, Statements, ddl_text
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without psycopg
     raise MissingExtraError("PostgresSession needs psycopg 3: pip install 'statekit[postgres]'") from _missing
@@ -68,7 +75,6 @@ POOL_SIZE = 10
 
 SCHEMES = ("postgresql", "postgres")
 
-_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 _NUL_ESCAPE = b"\\u0000"
 
 
@@ -100,6 +106,7 @@ class PostgresSession(SessionBase):
 
     codec: ClassVar[Codec] = JSON_COMPACT
     supports_appends: ClassVar[bool] = True
+    supports_leases: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -113,9 +120,9 @@ class PostgresSession(SessionBase):
         create_schema: bool = True,
         **connect_options: Any,
     ) -> None:
-        _check_table(table)
-        self.timeout = _check_timeout(timeout)
-        pool_size = _check_pool_size(pool_size)
+        check_table(table)
+        self.timeout = check_timeout(timeout)
+        pool_size = check_pool_size(pool_size)
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
         self.create_schema = check_flag(create_schema, "create_schema", SessionError)
@@ -127,7 +134,7 @@ class PostgresSession(SessionBase):
             self._password = connect_options.get("password") or password_of(conninfo_or_pool)
             self.address = address_of(conninfo_or_pool)
             settings = {"connect_timeout": max(2, math.ceil(self.timeout)), **connect_options}
-            given = connect_options.get("options") or _conninfo_options(conninfo_or_pool)
+            given = connect_options.get("options") or conninfo_options(conninfo_or_pool)
             settings["options"] = f"-c statement_timeout={math.ceil(self.timeout * 1000)} {given}".strip()
             owned = Connections(conninfo_or_pool, pool_size, settings)
             self._owned: Connections | None = owned
@@ -158,13 +165,13 @@ class PostgresSession(SessionBase):
         Raises:
             SessionError: The URL is not a usable PostgreSQL URL (the password is never echoed).
         """
-        if _scheme(url) not in SCHEMES:
-            shown = redacted(str(url), _url_password(str(url)))
+        if scheme(url) not in SCHEMES:
+            shown = redacted(str(url), url_password(str(url)))
             raise SessionError(f"not a PostgreSQL URL {shown!r}: it must start with postgresql:// or postgres://")
         try:
             psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.Error as err:
-            secret = _url_password(url)
+            secret = url_password(url)
             raise SessionError(
                 f"not a usable PostgreSQL URL {redacted(url, secret)!r}: {redacted(str(err), secret)}"
             ) from None
@@ -177,10 +184,11 @@ class PostgresSession(SessionBase):
         Raises:
             SessionError: ``table`` is not a plain SQL name.
         """
-        return ddl_text(_check_table(table))
+        return ddl_text(check_table(table))
 
     async def init_schema(self) -> int:
-        """Create the tables when missing (as the first use does) and return the schema version.
+        """Create the tables when missing, or upgrade those of an older schema version in place (as the first
+        use does), and return the schema version.
 
         Raises:
             SessionError: The tables were made by a newer statekit (a higher schema version).
@@ -211,36 +219,54 @@ class PostgresSession(SessionBase):
     async def _write_kind(
         self, key: SessionKey, data: bytes, kind: str, more: dict[str, Any], expected: Expected | None = None
     ) -> bool:
-        """One full write (see ``_pg_sql.WRITE_KINDS``); ``expected``: compare revisions in Python when
-        the row found has deltas (its revision is not a column then)."""
-        params = {**_params(key), **_row(data), **more}
+        """One full write, fenced (see ``_pg_sql.WRITE_KINDS``); ``expected``: compare revisions in Python
+        when the row found has deltas (its revision is not a column then)."""
+        params = {**_params(key), **_row(data), **more, "fence": self._fence(key)}
         async with self._conn(key, writing=True) as conn:
             row = await self._one(conn, self._sql.writes[kind], params)
             assert row is not None
+            refused(row, self._source(key), params["fence"])
             written, has_deltas = bool(row[0]), bool(row[1])
             if written or not has_deltas or expected is None:
                 return written
-            async with conn.transaction():  # a row with deltas: lock it, hash it, write it
+            async with conn.transaction():  # a row with deltas: lock it, hash it, write it (fenced again)
                 found = await self._one(conn, self._sql.read_locked, params)
                 if found is None or revision_of(_stored(found)) != expected.revision:
                     return False
-                await self._one(conn, self._sql.writes["always"], params)
+                again = await self._one(conn, self._sql.writes["always"], params)
+                assert again is not None
+                refused(again, self._source(key), params["fence"])
             return True
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
-        params = {**_params(key), **_base(base)}
+        params = {**_params(key), **_base(base), "fence": self._fence(key)}
+        grew = len(line) + (len(header(base.token, 1)) + 1 if base.log_len == 0 else 0) if line else 0
+        params |= {"grew": grew, "line": line, "queryable": _NUL_ESCAPE not in line}
         async with self._conn(key, writing=True) as conn:
-            if not line:
-                return 0 if await self._one(conn, self._sql.at_base, params) is not None else None
-            grew = len(line) + (len(header(base.token, 1)) + 1 if base.log_len == 0 else 0)
-            params |= {"grew": grew, "line": line, "queryable": _NUL_ESCAPE not in line}
-            cursor = await execute(conn, self._sql.append, params)
-            return grew if cursor.rowcount == 1 else None
+            row = await self._one(conn, self._sql.append if line else self._sql.at_base, params)
+        assert row is not None
+        refused(row, self._source(key), params["fence"])
+        return grew if row[0] else None
 
     async def _delete(self, key: SessionKey) -> bool:
+        params = {**_params(key), "fence": self._fence(key)}
         async with self._conn(key, writing=True) as conn:
-            cursor = await execute(conn, self._sql.delete, _params(key))
-            return cursor.rowcount > 0
+            row = await self._one(conn, self._sql.delete, params)
+        assert row is not None
+        refused(row, self._source(key), params["fence"])
+        return bool(row[0])
+
+    async def _take_lease(self, key: SessionKey, ttl: float) -> LeaseGrant | LeaseBusy:
+        async with self._conn(key, writing=True) as conn:
+            return await take(conn, self._sql, _params(key), ttl)
+
+    async def _renew_lease(self, key: SessionKey, token: int, ttl: float) -> LeaseGrant | None:
+        async with self._conn(key, writing=True) as conn:
+            return await renew(conn, self._sql, _params(key), token, ttl)
+
+    async def _release_lease(self, key: SessionKey, token: int) -> None:
+        async with self._conn(key, writing=True) as conn:
+            await release(conn, self._sql, _params(key), token)
 
     async def _exists(self, key: SessionKey) -> bool:
         async with self._conn(key) as conn:
@@ -293,9 +319,10 @@ class PostgresSession(SessionBase):
             raise translated(err, self._where(key), self.timeout, self._password, writing=sent) from None
 
     async def _ensure_schema(self, conn: psycopg.AsyncConnection[Any], *, create: bool) -> int:
-        """The tables' schema version, after creating them (under an advisory lock) when missing."""
+        """The tables' schema version, after creating them, or upgrading an older version in place (the DDL
+        again: every table ``IF NOT EXISTS``, the version raised), under an advisory lock, when ``create``."""
         version = await self._schema_version(conn)
-        if version is None and create:
+        if (version is None or version < SCHEMA_VERSION) and create:
             async with conn.transaction():
                 await execute(conn, LOCK)
                 await execute(conn, self._sql.ddl, binary=False)
@@ -307,6 +334,12 @@ class PostgresSession(SessionBase):
             raise SessionError(
                 f"PostgreSQL at {self.address} has no table {self.table!r}: create it with `statekit init-db URL` "
                 "(or let the first use create it: create_schema=True)"
+            )
+        if version < SCHEMA_VERSION:
+            raise SessionError(
+                f"the table {self.table!r} at {self.address} has schema version {version}, older than this "
+                f"statekit's {SCHEMA_VERSION} (which adds the leases table): upgrade it in place with "
+                "`statekit init-db URL` (or create_schema=True); nothing was changed"
             )
         if version > SCHEMA_VERSION:
             raise SessionError(
@@ -333,36 +366,6 @@ class PostgresSession(SessionBase):
         return self.address if key is None else self._source(key)
 
 
-def _conninfo_options(conninfo: str) -> str:
-    """The ``options`` a connection string gives the server (kept beside statekit's ``statement_timeout``)."""
-    try:
-        return str(psycopg.conninfo.conninfo_to_dict(conninfo).get("options") or "")
-    except psycopg.Error:
-        return ""
-
-
-def _scheme(url: object) -> str:
-    return url.partition("://")[0] if isinstance(url, str) else ""
-
-
-def _check_timeout(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-        raise SessionError(f"timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _check_pool_size(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SessionError(f"pool_size must be a positive whole number, got {value!r}")
-    return value
-
-
-def _check_table(table: object) -> str:
-    if not isinstance(table, str) or not _TABLE.fullmatch(table):
-        raise SessionError(f"table must be a plain SQL name (letters, digits, _; at most 41), got {table!r}")
-    return table
-
-
 def _params(key: SessionKey) -> dict[str, Any]:
     return {"user": key.user_id, "session": key.session_id}
 
@@ -387,10 +390,3 @@ def _stored(row: tuple[Any, ...]) -> bytes:
     if not count or token is None:
         return raw
     return joined(raw, b"\n" + header(token, count) + bytes(lines or b""), token)
-
-
-def _url_password(url: str) -> str | None:
-    """The password in a URL's user info (``None``: none), to keep it out of a message about a URL
-    libpq could not parse."""
-    user, colon, password = (user_info(url) or "").partition(":")
-    return (password or None) if colon else None

@@ -4,8 +4,8 @@ One row per (user_id, session_id) holds the document as written (JSON text, so
 ``json_extract`` reads it); items appended to ``append_only`` lists since then
 are rows of a second table, one per save, inserted in the same transaction that
 checks and bumps the session's row, so a turn costs what it adds. Every write
-compares and sets in one statement inside ``BEGIN IMMEDIATE`` (see
-:mod:`._sqlite_sql`); calls run in worker threads on a small pool of
+compares and sets in one statement inside ``BEGIN IMMEDIATE``, after the
+fence of the session's lease (see :mod:`._sqlite_sql`, :mod:`._sqlite_leases`); calls run in worker threads on a small pool of
 connections, each bounded by ``timeout`` (see :mod:`._sqlite_pool`). The
 schema is made on first use and carries a version; docs/backends.md shows it.
 """
@@ -27,9 +27,11 @@ from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
 from statekit.session._base import SessionBase
 from statekit.session._companion import joined
+from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
 from statekit.session.document import doc_token, header
 from statekit.session._revisions import MISSING_REVISION, Expected, revision_of
+from statekit.session._sqlite_leases import fence, release, renew, take
 from statekit.session._sqlite_pool import Connections, check_library, commit
 from statekit.session._sqlite_sql import Statements, check_table
 
@@ -72,6 +74,7 @@ class SQLiteSession(SessionBase):
     offload_codec: ClassVar[bool] = True
     writes_in_threads: ClassVar[bool] = True
     supports_appends: ClassVar[bool] = True
+    supports_leases: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -130,7 +133,21 @@ class SQLiteSession(SessionBase):
         sql = self._sql.users
         return await self._call(lambda connection: _texts(connection.execute(sql)))
 
-    # -- writes: every one through _put or _append ------------------------------------
+    # -- leases: a row of <table>_leases each, the local clock deciding expiry --------------
+
+    async def _take_lease(self, key: SessionKey, ttl: float) -> LeaseGrant | LeaseBusy:
+        sql = self._sql
+        return await self._call(lambda connection: take(connection, sql, _where(key), ttl))
+
+    async def _renew_lease(self, key: SessionKey, token: int, ttl: float) -> LeaseGrant | None:
+        sql = self._sql
+        return await self._call(lambda connection: renew(connection, sql, _where(key), token, ttl))
+
+    async def _release_lease(self, key: SessionKey, token: int) -> None:
+        sql = self._sql
+        await self._call(lambda connection: release(connection, sql, _where(key), token))
+
+    # -- writes: every one through _put, _append or _delete, the fence first -------------------
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         await self._put(key, data, "always", dict)
@@ -150,11 +167,12 @@ class SQLiteSession(SessionBase):
     async def _put(self, key: SessionKey, data: bytes, kind: str, condition: Callable[[], dict[str, Any]]) -> bool:
         """Write a whole document if ``condition()`` holds (``kind``: see ``WRITE_KINDS``), dropping the old deltas.
         The hashes (the document's revision, an expected one) are computed in the worker thread, off the event loop."""
-        sql = self._sql
+        sql, carried, source = self._sql, self._fence(key), self._source(key)
 
         def put(connection: sqlite3.Connection) -> bool:
             values = {**_where(key), **condition(), "document": data, "revision": revision_of(data), "token": doc_token(data)}
             connection.execute("BEGIN IMMEDIATE")
+            fence(connection, sql, values, carried, source)
             written = connection.execute(sql.writes[kind], values).rowcount == 1
             if not written and kind == "revision":
                 written = _over_deltas(connection, sql, values)
@@ -166,13 +184,16 @@ class SQLiteSession(SessionBase):
         return await self._call(put)
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
-        sql = self._sql
+        sql, carried, source = self._sql, self._fence(key), self._source(key)
         values = {**_where(key), "base_token": base.token, "base_count": base.count, "line": line}
 
         def append(connection: sqlite3.Connection) -> bool:
-            if not line:  # only the revision check
-                return connection.execute(sql.at_base, values).fetchone() is not None
-            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("BEGIN" if not line else "BEGIN IMMEDIATE")  # no line: only the checks, nothing written
+            fence(connection, sql, values, carried, source)
+            if not line:
+                found = connection.execute(sql.at_base, values).fetchone() is not None
+                commit(connection)
+                return found
             done = connection.execute(sql.append, values).rowcount == 1
             commit(connection)
             return done
@@ -182,10 +203,11 @@ class SQLiteSession(SessionBase):
         return len(line) + (len(b"\n" + header(base.token, 1)) if base.log_len == 0 and line else 0)
 
     async def _delete(self, key: SessionKey) -> bool:
-        sql = self._sql
+        sql, carried, source = self._sql, self._fence(key), self._source(key)
 
         def delete(connection: sqlite3.Connection) -> bool:
             connection.execute("BEGIN IMMEDIATE")
+            fence(connection, sql, _where(key), carried, source)  # the lease's row stays: tokens only grow
             found = connection.execute(sql.delete, _where(key)).rowcount == 1
             connection.execute(sql.drop_deltas, _where(key))
             commit(connection)
