@@ -474,14 +474,14 @@ def test_a_version_1_table_is_upgraded_in_place_on_first_use(postgres_dsn: str, 
         assert again == loaded
 
 
-def test_init_db_upgrades_a_version_1_table(postgres_dsn: str, table: str) -> None:
+def test_init_db_upgrades_a_version_1_table(postgres_dsn: str, table: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from statekit.cli import main
+
     memory = _version_1_table(postgres_dsn, table)
-    done = subprocess.run(
-        [sys.executable, "-m", "statekit", "init-db", postgres_dsn, "--table", table],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert f"schema version {SCHEMA_VERSION}" in done.stdout and _leases_table(postgres_dsn, table)
+    status = main(["init-db", postgres_dsn, "--table", table])
+    done = capsys.readouterr()
+    assert status == 0, done.err
+    assert f"schema version {SCHEMA_VERSION}" in done.out and _leases_table(postgres_dsn, table)
     with PostgresSession.from_url(postgres_dsn, table=table, create_schema=False) as session:
         loaded = Memory()
         session.load("chat", "alice", memory=loaded)
