@@ -189,6 +189,20 @@ def test_update_under_a_lease_is_not_retried_on_a_lease_error() -> None:
     assert calls == [1, 2]
 
 
+def test_alease_is_a_coroutine_for_tasks_and_a_context_manager() -> None:
+    async def main() -> tuple[int, bool, bool]:
+        session = LeasingDictSession({})
+        lease = await asyncio.create_task(session.alease("s", ttl=60))  # create_task wants a coroutine
+        await lease.arelease()
+        unused = session.alease("s")  # made, never awaited: takes nothing
+        unused.close()
+        async with session.alease("s") as again:
+            held = again.token
+        return held, lease.released, again.released
+
+    assert asyncio.run(main()) == (2, True, True)
+
+
 def test_a_lease_tells_what_it_is() -> None:
     session = LeasingDictSession({})
     lease = session.lease("s", "u", ttl=60)

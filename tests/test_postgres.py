@@ -474,6 +474,44 @@ def test_a_version_1_table_is_upgraded_in_place_on_first_use(postgres_dsn: str, 
         assert again == loaded
 
 
+async def test_a_first_lease_waits_for_a_write_in_flight_and_the_writes_after_it_see_it(postgres_dsn: str, table: str) -> None:
+    """A session never leased has no lease row: a take must still order itself with a write already running
+    (the write lands before the take returns, and the holder sees it), never let it land under the lease."""
+    async with (
+        PostgresSession.from_url(postgres_dsn, table=table, timeout=60) as holder,
+        PostgresSession.from_url(postgres_dsn, table=table, timeout=60) as other,
+    ):
+        await holder.asave("chat", "alice", memory=Memory(note="first"))
+        async with await psycopg.AsyncConnection.connect(postgres_dsn) as blocker:
+            # hold the session's row, so that the other's save passes its fence and then waits for the row
+            await blocker.execute(f'SELECT 1 FROM "{table}" WHERE session_id = %s FOR UPDATE'.encode(), ("chat",))
+            saving = asyncio.create_task(other.asave("chat", "alice", overwrite=True, memory=Memory(note="in flight")))
+            await _until_a_backend_waits_for_a_lock(postgres_dsn, table)
+            taking = asyncio.create_task(holder.alease("chat", "alice", ttl=120))
+            await asyncio.sleep(0.5)
+            assert not taking.done(), "the first lease was granted while a write it fences was still running"
+            await blocker.rollback()
+        await saving
+        lease = await taking
+        loaded = Memory()
+        await holder.aload("chat", "alice", memory=loaded)
+        assert loaded.note == "in flight"  # the write landed before the take returned: the holder sees it
+        with pytest.raises(LeaseHeldError):
+            await other.asave("chat", "alice", overwrite=True, memory=Memory(note="under the lease"))
+        await lease.arelease()
+
+
+async def _until_a_backend_waits_for_a_lock(dsn: str, table: str) -> None:
+    query = b"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as watcher:
+        for _ in range(600):
+            row = await (await watcher.execute(query, (f'%"{table}"%',))).fetchone()
+            if row is not None and row[0]:
+                return
+            await asyncio.sleep(0.1)
+    raise AssertionError("the save never came to wait for the held row")
+
+
 def test_init_db_upgrades_a_version_1_table(postgres_dsn: str, table: str, capsys: pytest.CaptureFixture[str]) -> None:
     from statekit.cli import main
 

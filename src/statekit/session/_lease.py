@@ -170,18 +170,39 @@ async def _areleased_on_exit(release: Callable[[], Coroutine[Any, Any, None]], e
             raise
 
 
-class LeaseTaking:
-    """What :meth:`~statekit.session.SessionBase.alease` returns: await it for the :class:`Lease`,
-    or use it in ``async with`` (released on exit)."""
+class LeaseTaking(Coroutine[Any, Any, Lease]):
+    """What :meth:`~statekit.session.SessionBase.alease` returns: a coroutine of the :class:`Lease` (await it,
+    or hand it to ``asyncio.create_task``), which also works in ``async with`` (released on exit).
 
-    __slots__ = ("_lease", "_take")
+    The taking starts when it is first awaited (or entered): made and dropped unused, it takes nothing.
+    """
+
+    __slots__ = ("_lease", "_running", "_take")
 
     def __init__(self, take: Callable[[], Coroutine[Any, Any, Lease]]) -> None:
         self._take = take
+        self._running: Coroutine[Any, Any, Lease] | None = None
         self._lease: Lease | None = None
 
+    def _started(self) -> Coroutine[Any, Any, Lease]:
+        if self._running is None:
+            self._running = self._take()
+        return self._running
+
     def __await__(self) -> Generator[Any, None, Lease]:
-        return self._take().__await__()
+        return self._started().__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._started().send(value)
+
+    def throw(self, kind: Any, value: Any = None, trace: Any = None) -> Any:
+        if value is None and trace is None:  # the one-argument form (the three-argument one is deprecated)
+            return self._started().throw(kind)
+        return self._started().throw(kind, value, trace)
+
+    def close(self) -> None:
+        if self._running is not None:
+            self._running.close()
 
     async def __aenter__(self) -> Lease:
         self._lease = await self._take()

@@ -19,7 +19,7 @@ from statekit.state.gc import paused_gc, without_gc
 from statekit.state.load import load_many
 from statekit.state.module import LoadResult
 from statekit.values.secrets import secrets_with
-from statekit.state.typed import decode, load_typed, typed_document
+from statekit.state.typed import TypedDocument, decode, load_typed, typed_document
 from statekit.values.versions import migrations_run
 from statekit.codecs import JSON, JSON_COMPACT
 from statekit.errors import DocumentError, StateLoadError, StateVersionError
@@ -96,7 +96,7 @@ async def _load_typed(
     # Bytes this object wrote or loaded before passed the depth check then (the built-in
     # codecs check it on both ways; another codec may not): a compare costs less.
     checked = backend.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
-    document = await backend.run_codec(without_gc(decode), typed, body, checked, size=len(body))
+    document = (await backend.run_codec(without_gc(_boxed), typed, body, checked, size=len(body))).pop()
     if document is not None and log:
         document = await backend.run_codec(without_gc(with_deltas), document, body, log, token, size=len(log))
     elif document is not None:
@@ -194,6 +194,11 @@ ELSEWHERE = (
     "(in its .log companion), which this backend does not read; copy the session with `statekit convert`, "
     "which folds them in"
 )
+
+
+def _boxed(typed: TypedDocument, body: bytes, checked: bool) -> list[Any]:
+    """What :func:`decode` returns, in a list the caller empties (so the worker thread's future does not hold it)."""
+    return [decode(typed, body, checked)]
 
 
 def _may_hold_only(seen: Expected | None, modules: Mapping[str, SupportsState]) -> bool:

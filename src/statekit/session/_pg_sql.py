@@ -53,6 +53,14 @@ CREATE TABLE IF NOT EXISTS {l} (
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (user_id, session_id)
 );
+CREATE OR REPLACE FUNCTION {f}(u text, s text) RETURNS TABLE (token bigint, ends float8, now float8)
+LANGUAGE plpgsql VOLATILE AS $fence$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtextextended({name} || E'\\x1f' || u || E'\\x1f' || s, 0));
+    RETURN QUERY SELECT l.token, extract(epoch FROM l.expires_at)::float8, extract(epoch FROM clock_timestamp())::float8
+        FROM {l} l WHERE l.user_id = u AND l.session_id = s;
+END
+$fence$;
 INSERT INTO {s} AS v (table_name, version) VALUES ({name}, {version})
     ON CONFLICT (table_name) DO UPDATE SET version = EXCLUDED.version WHERE v.version < EXCLUDED.version;
 """
@@ -62,7 +70,8 @@ Run again over tables of an older version, it upgrades them in place: every
 table is ``IF NOT EXISTS`` and the recorded version is raised, never lowered
 (version 1 had no leases table). The leases live in a table of their own, with
 no foreign key, so that a lease exists before its session does and its last
-token outlives a delete of the session (tokens only grow)."""
+token outlives a delete of the session (tokens only grow). The fence function
+(``<table>_fence``) is what every write reads the lease through (:data:`FENCE`)."""
 
 FAST_COMPRESSION: Final[LiteralString] = """
 ALTER TABLE {t} ALTER COLUMN raw SET COMPRESSION lz4, ALTER COLUMN document SET COMPRESSION lz4;
@@ -87,13 +96,13 @@ _SET_ROW: Final[LiteralString] = (
 )
 _KEY: Final[LiteralString] = "user_id = %(user)s AND session_id = %(session)s"
 
-FENCE: Final[LiteralString] = (
-    "lease AS (SELECT token, extract(epoch FROM expires_at)::float8 AS ends, "
-    "extract(epoch FROM clock_timestamp())::float8 AS now FROM {l} WHERE " + _KEY + " FOR SHARE)"
-)
+FENCE: Final[LiteralString] = "lease AS MATERIALIZED (SELECT token, ends, now FROM {f}(%(user)s, %(session)s))"
 """The first CTE of every write: the session's lease row (none: never leased), its expiry and the server's
-clock, in seconds since the epoch. ``FOR SHARE`` reads the row's latest committed version and holds a take or
-renew of it until the write commits."""
+clock, in seconds since the epoch, read by the fence function (:data:`DDL`). The function first takes the
+session's advisory lock, shared (a take holds it exclusively: :data:`TAKE_LEASE`), then reads the row with a
+snapshot of its own, taken after the lock: so a write either commits before a take returns, or sees the
+lease the take made, even the first one of the session (a plain read would see the statement's snapshot,
+taken before a concurrent take committed its new row)."""
 
 _FENCED: Final[LiteralString] = (
     "NOT EXISTS (SELECT FROM lease WHERE ends > now AND token IS DISTINCT FROM %(fence)s::bigint) "
@@ -156,12 +165,15 @@ DELETE: Final[LiteralString] = (
 _EPOCH: Final[LiteralString] = "extract(epoch FROM expires_at)::float8"
 TAKE_LEASE: Final[LiteralString] = (
     "INSERT INTO {l} AS l (user_id, session_id, token, expires_at) "
-    "VALUES (%(user)s, %(session)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s)) "
-    "ON CONFLICT (user_id, session_id) DO UPDATE SET token = l.token + 1, expires_at = EXCLUDED.expires_at "
+    "SELECT %(user)s, %(session)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s) FROM "
+    "(SELECT pg_advisory_xact_lock(hashtextextended({name} || E'\\x1f' || %(user)s || E'\\x1f' || %(session)s, 0))) "
+    "AS locked ON CONFLICT (user_id, session_id) DO UPDATE SET token = l.token + 1, expires_at = EXCLUDED.expires_at "
     "WHERE l.expires_at <= clock_timestamp() RETURNING token, " + _EPOCH
 )
 """The lease with the next token, unless a live one is stored (then no row): of takers at once, the row lock of
-``ON CONFLICT`` lets one through, and the others see its lease."""
+``ON CONFLICT`` lets one through, and the others see its lease. It first takes the session's advisory lock
+exclusively, so it waits for the writes in flight (each holds it shared: :data:`FENCE`), and the writes after
+it see its lease."""
 LEASE_EXPIRY: Final[LiteralString] = "SELECT " + _EPOCH + " FROM {l} WHERE " + _KEY
 """When a lease a take found live ends (read after the take, for the caller's wait)."""
 RENEW_LEASE: Final[LiteralString] = (
@@ -197,6 +209,7 @@ class Statements:
             "t": sql.Identifier(table),
             "d": sql.Identifier(f"{table}_deltas"),
             "l": sql.Identifier(f"{table}_leases"),
+            "f": sql.Identifier(f"{table}_fence"),
             "s": sql.Identifier(SCHEMA_TABLE),
             "t_by_session": sql.Identifier(f"{table}_session_id"),
         }
@@ -213,13 +226,20 @@ class Statements:
         self.exists, self.delete = composed(EXISTS), composed(DELETE)
         self.list, self.list_some = composed(LIST), composed(LIST_SOME)
         self.owners, self.users = composed(OWNERS), composed(USERS)
-        self.take_lease, self.lease_expiry = composed(TAKE_LEASE), composed(LEASE_EXPIRY)
+        self.take_lease, self.lease_expiry = composed(TAKE_LEASE, name=sql.Literal(table)), composed(LEASE_EXPIRY)
         self.renew_lease, self.release_lease = composed(RENEW_LEASE), composed(RELEASE_LEASE)
 
 
 def ddl_text(table: str = "statekit_sessions") -> str:
     """The schema's DDL as plain SQL text, for operators (``statekit init-db --print``, the docs)."""
-    names = {"s": SCHEMA_TABLE, "t": table, "d": f"{table}_deltas", "l": f"{table}_leases", "t_by_session": f"{table}_session_id"}
+    names = {
+        "s": SCHEMA_TABLE,
+        "t": table,
+        "d": f"{table}_deltas",
+        "l": f"{table}_leases",
+        "f": f"{table}_fence",
+        "t_by_session": f"{table}_session_id",
+    }
     ddl = DDL.format(**names, name=f"'{table}'", version=SCHEMA_VERSION).strip()
     optional = FAST_COMPRESSION.format(**names).strip()
     return f"{ddl}\n-- where the server has lz4 (PostgreSQL 14+ built with it); skipped where it fails:\n{optional}"
