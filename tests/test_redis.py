@@ -266,6 +266,45 @@ async def test_a_server_that_never_answers_is_unavailable_within_the_timeout() -
     assert RedisSession().timeout == TIMEOUT <= 5
 
 
+async def test_a_timed_out_operation_leaves_its_task_uncancelled_and_an_outside_cancel_stays_a_cancel() -> None:
+    """The operation's deadline cancels the task and takes that cancel back (as ``asyncio.timeout``):
+    the task goes on awaiting; a cancel from outside is not told as unavailability."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # accepts connections (the kernel does), never replies
+        port = silent.getsockname()[1]
+        async with RedisSession("127.0.0.1", port, timeout=0.5) as session:
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 0\.5 s"):
+                await session.aload("s", counter=Counter())
+            task = asyncio.current_task()
+            assert task is not None and task.cancelling() == 0
+            await asyncio.sleep(0.01)  # a stray cancel would raise here
+
+            loading = asyncio.ensure_future(session.aload("s", counter=Counter()))
+            await asyncio.sleep(0.1)
+            loading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await loading
+
+
+async def test_waiting_for_a_pooled_connection_counts_in_the_timeout() -> None:
+    """With one connection, held by an operation the server never answers, the next one waits for
+    it and fails within its own timeout as unavailable (redis-py would raise "Too many connections")."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        async with RedisSession("127.0.0.1", port, timeout=1, max_connections=1) as session:
+            started = time.monotonic()
+            first = asyncio.ensure_future(session.aload("a", counter=Counter()))
+            await asyncio.sleep(0.3)  # the first one holds the only connection
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 1 s"):
+                await session.aload("b", counter=Counter())
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 1 s"):
+                await first
+        assert time.monotonic() - started < 5
+
+
 async def test_a_wrong_password_is_not_unavailability() -> None:
     with local_redis_server(options=["--requirepass", "right"]) as server:
         for password in ("wrong", None):
