@@ -305,6 +305,44 @@ async def test_waiting_for_a_pooled_connection_counts_in_the_timeout() -> None:
         assert time.monotonic() - started < 5
 
 
+async def test_each_operation_gets_its_own_timeout_from_its_own_start() -> None:
+    """Operations share one timer: one that starts later is not cut short at the first one's deadline."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        async with RedisSession("127.0.0.1", port, timeout=1) as session:
+
+            async def timed(session_id: str) -> float:
+                started = time.monotonic()
+                with pytest.raises(BackendUnavailableError, match=r"no answer within 1 s"):
+                    await session.aload(session_id, counter=Counter())
+                return time.monotonic() - started
+
+            first = asyncio.ensure_future(timed("a"))
+            await asyncio.sleep(0.5)
+            later = await timed("b")
+            assert 0.95 <= await first < 5
+            assert 0.95 <= later < 5
+
+
+def test_a_session_timed_out_in_one_event_loop_times_out_in_the_next() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        session = RedisSession("127.0.0.1", port, timeout=0.5)
+
+        async def load() -> None:
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 0\.5 s"):
+                await session.aload("s", counter=Counter())
+
+        started = time.monotonic()
+        asyncio.run(load())
+        asyncio.run(load())
+        assert time.monotonic() - started < 5
+
+
 async def test_a_wrong_password_is_not_unavailability() -> None:
     with local_redis_server(options=["--requirepass", "right"]) as server:
         for password in ("wrong", None):

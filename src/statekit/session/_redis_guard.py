@@ -14,6 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from statekit.errors import BackendAuthError, BackendUnavailableError, SessionError
 from statekit.session._redis_auth import password_hint
 from statekit.session._redis_cluster import is_cluster
+from statekit.session._redis_deadlines import Deadlines
 
 _UNAVAILABLE = (
     redis_errors.ConnectionError,
@@ -34,7 +35,7 @@ class Guard:
     """The operations of one client: each bounded in time and waiting for a connection of the pool, the
     cluster's slot map learnt before them, redis-py's errors turned into statekit's, none after a close."""
 
-    __slots__ = ("client", "closed", "cluster", "in_flight", "slots", "topology")
+    __slots__ = ("client", "closed", "cluster", "deadlines", "in_flight", "slots", "topology")
 
     def __init__(self, client: Redis | RedisCluster) -> None:
         self.client = client
@@ -43,6 +44,7 @@ class Guard:
         self.in_flight = 0  # operations under errors(): close() lets them end before closing the client
         self.slots = _slots(client)  # more operations than the pool has connections wait their turn
         self.topology = asyncio.Lock()  # a cluster client learns its slot map once, before concurrent use
+        self.deadlines = Deadlines()  # one timer for every operation's timeout
 
     async def close(self, timeout: float, where: Callable[[], str]) -> None:
         """Close the client once the operations in flight end (each within its ``timeout``)."""
@@ -51,8 +53,11 @@ class Guard:
             async with asyncio.timeout(timeout + 1):
                 while self.in_flight:
                     await asyncio.sleep(0.001)
-        async with self.errors(where, timeout, closing=True):
-            await self.client.aclose()
+        try:
+            async with self.errors(where, timeout, closing=True):
+                await self.client.aclose()
+        finally:
+            self.deadlines.close()
 
     def errors(self, where: Callable[[], str], timeout: float, *, closing: bool = False) -> Operation:
         """Bound the operation by ``timeout`` and turn redis-py's errors into statekit's
@@ -76,11 +81,12 @@ class Operation:
     ``asyncio.timeout`` and the pool's semaphore, as one plain class (a generator-based
     context manager and ``asyncio.timeout`` cost three times as much per operation).
 
-    The deadline is a ``loop.call_later`` armed on entering (so waiting for a pool slot
-    counts) and cancelled on leaving. When it fires, the task is cancelled; on leaving, that
-    cancellation is taken back (``Task.uncancel``) and, unless someone else cancelled the
-    task too, told as a ``TimeoutError``, exactly as ``asyncio.timeout`` does. The timer
-    cannot fire after the block ended: leaving cancels it in the same step.
+    The deadline starts on entering (so waiting for a pool slot counts) and ends on leaving
+    (the guard's :class:`~._redis_deadlines.Deadlines`). When it passes, the task is
+    cancelled; on leaving, that cancellation is taken back (``Task.uncancel``) and, unless
+    someone else cancelled the task too, told as a ``TimeoutError``, exactly as
+    ``asyncio.timeout`` does. The deadline cannot pass after the block ended: leaving drops
+    it in the same step.
     """
 
     __slots__ = ("_cancelling", "_closing", "_expired", "_guard", "_handle", "_slot", "_task", "_timeout", "_where")
@@ -106,7 +112,7 @@ class Operation:
             if task is None:
                 raise RuntimeError("Timeout should be used inside a task")  # asyncio.timeout's own words
             self._task, self._cancelling = task, task.cancelling()
-            self._handle = asyncio.get_running_loop().call_later(self._timeout, self._expire)
+            self._handle = guard.deadlines.start(self, self._timeout)
             if guard.slots is not None:
                 await guard.slots.acquire()
                 self._slot = True
@@ -121,7 +127,8 @@ class Operation:
     ) -> None:
         self._end(exc)
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """The deadline passed: cancel the task (told as a timeout on leaving)."""
         assert self._task is not None
         self._task.cancel()
         self._expired = True
@@ -135,6 +142,7 @@ class Operation:
                 self._slot = False
                 assert guard.slots is not None
                 guard.slots.release()
+            guard.deadlines.stop(self)
             if self._handle is not None:
                 self._handle.cancel()
                 self._handle = None
