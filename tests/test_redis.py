@@ -343,6 +343,22 @@ def test_a_session_timed_out_in_one_event_loop_times_out_in_the_next() -> None:
         assert time.monotonic() - started < 5
 
 
+@pytest.mark.parametrize("size", [10, 10_000])  # below and above the size statekit packs writes itself
+async def test_writes_of_unicode_ids_and_text_land_as_redis_py_would_send_them(
+    redis_server: RedisServer, prefix: str, size: int
+) -> None:
+    chat = Chat(name="héllo ✓", messages=[Message(role="user", content="ü" * size)])
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.asave("séssion ✓", "üser", chat=chat)
+        chat.name = "changed"  # a conditional save (the script with every argument) over the first one
+        await session.asave("séssion ✓", "üser", chat=chat)
+        stored = await session.get_client().get(session.session_key("séssion ✓", "üser").encode())
+        loaded = Chat()
+        await session.aload("séssion ✓", "üser", chat=loaded)
+    assert stored is not None and orjson.loads(stored)["chat"]["messages"][0]["content"] == "ü" * size
+    assert (loaded.name, loaded.messages) == ("changed", chat.messages)
+
+
 async def test_a_wrong_password_is_not_unavailability() -> None:
     with local_redis_server(options=["--requirepass", "right"]) as server:
         for password in ("wrong", None):

@@ -28,6 +28,7 @@ from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 
 from statekit.errors import BackendUnavailableError, WriteOutcomeUnknownError
+from statekit.session._redis_packing import packed
 
 T = TypeVar("T")
 
@@ -161,7 +162,7 @@ async def _sent_on_connection(client: Redis, sending: Sending, command: tuple[An
     try:
         await connection.check_health()  # a PING first, if the client asks for them
         sending.pending = True
-        await connection.send_command(*command, check_health=False)
+        await connection.send_packed_command(packed(connection, command), check_health=False)
         reply = await connection.read_response()
         sending.pending = False
         return reply
