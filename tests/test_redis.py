@@ -359,6 +359,22 @@ async def test_writes_of_unicode_ids_and_text_land_as_redis_py_would_send_them(
     assert (loaded.name, loaded.messages) == ("changed", chat.messages)
 
 
+@pytest.mark.parametrize("key_ttl", [None, 60])
+async def test_a_read_on_a_pooled_connection_the_server_closed_is_sent_again(
+    redis_server: RedisServer, prefix: str, key_ttl: int | None
+) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=key_ttl) as session:
+        await session.asave("s", counter=Counter(count=7))
+        admin = Redis(host=redis_server.host, port=redis_server.port)
+        try:
+            assert await admin.client_kill_filter(_type="normal", skipme=True) >= 1  # the session's pooled connection
+        finally:
+            await admin.aclose()
+        loaded = Counter()
+        await session.aload("s", counter=loaded)
+        assert loaded.count == 7
+
+
 async def test_a_wrong_password_is_not_unavailability() -> None:
     with local_redis_server(options=["--requirepass", "right"]) as server:
         for password in ("wrong", None):

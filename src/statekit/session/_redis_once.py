@@ -156,9 +156,7 @@ async def _sent_to_node(client: RedisCluster, sending: Sending, name: str, comma
 
 async def _sent_on_connection(client: Redis, sending: Sending, command: tuple[Any, ...]) -> Any:
     pool = client.connection_pool
-    # connected (redis-py retries connecting: nothing is sent yet); redis-py 5.x needs a command name
-    named = (command[0],) if _NAMED_CONNECTIONS else ()
-    connection = await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    connection = await connection_of(pool, command[0])
     try:
         await connection.check_health()  # a PING first, if the client asks for them
         sending.pending = True
@@ -173,6 +171,13 @@ async def _sent_on_connection(client: Redis, sending: Sending, command: tuple[An
         raise
     finally:
         await pool.release(connection)
+
+
+async def connection_of(pool: ConnectionPool, command: str) -> Any:
+    """A connected connection of ``pool`` (redis-py retries connecting: nothing is sent yet), for ``command``
+    (redis-py 5.x needs its name); the caller releases it."""
+    named = (command,) if _NAMED_CONNECTIONS else ()
+    return await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
 
 
 async def _connected(node: ClusterNode) -> None:
