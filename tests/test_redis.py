@@ -266,6 +266,115 @@ async def test_a_server_that_never_answers_is_unavailable_within_the_timeout() -
     assert RedisSession().timeout == TIMEOUT <= 5
 
 
+async def test_a_timed_out_operation_leaves_its_task_uncancelled_and_an_outside_cancel_stays_a_cancel() -> None:
+    """The operation's deadline cancels the task and takes that cancel back (as ``asyncio.timeout``):
+    the task goes on awaiting; a cancel from outside is not told as unavailability."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # accepts connections (the kernel does), never replies
+        port = silent.getsockname()[1]
+        async with RedisSession("127.0.0.1", port, timeout=0.5) as session:
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 0\.5 s"):
+                await session.aload("s", counter=Counter())
+            task = asyncio.current_task()
+            assert task is not None and task.cancelling() == 0
+            await asyncio.sleep(0.01)  # a stray cancel would raise here
+
+            loading = asyncio.ensure_future(session.aload("s", counter=Counter()))
+            await asyncio.sleep(0.1)
+            loading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await loading
+
+
+async def test_waiting_for_a_pooled_connection_counts_in_the_timeout() -> None:
+    """With one connection, held by an operation the server never answers, the next one waits for
+    it and fails within its own timeout as unavailable (redis-py would raise "Too many connections")."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        async with RedisSession("127.0.0.1", port, timeout=1, max_connections=1) as session:
+            started = time.monotonic()
+            first = asyncio.ensure_future(session.aload("a", counter=Counter()))
+            await asyncio.sleep(0.3)  # the first one holds the only connection
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 1 s"):
+                await session.aload("b", counter=Counter())
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 1 s"):
+                await first
+        assert time.monotonic() - started < 5
+
+
+async def test_each_operation_gets_its_own_timeout_from_its_own_start() -> None:
+    """Operations share one timer: one that starts later is not cut short at the first one's deadline."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        async with RedisSession("127.0.0.1", port, timeout=1) as session:
+
+            async def timed(session_id: str) -> float:
+                started = time.monotonic()
+                with pytest.raises(BackendUnavailableError, match=r"no answer within 1 s"):
+                    await session.aload(session_id, counter=Counter())
+                return time.monotonic() - started
+
+            first = asyncio.ensure_future(timed("a"))
+            await asyncio.sleep(0.5)
+            later = await timed("b")
+            assert 0.95 <= await first < 5
+            assert 0.95 <= later < 5
+
+
+def test_a_session_timed_out_in_one_event_loop_times_out_in_the_next() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        session = RedisSession("127.0.0.1", port, timeout=0.5)
+
+        async def load() -> None:
+            with pytest.raises(BackendUnavailableError, match=r"no answer within 0\.5 s"):
+                await session.aload("s", counter=Counter())
+
+        started = time.monotonic()
+        asyncio.run(load())
+        asyncio.run(load())
+        assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("size", [10, 10_000])  # below and above the size statekit packs writes itself
+async def test_writes_of_unicode_ids_and_text_land_as_redis_py_would_send_them(
+    redis_server: RedisServer, prefix: str, size: int
+) -> None:
+    chat = Chat(name="héllo ✓", messages=[Message(role="user", content="ü" * size)])
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.asave("séssion ✓", "üser", chat=chat)
+        chat.name = "changed"  # a conditional save (the script with every argument) over the first one
+        await session.asave("séssion ✓", "üser", chat=chat)
+        stored = await session.get_client().get(session.session_key("séssion ✓", "üser").encode())
+        loaded = Chat()
+        await session.aload("séssion ✓", "üser", chat=loaded)
+    assert stored is not None and orjson.loads(stored)["chat"]["messages"][0]["content"] == "ü" * size
+    assert (loaded.name, loaded.messages) == ("changed", chat.messages)
+
+
+@pytest.mark.parametrize("key_ttl", [None, 60])
+async def test_a_read_on_a_pooled_connection_the_server_closed_is_sent_again(
+    redis_server: RedisServer, prefix: str, key_ttl: int | None
+) -> None:
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix, key_ttl=key_ttl) as session:
+        await session.asave("s", counter=Counter(count=7))
+        admin = Redis(host=redis_server.host, port=redis_server.port)
+        try:
+            assert await admin.client_kill_filter(_type="normal", skipme=True) >= 1  # the session's pooled connection
+        finally:
+            await admin.aclose()
+        loaded = Counter()
+        await session.aload("s", counter=loaded)
+        assert loaded.count == 7
+
+
 async def test_a_wrong_password_is_not_unavailability() -> None:
     with local_redis_server(options=["--requirepass", "right"]) as server:
         for password in ("wrong", None):

@@ -28,6 +28,7 @@ from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 
 from statekit.errors import BackendUnavailableError, WriteOutcomeUnknownError
+from statekit.session._redis_packing import packed
 
 T = TypeVar("T")
 
@@ -155,13 +156,11 @@ async def _sent_to_node(client: RedisCluster, sending: Sending, name: str, comma
 
 async def _sent_on_connection(client: Redis, sending: Sending, command: tuple[Any, ...]) -> Any:
     pool = client.connection_pool
-    # connected (redis-py retries connecting: nothing is sent yet); redis-py 5.x needs a command name
-    named = (command[0],) if _NAMED_CONNECTIONS else ()
-    connection = await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    connection = await connection_of(pool, command[0])
     try:
         await connection.check_health()  # a PING first, if the client asks for them
         sending.pending = True
-        await connection.send_command(*command, check_health=False)
+        await connection.send_packed_command(packed(connection, command), check_health=False)
         reply = await connection.read_response()
         sending.pending = False
         return reply
@@ -172,6 +171,13 @@ async def _sent_on_connection(client: Redis, sending: Sending, command: tuple[An
         raise
     finally:
         await pool.release(connection)
+
+
+async def connection_of(pool: ConnectionPool, command: str) -> Any:
+    """A connected connection of ``pool`` (redis-py retries connecting: nothing is sent yet), for ``command``
+    (redis-py 5.x needs its name); the caller releases it."""
+    named = (command,) if _NAMED_CONNECTIONS else ()
+    return await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
 
 
 async def _connected(node: ClusterNode) -> None:

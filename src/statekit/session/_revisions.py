@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -143,38 +142,39 @@ class RevisionMemory:
     older ones are reduced to their revision.
     """
 
+    __slots__ = ("_bytes", "_known", "_lock", "_with_bytes")
+
     def __init__(self) -> None:
         self._known: dict[SessionKey, Expected] = {}
-        self._with_bytes: OrderedDict[SessionKey, int] = OrderedDict()  # oldest first, with their sizes
+        self._with_bytes: dict[SessionKey, int] = {}  # oldest first (a dict keeps its order), with their sizes
         self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: SessionKey) -> Expected | None:
         """What is remembered of the session (``None``: never seen, or forgotten)."""
-        with self._lock:
-            return self._known.get(key)
+        return self._known.get(key)  # one dict read is atomic: no lock needed
 
     def remember(self, key: SessionKey, expected: Expected) -> None:
         """Remember what was just read or written."""
+        raw = expected.raw
         with self._lock:
-            self._drop(key)
             self._known[key] = expected
-            if expected.raw is not None:
-                self._with_bytes[key] = len(expected.raw)
-                self._bytes += len(expected.raw)
+            with_bytes = self._with_bytes
+            self._bytes -= with_bytes.pop(key, 0)
+            if raw is None:
+                return
+            with_bytes[key] = size = len(raw)  # the newest last
+            self._bytes += size
             while self._bytes > MEMORY_BYTES:
-                oldest, size = self._with_bytes.popitem(last=False)
+                oldest = next(iter(with_bytes))
+                self._bytes -= with_bytes.pop(oldest)
                 self._known[oldest] = self._known[oldest].without_bytes()
-                self._bytes -= size
 
     def forget(self, key: SessionKey) -> None:
         """Forget the session (after a delete): the next save is blind."""
         with self._lock:
-            self._drop(key)
-
-    def _drop(self, key: SessionKey) -> None:
-        self._known.pop(key, None)
-        self._bytes -= self._with_bytes.pop(key, 0)
+            self._known.pop(key, None)
+            self._bytes -= self._with_bytes.pop(key, 0)
 
 
 def conflict_message(source: str, *, created: bool) -> str:

@@ -58,6 +58,7 @@ try:
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
+    from statekit.session._redis_reads import read_value
     from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, glob, quote, scan_all, scan_some, session_ids, user_ids
     from statekit.session._redis_scripts import COMPARE_AND_SET, DELETE_SCRIPT, IF_BASE, SET_SCRIPT, Scripting
     from statekit.session._redis_watch import compare_and_set_watching, if_base_watching, set_watching
@@ -207,10 +208,7 @@ class RedisSession(SessionBase):
 
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
-            if self.key_ttl is None:
-                value = await self._client.get(self._key(key))
-            else:
-                value = await self._client.getex(self._key(key), ex=self.key_ttl)
+            value = await read_value(self._client, self._key(key), self.key_ttl)
         value = value.encode("utf-8") if isinstance(value, str) else value
         return None if value is None else self._joined(value)
 

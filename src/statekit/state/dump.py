@@ -84,27 +84,31 @@ def _dump(obj: StateBase, path: Path, live: bool = False, lax: bool = False, hel
     version = tag(type(obj))
     out: dict[str, Any] = {} if version is None else {VERSION_KEY: version}
     for plan in plan_of(obj).fields:
-        value = getattr(obj, plan.name, _UNSET)
+        name = plan.field.name  # plan.name, read once per field (a property: every dump runs this loop)
+        value = getattr(obj, name, _UNSET)
         if value is _UNSET:  # a field with init=False that no one set yet
-            _refuse_unset(plan, (*path, plan.name))
+            _refuse_unset(plan, (*path, name))
             continue
         dump = plan.encode if live else plan.dump
         if is_module(value):
-            out[plan.name] = _dump_child(value, (*path, plan.name), live, held)
+            out[name] = _dump_child(value, (*path, name), live, held)
         elif plan.secret:
-            refused = seal_into(out, plan.name, plan.dump, value, (*path, plan.name))  # type: ignore[arg-type]
+            refused = seal_into(out, name, plan.dump, value, (*path, name))  # type: ignore[arg-type]
             if refused is not None:
                 del value  # raised without the secret in this frame, which the traceback keeps
                 raise refused
         elif held is not None and plan.append_only and type(value) is list:
-            held.append(HeldList(obj, plan, value, (*path, plan.name), out))
-            out[plan.name] = None  # filled in by the caller, or left out of a delta
-        elif live and dump is not None:
-            out[plan.name] = _encode_value(obj, plan, value, (*path, plan.name))
+            held.append(HeldList(obj, plan, value, (*path, name), out))
+            out[name] = None  # filled in by the caller, or left out of a delta
+        elif live and dump is not None:  # _encode_value, inlined: the path is built only for an error
+            try:
+                out[name] = dump(value)
+            except Exception:  # noqa: BLE001 - the copying hook reports it
+                out[name] = _dump_value(obj, plan.dump, value, (*path, name), plan.tp)  # type: ignore[arg-type]
         elif dump is not None:
-            out[plan.name] = _dump_value(obj, dump, value, (*path, plan.name), plan.tp)
+            out[name] = _dump_value(obj, dump, value, (*path, name), plan.tp)
         elif plan.is_state or plan.module_type is not None:
-            out[plan.name] = None  # an optional nested module that is not set
+            out[name] = None  # an optional nested module that is not set
     for name, hooks in state_extras(obj).items():
         value = getattr(obj, name)
         if is_module(value):
