@@ -206,6 +206,47 @@ def test_anything_but_appends_rewrites_whole(tmp_path: Path, change: Any) -> Non
     assert loaded.memory.content == agent.memory.content and loaded.memory.note == agent.memory.note
 
 
+def _shorten_and_extend(agent: Agent) -> None:
+    del agent.memory.content[-2:]
+    agent.memory.content.extend([Msg("user", "message 48"), Msg("user", "other")])  # the same length again
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a: a.memory.content.__setitem__(0, Msg("user", "edited")),
+        lambda a: a.memory.content.__setitem__(25, Msg("user", "edited")),
+        lambda a: a.memory.content.__setitem__(49, Msg("user", "edited")),  # the last item saved
+        lambda a: a.memory.content.__setitem__(49, Msg("user", "message 49")),  # equal, but another object
+        lambda a: setattr(a.memory, "content", [*a.memory.content[:-1], Msg("user", "other")]),
+        _shorten_and_extend,
+        lambda a: a.events.__setitem__(0, 1.0),  # equal to the saved 1, but not the same
+    ],
+    ids=["first", "middle", "last-saved", "equal-last", "replaced-list", "shortened-extended", "equal-scalar"],
+)
+def test_a_change_to_a_saved_item_after_many_deltas_is_saved(tmp_path: Path, change: Any) -> None:
+    """The saved items are known without scanning them one by one, yet whatever
+    changed among them is found: the document is rewritten, and loads as held."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(20))
+    agent.events.append(1)
+    session.save("chat", agent=agent)
+    for start in range(20, 50, 10):  # three deltas: the saved items grow with each
+        agent.memory.content.extend(_msgs(10, start))
+        session.save("chat", agent=agent)
+    assert len((tmp_path / "chat.json.log").read_bytes().splitlines()) == 4
+    change(agent)
+    if isinstance(agent.events[0], float):  # a float among ints is refused: the whole list is checked again
+        with pytest.raises(StateDumpError, match=re.escape("agent.events[0]: expected an integer")):
+            session.save("chat", agent=agent)
+        return
+    agent.memory.content.append(Msg("user", "after"))
+    session.save("chat", agent=agent)
+    assert _files(tmp_path) == ["chat.json"]
+    loaded = _load(tmp_path)
+    assert loaded.memory.content == agent.memory.content and len(loaded.memory.content) == 51
+
+
 def test_a_loading_object_saves_deltas(tmp_path: Path) -> None:
     agent = Agent()
     agent.memory.content.extend(_msgs(3))
