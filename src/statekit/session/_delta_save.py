@@ -40,8 +40,8 @@ from statekit.session._backend import Backend
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._companion import Stored, split
 from statekit.session._ids import SessionKey
-from statekit.session._prefix import Prefix
 from statekit.session._kept import Others
+from statekit.session._prefix import Prefix
 from statekit.session._revisions import Expected, conflict_message
 from statekit.session.document import META_KEY, appends_document, plain_document, token_of
 

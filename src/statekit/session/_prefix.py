@@ -14,9 +14,10 @@ ones: a copy and a ``memcmp`` that do not touch the items (about 0.4 ns per
 item, where a Python-level identity scan costs 15-30 ns). The snapshot keeps
 every saved item alive, so an address that matches is the saved object. The
 list layout this reads is checked once, at import, against ``id()``; elsewhere,
-or when the check fails, the identity scan runs. (A list changed by another
-thread while a save reads it is, as for every other read of a save, outside
-what a save supports.)
+or when the check fails, the identity scan runs. (A list that another thread
+changes while a save reads it is, as for every other read of a save, outside
+what a save supports; here, one shrunk to less than its saved length between
+the length check and the copy would be read past its end.)
 """
 
 from __future__ import annotations
