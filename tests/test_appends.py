@@ -881,6 +881,31 @@ def test_a_delta_over_another_writers_delta_conflicts(tmp_path: Path) -> None:
     assert (tmp_path / "chat.json.log").read_bytes() == log
 
 
+def test_a_delta_saved_again_after_a_conflict_stores_what_the_list_holds_now(tmp_path: Path) -> None:
+    """The refused delta had already added its item to the saved items' snapshot;
+    the next save from the same base leaves that item out and still writes a delta."""
+    first, agent = _saved_with_deltas(tmp_path)
+    stored = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    second, other = JSONSession(tmp_path), Agent()
+    second.load("chat", agent=other)
+    other.memory.content.append(Msg("user", "second"))
+    second.save("chat", agent=other)
+    agent.memory.content.append(Msg("user", "first"))
+    with pytest.raises(ConflictError):
+        first.save("chat", agent=agent)
+    for name, data in stored.items():  # the other writer's save taken back: the base holds again
+        (tmp_path / name).write_bytes(data)
+    agent.memory.content[-1] = Msg("user", "retry")
+    first.save("chat", agent=agent)
+    agent.memory.content.append(Msg("user", "more"))
+    first.save("chat", agent=agent)
+    assert _files(tmp_path) == ["chat.json", "chat.json.log"]
+    lines = (tmp_path / "chat.json.log").read_bytes().splitlines()
+    assert len(lines) == len(stored["chat.json.log"].splitlines()) + 2  # two deltas, no rewrite
+    assert [m.text for m in _load(tmp_path).memory.content][-3:] == [agent.memory.content[-3].text, "retry", "more"]
+    assert _load(tmp_path).memory.content == agent.memory.content
+
+
 def test_a_delta_over_a_rewrite_conflicts(tmp_path: Path) -> None:
     first, agent = _saved_with_deltas(tmp_path)
     second, other = JSONSession(tmp_path), Agent()
