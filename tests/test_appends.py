@@ -38,6 +38,7 @@ from statekit.errors import (
 from statekit.session import JSONSession, YAMLSession
 from statekit.session import _appends, _proofs, document, files
 from statekit.state.typed import typed_loads
+from statekit.values.seam import SEAM
 
 
 def _msgs(count: int, start: int = 0) -> list[Msg]:
@@ -224,9 +225,13 @@ def _shorten_and_extend(agent: Agent) -> None:
     ],
     ids=["first", "middle", "last-saved", "equal-last", "replaced-list", "shortened-extended", "equal-scalar"],
 )
-def test_a_change_to_a_saved_item_after_many_deltas_is_saved(tmp_path: Path, change: Any) -> None:
+@pytest.mark.parametrize("pointers", [True, False], ids=["pointers", "identity-scan"])
+def test_a_change_to_a_saved_item_after_many_deltas_is_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any, pointers: bool
+) -> None:
     """The saved items are known without scanning them one by one, yet whatever
     changed among them is found: the document is rewritten, and loads as held."""
+    monkeypatch.setattr(SEAM, "pointer_prefixes", pointers)
     session, agent = JSONSession(tmp_path), Agent()
     agent.memory.content.extend(_msgs(20))
     agent.events.append(1)

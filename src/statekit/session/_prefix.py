@@ -32,6 +32,8 @@ from typing import Any
 
 import attrs
 
+from statekit.values.seam import SEAM
+
 _GROW = threading.Lock()
 """Extending a shared snapshot is check-then-extend: one at a time (loops in several threads)."""
 
@@ -94,7 +96,7 @@ class Prefix:
         """Whether ``items`` starts with exactly these items (the same objects, not equal ones)."""
         if len(items) < self.length:
             return False
-        if self.pointers is not None and _POINTERS is not None:
+        if self.pointers is not None and _POINTERS is not None and SEAM.pointer_prefixes:
             with _GROW:  # not while another prefix extends the shared pointers
                 return self.pointers.startswith(_POINTERS(items, self.length))
         return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
