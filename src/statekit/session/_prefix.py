@@ -58,7 +58,7 @@ def _pointer_reader() -> Callable[[list[Any], int], bytes] | None:
 _POINTERS = _pointer_reader()
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)  # compared by identity: equality would compare every item
 class Prefix:
     """The items a list held when it was last saved (or loaded).
 
