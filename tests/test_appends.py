@@ -38,6 +38,7 @@ from statekit.errors import (
 from statekit.session import JSONSession, YAMLSession
 from statekit.session import _appends, _proofs, document, files
 from statekit.state.typed import typed_loads
+from statekit.values.seam import SEAM
 
 
 def _msgs(count: int, start: int = 0) -> list[Msg]:
@@ -204,6 +205,51 @@ def test_anything_but_appends_rewrites_whole(tmp_path: Path, change: Any) -> Non
     assert _files(tmp_path) == ["chat.json"]
     loaded = _load(tmp_path)
     assert loaded.memory.content == agent.memory.content and loaded.memory.note == agent.memory.note
+
+
+def _shorten_and_extend(agent: Agent) -> None:
+    del agent.memory.content[-2:]
+    agent.memory.content.extend([Msg("user", "message 48"), Msg("user", "other")])  # the same length again
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda a: a.memory.content.__setitem__(0, Msg("user", "edited")),
+        lambda a: a.memory.content.__setitem__(25, Msg("user", "edited")),
+        lambda a: a.memory.content.__setitem__(49, Msg("user", "edited")),  # the last item saved
+        lambda a: a.memory.content.__setitem__(49, Msg("user", "message 49")),  # equal, but another object
+        lambda a: setattr(a.memory, "content", [*a.memory.content[:-1], Msg("user", "other")]),
+        _shorten_and_extend,
+        lambda a: a.events.__setitem__(0, 1.0),  # equal to the saved 1, but not the same
+    ],
+    ids=["first", "middle", "last-saved", "equal-last", "replaced-list", "shortened-extended", "equal-scalar"],
+)
+@pytest.mark.parametrize("pointers", [True, False], ids=["pointers", "identity-scan"])
+def test_a_change_to_a_saved_item_after_many_deltas_is_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any, pointers: bool
+) -> None:
+    """The saved items are known without scanning them one by one, yet whatever
+    changed among them is found: the document is rewritten, and loads as held."""
+    monkeypatch.setattr(SEAM, "pointer_prefixes", pointers)
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(20))
+    agent.events.append(1)
+    session.save("chat", agent=agent)
+    for start in range(20, 50, 10):  # three deltas: the saved items grow with each
+        agent.memory.content.extend(_msgs(10, start))
+        session.save("chat", agent=agent)
+    assert len((tmp_path / "chat.json.log").read_bytes().splitlines()) == 4
+    change(agent)
+    if isinstance(agent.events[0], float):  # a float among ints is refused: the whole list is checked again
+        with pytest.raises(StateDumpError, match=re.escape("agent.events[0]: expected an integer")):
+            session.save("chat", agent=agent)
+        return
+    agent.memory.content.append(Msg("user", "after"))
+    session.save("chat", agent=agent)
+    assert _files(tmp_path) == ["chat.json"]
+    loaded = _load(tmp_path)
+    assert loaded.memory.content == agent.memory.content and len(loaded.memory.content) == 51
 
 
 def test_a_loading_object_saves_deltas(tmp_path: Path) -> None:
@@ -838,6 +884,31 @@ def test_a_delta_over_another_writers_delta_conflicts(tmp_path: Path) -> None:
     with pytest.raises(ConflictError):
         first.save("chat", agent=agent)
     assert (tmp_path / "chat.json.log").read_bytes() == log
+
+
+def test_a_delta_saved_again_after_a_conflict_stores_what_the_list_holds_now(tmp_path: Path) -> None:
+    """The refused delta had already added its item to the saved items' snapshot;
+    the next save from the same base leaves that item out and still writes a delta."""
+    first, agent = _saved_with_deltas(tmp_path)
+    stored = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    second, other = JSONSession(tmp_path), Agent()
+    second.load("chat", agent=other)
+    other.memory.content.append(Msg("user", "second"))
+    second.save("chat", agent=other)
+    agent.memory.content.append(Msg("user", "first"))
+    with pytest.raises(ConflictError):
+        first.save("chat", agent=agent)
+    for name, data in stored.items():  # the other writer's save taken back: the base holds again
+        (tmp_path / name).write_bytes(data)
+    agent.memory.content[-1] = Msg("user", "retry")
+    first.save("chat", agent=agent)
+    agent.memory.content.append(Msg("user", "more"))
+    first.save("chat", agent=agent)
+    assert _files(tmp_path) == ["chat.json", "chat.json.log"]
+    lines = (tmp_path / "chat.json.log").read_bytes().splitlines()
+    assert len(lines) == len(stored["chat.json.log"].splitlines()) + 2  # two deltas, no rewrite
+    assert [m.text for m in _load(tmp_path).memory.content][-3:] == [agent.memory.content[-3].text, "retry", "more"]
+    assert _load(tmp_path).memory.content == agent.memory.content
 
 
 def test_a_delta_over_a_rewrite_conflicts(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ data); anything else is a full rewrite, so a change is never missed.
 
 from __future__ import annotations
 
-import operator
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +27,7 @@ from statekit.state.dump import Held, HeldList, encode_held, item_problem
 from statekit._limits import depth_message, too_deep_below
 from statekit.codecs import json as _json
 from statekit.errors import DocumentError, PathSegment, Problem, StateDumpError
+from statekit.session._prefix import Prefix
 from statekit.session._proofs import check, last, seal, start
 from statekit.session.document import LOG_FORMAT, header_of
 
@@ -51,7 +51,7 @@ class DeltaBase:
         log_len: Bytes of the deltas' complete lines stored with it (0: none yet).
         doc_len: Bytes of the document (for the compaction threshold).
         skeleton: The document without metadata, its append-only lists as ``null``, encoded.
-        items: The items of each append-only list, by path.
+        items: The saved items of each append-only list, by path.
         count: The delta lines stored (see :mod:`._proofs`).
         chain: The last one's checksum.
     """
@@ -60,7 +60,7 @@ class DeltaBase:
     log_len: int
     doc_len: int
     skeleton: bytes = attrs.field(repr=False)
-    items: Mapping[Path, tuple[Any, ...]] = attrs.field(repr=False)
+    items: Mapping[Path, Prefix] = attrs.field(repr=False)
     count: int = 0
     chain: int = 0
 
@@ -68,7 +68,7 @@ class DeltaBase:
         """The delta line of ``deltas`` that follows the stored ones, and its checksum."""
         return seal(deltas, self.count + 1, self.chain if self.count else start(self.token))
 
-    def after(self, written: int, items: Mapping[Path, tuple[Any, ...]], chain: int | None) -> DeltaBase:
+    def after(self, written: int, items: Mapping[Path, Prefix], chain: int | None) -> DeltaBase:
         """The base once ``written`` more bytes of deltas made the lists hold ``items``
         (``chain``: the checksum of the line added; ``None``: no line was)."""
         if chain is None:
@@ -96,10 +96,18 @@ def new_items(base: DeltaBase | None, skeleton: bytes, held: Held) -> list[tuple
     out: list[tuple[HeldList, int]] = []
     for entry in held:
         saved = base.items.get(entry.path)
-        if saved is None or len(entry.value) < len(saved) or not all(map(operator.is_, entry.value, saved)):
+        if saved is None or not saved.starts(entry.value):
             return None
-        out.append((entry, len(saved)))
+        out.append((entry, saved.length))
     return out
+
+
+def saved_after(base: DeltaBase, parts: list[tuple[HeldList, int]]) -> dict[Path, Prefix]:
+    """The items each list holds once the delta of ``parts`` (see :func:`new_items`) is stored.
+
+    Taken when the delta line is: the lists may grow before it is written.
+    """
+    return {entry.path: base.items[entry.path].grown(entry.value[start:]) for entry, start in parts}
 
 
 def delta_line(parts: list[tuple[HeldList, int]]) -> bytes:
@@ -141,7 +149,12 @@ def fill(held: Held) -> None:
 
 def base_after_write(token: str, doc_len: int, skeleton: bytes, held: Held) -> DeltaBase:
     """The base of a document just written in full."""
-    return DeltaBase(token, 0, doc_len, skeleton, {entry.path: tuple(entry.value) for entry in held})
+    return DeltaBase(token, 0, doc_len, skeleton, saved_items(held))
+
+
+def saved_items(held: Held) -> dict[Path, Prefix]:
+    """Every held list's items, as saved in full (or just loaded)."""
+    return {entry.path: Prefix.of(entry.value) for entry in held}
 
 
 def merge(document: dict[str, Any], log: bytes, token: str, source: str) -> None:

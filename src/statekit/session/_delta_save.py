@@ -31,6 +31,8 @@ from statekit.session._appends import (
     log_tail,
     new_items,
     new_token,
+    saved_after,
+    saved_items,
     skeleton_bytes,
     stored_skeleton,
 )
@@ -39,6 +41,7 @@ from statekit.session._cancel import finished_despite_cancel
 from statekit.session._companion import Stored, split
 from statekit.session._ids import SessionKey
 from statekit.session._kept import Others
+from statekit.session._prefix import Prefix
 from statekit.session._revisions import Expected, conflict_message
 from statekit.session.document import META_KEY, appends_document, plain_document, token_of
 
@@ -73,7 +76,7 @@ async def save_with_appends(
         if parts is not None:
             line = delta_line(parts)
             if not base.compacts(len(line)):
-                items = {entry.path: tuple(entry.value) for entry in held}  # what the line holds: taken before any await
+                items = saved_after(base, parts)  # what the line holds: taken before any await
                 await _save_delta(backend, key, base, line, items, expected.names)
                 return len(line)
         dumped = skeleton, shape
@@ -104,7 +107,7 @@ async def _save_delta(
     key: SessionKey,
     base: DeltaBase,
     line: bytes,
-    items: Mapping[Path, tuple[Any, ...]],
+    items: Mapping[Path, Prefix],
     names: frozenset[str] | None,
 ) -> None:
     """Append ``line`` and remember that the lists then hold ``items`` (and the document still ``names``).
@@ -186,8 +189,7 @@ def _base_of(
     tail = log_tail(log) if log else (0, 0)
     if tail is None:
         return None  # deltas of format 1 (no sequence): the next save rewrites them in the current one
-    items = {entry.path: tuple(entry.value) for entry in held}
-    return DeltaBase(token, len(log), len(raw), shape, items, count=tail[0], chain=tail[1])
+    return DeltaBase(token, len(log), len(raw), shape, saved_items(held), count=tail[0], chain=tail[1])
 
 
 def check_token(document: Mapping[str, Any], token: str | None, source: str, log_source: str) -> None:
