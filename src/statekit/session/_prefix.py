@@ -9,15 +9,15 @@ extended is copied before it grows (two saves from one base: rare).
 Whether a live list still starts with the saved items is a question of
 identity (items are immutable, so the same object is the same data; an equal
 one may not encode the same: ``1`` and ``1.0``). On CPython it is answered by
-comparing the list's array of item pointers, copied as bytes, with the saved
-ones: a copy and a ``memcmp`` that do not touch the items (about 0.4 ns per
-item, where a Python-level identity scan costs 15-30 ns). The snapshot keeps
-every saved item alive, so an address that matches is the saved object. The
+comparing item pointers: the live list's first ``length`` items are sliced
+into a list of statekit's own (one C step, so no other thread can change it
+while it is read), whose array of item pointers is copied as bytes and
+compared with the saved ones by a ``memcmp`` that does not touch the items
+(a few ns per item, where a Python-level identity scan costs 15-30 ns). The
+snapshot keeps every saved item alive, so an address that matches is the saved
+object. Only lists statekit made are read this way, never the live one. The
 list layout this reads is checked once, at import, against ``id()``; elsewhere,
-or when the check fails, the identity scan runs. (A list that another thread
-changes while a save reads it is, as for every other read of a save, outside
-what a save supports; here, one shrunk to less than its saved length between
-the length check and the copy would be read past its end.)
+or when the check fails, the identity scan runs.
 """
 
 from __future__ import annotations
@@ -97,6 +97,9 @@ class Prefix:
         if len(items) < self.length:
             return False
         if self.pointers is not None and _POINTERS is not None and SEAM.pointer_prefixes:
+            head = items[: self.length]  # a list of our own, made in one C step: no other thread can change it
+            if len(head) != self.length:  # shrunk by another thread since the length was read
+                return False
             with _GROW:  # not while another prefix extends the shared pointers
-                return self.pointers.startswith(_POINTERS(items, self.length))
+                return self.pointers.startswith(_POINTERS(head, self.length))
         return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
