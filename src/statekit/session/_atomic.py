@@ -27,11 +27,15 @@ def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
         OSError: The write failed; ``path`` is untouched and no temporary
             file is left behind.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if locked:
+    if locked:  # the lock file sits in the folder: it exists (made again only if it went since)
         temp = str(temp_path(path))
-        fd = write_new(Path(temp))
+        try:
+            fd = write_new(temp)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = write_new(temp)
     else:
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=_TEMP_PREFIX, suffix=".tmp")
     try:
         with open(fd, "wb") as file:

@@ -55,8 +55,11 @@ def session_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         OSError: The lock file cannot be created or opened (a symlink is refused).
     """
     lock = lock_path(path)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = _acquire(lock, timeout)
+    try:
+        fd = _acquire(lock, timeout)
+    except FileNotFoundError:  # the session's first save: its folder is made now
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = _acquire(lock, timeout)
     try:
         yield
     finally:
