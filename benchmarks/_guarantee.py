@@ -37,6 +37,8 @@ import hashlib
 import math
 import os
 import stat
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,6 +64,13 @@ _WITH_FLOAT = _JSON | {float}
 _SCALARS: frozenset[type] = frozenset((str, int, bool, type(None), float))
 _BLOCK_LEVEL = 6
 """The level of a message's ``content`` list or ``metadata`` dict in the document (the document is level 1)."""
+_MSG: frozenset[type] = frozenset((Msg,))
+_STR: frozenset[type] = frozenset((str,))
+_DICT: frozenset[type] = frozenset((dict,))
+_BODY: frozenset[type] = frozenset((str, list))
+_METADATA: frozenset[type] = frozenset((dict, type(None)))
+_STR_FIELDS = tuple(map(attrgetter, ("id", "name", "role", "timestamp")))
+_BODY_OF, _META_OF = attrgetter("content"), attrgetter("metadata")
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LOCK = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMP = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -73,7 +82,12 @@ def refuse(what: str) -> ValueError:
 
 
 def blocks_fine(values: list[Any]) -> bool:
-    """Whether every value is JSON data statekit writes (see the module docstring); checked level by level in C."""
+    """Whether every value is JSON data statekit writes (see the module docstring); checked level by level in C,
+    1,024 values at a time (a large save's levels no longer fit the CPU caches)."""
+    return all(_fine(values[start : start + 1024]) for start in range(0, len(values), 1024))
+
+
+def _fine(values: list[Any]) -> bool:
     level = values
     for _ in range(MAX_DEPTH - _BLOCK_LEVEL + 1):  # the levels containers may sit at
         if not level:
@@ -91,42 +105,49 @@ def _finite(level: list[Any], kinds: frozenset[type]) -> bool:
 def document(agent: Agent) -> tuple[dict[str, Any], list[Any]]:
     """The session document of ``agent`` (sharing its containers) and its values under ``Any``.
 
+    Each typed field is checked over 1,024 messages at a time in C
+    (``issuperset`` over the exact types; a chunk stays in the CPU caches for
+    the dict literals that follow): no Python call per message.
+
     Raises:
         ValueError: A typed field holds a value of another type.
     """
-    blobs: list[Any] = []
-    add = blobs.append
-    messages = []
     content = agent.memory.content
     if type(content) is not list:
         raise refuse("memory.content is not a list")
-    for m in content:
-        if type(m) is not Msg:
-            raise refuse("a message is not a Msg")
-        body, meta = m.content, m.metadata
-        if not (type(m.id) is str and type(m.name) is str and type(m.role) is str and type(m.timestamp) is str):
-            raise refuse("a message's id, name, role or timestamp is not a str")
-        if type(body) is list:
-            for block in body:
-                if type(block) is not dict:
-                    raise refuse("a content block is not a dict")
-            add(body)
-        elif type(body) is not str:
-            raise refuse("a message's content is neither a str nor a list")
-        if meta is not None:
-            if type(meta) is not dict:
-                raise refuse("a message's metadata is not a dict")
-            add(meta)
-        messages.append(
-            {"id": m.id, "name": m.name, "role": m.role, "content": body, "metadata": meta, "timestamp": m.timestamp}
-        )
+    messages: list[dict[str, Any]] = []
+    blobs: list[Any] = []
+    for start in range(0, len(content), 1024):
+        chunk = content[start : start + 1024]
+        blobs += _checked_chunk(chunk)
+        messages += [
+            {"id": m.id, "name": m.name, "role": m.role, "content": m.content, "metadata": m.metadata, "timestamp": m.timestamp}
+            for m in chunk
+        ]
     groups = agent.active_groups
     if type(agent.name) is not str or type(agent.sys_prompt) is not str or type(groups) is not list:
         raise refuse("name, sys_prompt or active_groups has the wrong type")
-    if not all(type(group) is str for group in groups):
+    if not _STR.issuperset(map(type, groups)):
         raise refuse("an active group is not a str")
     state = {"name": agent.name, "sys_prompt": agent.sys_prompt, "memory": {"content": messages}, "active_groups": groups}
     return {"__statekit__": META, "agent": state}, blobs
+
+
+def _checked_chunk(chunk: list[Msg]) -> list[Any]:
+    """Check the typed fields of some messages; their values under ``Any`` (content lists and metadata dicts)."""
+    if not _MSG.issuperset(map(type, chunk)):
+        raise refuse("a message is not a Msg")
+    for field in _STR_FIELDS:
+        if not _STR.issuperset(map(type, map(field, chunk))):
+            raise refuse("a message's id, name, role or timestamp is not a str")
+    bodies, metas = list(map(_BODY_OF, chunk)), list(map(_META_OF, chunk))
+    if not _BODY.issuperset(map(type, bodies)) or not _METADATA.issuperset(map(type, metas)):
+        raise refuse("a message's content or metadata has the wrong type")
+    lists = list(compress(bodies, map(is_, map(type, bodies), repeat(list))))
+    if not _DICT.issuperset(map(type, gc.get_referents(*lists))):
+        raise refuse("a content block is not a dict")
+    lists += compress(metas, metas)  # the metadata dicts (an empty one holds nothing to check)
+    return lists
 
 
 def encode(agent: Agent) -> bytes:
