@@ -4,7 +4,9 @@ Run through ``python benchmarks/run.py`` (or alone: ``python benchmarks/bench_se
 [--quick]``). The JSON floor builds the document's dicts by hand without copying
 anything and calls ``orjson.dumps`` (pretty, as statekit writes) and the same
 atomic, fsync'd write; its load reads, ``orjson.loads`` and calls the
-constructors directly. The YAML floor is the same with raw libyaml classes.
+constructors directly. The guarantee-equivalent floor (``_guarantee.py``) keeps
+every promise statekit makes for this agent, by hand; each JSON table prints
+statekit's ratio to it. The YAML floor is the same with raw libyaml classes.
 """
 
 from __future__ import annotations
