@@ -14,6 +14,7 @@ orders writers of different processes.
 
 from __future__ import annotations
 
+import functools
 import contextlib
 import os
 import random
@@ -37,6 +38,7 @@ _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os
 _IN_PROCESS = threading.Lock()  # Windows only: see the module docstring
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
 def lock_path(path: Path) -> Path:
     """The lock file of a session file: hidden, beside it (``.chat-1.json.lock``)."""
     return path.with_name(f".{path.name}.lock")

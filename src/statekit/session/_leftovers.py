@@ -16,6 +16,7 @@ session being written is left to its writer.
 
 from __future__ import annotations
 
+import functools
 import contextlib
 import os
 import re
@@ -53,6 +54,7 @@ def sweep_due(folder: Path) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
 def temp_path(path: Path) -> Path:
     """The temporary file a save of ``path`` writes first (hidden, beside it: ``.chat-1.json.tmp``)."""
     return path.with_name(f".{path.name}.tmp")
