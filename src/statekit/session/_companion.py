@@ -22,8 +22,8 @@ Every function here runs in a worker thread; writers hold the session's lock.
 
 from __future__ import annotations
 
-import functools
 import contextlib
+import functools
 import os
 from pathlib import Path
 

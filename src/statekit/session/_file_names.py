@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import contextlib
+import functools
 import os
 import re
 from pathlib import Path

@@ -14,8 +14,8 @@ orders writers of different processes.
 
 from __future__ import annotations
 
-import functools
 import contextlib
+import functools
 import os
 import random
 import sys

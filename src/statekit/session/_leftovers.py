@@ -16,8 +16,8 @@ session being written is left to its writer.
 
 from __future__ import annotations
 
-import functools
 import contextlib
+import functools
 import os
 import re
 import threading
