@@ -4,7 +4,9 @@ Run through ``python benchmarks/run.py`` (or alone: ``python benchmarks/bench_se
 [--quick]``). The JSON floor builds the document's dicts by hand without copying
 anything and calls ``orjson.dumps`` (pretty, as statekit writes) and the same
 atomic, fsync'd write; its load reads, ``orjson.loads`` and calls the
-constructors directly. The YAML floor is the same with raw libyaml classes.
+constructors directly. The guarantee-equivalent floor (``_guarantee.py``) keeps
+every promise statekit makes for this agent, by hand; each JSON table prints
+statekit's ratio to it. The YAML floor is the same with raw libyaml classes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import Agent, floor_document, floor_load, floor_load_fresh, floor_state_dict, floor_write, make_agent  # noqa: E402
+from _guarantee import GuaranteeFloor  # noqa: E402
 from _rivals import Pair, agentscope_pair, msgspec_pair, pydantic_pair  # noqa: E402
 from _timing import Work, interleaved, table  # noqa: E402
 
@@ -28,6 +31,8 @@ from statekit.session import JSONSession, SessionBase, YAMLSession  # noqa: E402
 LOOP = asyncio.new_event_loop()
 PRETTY = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 STATEKIT_COLD = "statekit, load by new object"
+GUARANTEE = "guarantee floor (by hand)"
+STATEKIT = "statekit JSONSession"
 
 
 def json_floor(path: Path, agent: Agent) -> Pair:
@@ -55,6 +60,15 @@ def yaml_floor(path: Path, agent: Agent) -> Pair:
     return save, load
 
 
+def guarantee_pair(path: Path, agent: Agent) -> Pair:
+    """The guarantee-equivalent floor (benchmarks/_guarantee.py), on the same event loop."""
+    floor = GuaranteeFloor(path)
+    return (
+        lambda: LOOP.run_until_complete(floor.asave(agent)),
+        lambda: LOOP.run_until_complete(floor.aload(agent)),
+    )
+
+
 def statekit_pair(session: SessionBase, agent: Agent) -> Pair:
     """statekit's ``asave`` / ``aload``, on one event loop, as an async app calls them."""
     return (
@@ -76,7 +90,8 @@ def statekit_cold_pair(folder: Path, agent: Agent) -> Pair:
 def json_pairs(folder: Path, agent: Agent, rivals: bool) -> dict[str, Pair]:
     """Every implementation of a JSON session save/load that is installed."""
     pairs = {"floor (no copy, orjson)": json_floor(folder / "floor.json", agent)}
-    pairs["statekit JSONSession"] = statekit_pair(JSONSession(folder), agent)
+    pairs[GUARANTEE] = guarantee_pair(folder / "guarantee.json", agent)
+    pairs[STATEKIT] = statekit_pair(JSONSession(folder), agent)
     pairs[STATEKIT_COLD] = statekit_cold_pair(folder, agent)
     if rivals:
         found = {
@@ -93,8 +108,11 @@ def run_json(sizes: list[int], runs: int, *, gc_off: bool, rivals: bool = True) 
     out = {}
     with tempfile.TemporaryDirectory() as folder:
         for n in sizes:
-            pairs = json_pairs(Path(folder), make_agent(n), rivals)
+            here = Path(folder) / str(n)  # each size saves new files: the floors' first saves expect none
+            here.mkdir()
+            pairs = json_pairs(here, make_agent(n), rivals)
             out[n] = _columns(f"JSON session, {n:,} messages", pairs, runs, gc_off)
+            print("  statekit / guarantee floor: " + ", ".join(f"{col} {ratio[STATEKIT] / ratio[GUARANTEE]:.2f}x" for col, ratio in out[n].items()))
     return out
 
 

@@ -846,6 +846,18 @@ def test_a_crash_before_the_document_is_replaced(tmp_path: Path) -> None:
     assert _load(tmp_path).memory.content == agent.memory.content
 
 
+@pytest.mark.parametrize("left", ["chat.json.log", ".chat.json.log.old"])
+def test_a_full_write_leaves_no_companion_behind(tmp_path: Path, left: str) -> None:
+    """A full write checks the companions under its lock: deltas (or deltas a killed write put aside) go once the new document is in."""
+    _, agent = _saved_with_deltas(tmp_path)
+    if left != "chat.json.log":
+        (tmp_path / "chat.json.log").replace(tmp_path / left)
+    agent.memory.content.append(Msg("user", "next"))
+    JSONSession(tmp_path).save("chat", agent=agent, overwrite=True)
+    assert _files(tmp_path) == ["chat.json"]
+    assert _load(tmp_path).memory.content == agent.memory.content
+
+
 def test_deltas_left_aside_are_not_overwritten(tmp_path: Path) -> None:
     """A writer that saw no deltas must not start a companion while a crash left this document's aside."""
     first, agent = _saved_with_deltas(tmp_path, deltas=0)

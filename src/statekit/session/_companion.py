@@ -23,6 +23,7 @@ Every function here runs in a worker thread; writers hold the session's lock.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 
@@ -79,11 +80,13 @@ class Stored(bytes):
         return hash((bytes(self), self.log))
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
 def companion(path: Path) -> Path:
     """The companion of the document at ``path``."""
     return path.with_name(path.name + ".log")
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
 def aside(path: Path) -> Path:
     """Where a full write puts the companion while it replaces the document."""
     return path.with_name(f".{path.name}.log.old")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ _DEVICES = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
 def lease_path(path: Path) -> Path:
     """The lease record of a session file: hidden, beside it (``.chat-1.json.lease``, see :mod:`._file_leases`)."""
     return path.with_name(f".{path.name}.lease")

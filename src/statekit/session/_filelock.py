@@ -15,6 +15,7 @@ orders writers of different processes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import sys
@@ -37,6 +38,7 @@ _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os
 _IN_PROCESS = threading.Lock()  # Windows only: see the module docstring
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
 def lock_path(path: Path) -> Path:
     """The lock file of a session file: hidden, beside it (``.chat-1.json.lock``)."""
     return path.with_name(f".{path.name}.lock")
@@ -55,8 +57,11 @@ def session_lock(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         OSError: The lock file cannot be created or opened (a symlink is refused).
     """
     lock = lock_path(path)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = _acquire(lock, timeout)
+    try:
+        fd = _acquire(lock, timeout)
+    except FileNotFoundError:  # the session's first save: its folder is made now
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = _acquire(lock, timeout)
     try:
         yield
     finally:

@@ -98,12 +98,15 @@ def _replace_if(path: Path, data: bytes, expected: Expected | None, timeout: flo
     """Under the session's lock: write ``data`` if the lease allows it (``carried``: the writer's token)
     and what is stored is ``expected`` (``None``: always)."""
     with session_lock(path, timeout):
+        deltas, put_aside = _refuse_odd_beside(path)  # under the lock: none can appear before the write
         fence(path, carried)
         if expected is not None and not _holds(path, expected):
             return False
-        retire(path)
+        if deltas:
+            retire(path)
         atomic_write(path, data, locked=True)
-        drop_retired(path)
+        if deltas or put_aside:
+            drop_retired(path)
         return True
 
 
@@ -141,14 +144,16 @@ def _delete_locked(path: Path, timeout: float, carried: int | None) -> bool:
         return _delete_file(path)
 
 
-def _refuse_odd_beside(path: Path) -> None:
+def _refuse_odd_beside(path: Path) -> tuple[bool, bool]:
     """Refuse a link or odd file where a save or delete would replace or remove a companion.
+
+    Returns:
+        Whether the companion is there, and whether one put aside is.
 
     Raises:
         SessionError: Naming it (a save would have moved it aside and deleted it).
     """
-    refuse_odd(companion(path))
-    refuse_odd(aside(path))
+    return refuse_odd(companion(path)), refuse_odd(aside(path))
 
 
 def _check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
@@ -265,7 +270,9 @@ class FileSession(SessionBase):
 
     async def _write_if_locked(self, key: SessionKey, data: bytes, expected: Expected | None) -> bool:
         carried = self._fence(key)
-        return await self._locked_write(key, lambda path: _replace_if(path, data, expected, self.lock_timeout, carried))
+        return await self._locked_write(
+            key, lambda path: _replace_if(path, data, expected, self.lock_timeout, carried), odd_checked=True
+        )
 
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         carried = self._fence(key)
@@ -274,12 +281,15 @@ class FileSession(SessionBase):
     def _companion_source(self, key: SessionKey) -> str:
         return str(companion(self._path(key)))
 
-    async def _locked_write(self, key: SessionKey, write: Callable[[Path], R]) -> R:
+    async def _locked_write(self, key: SessionKey, write: Callable[[Path], R], *, odd_checked: bool = False) -> R:
+        """Run ``write`` on the session's file in a thread, once its path is checked (and,
+        unless ``write`` does it under the lock, ``odd_checked``, the files beside it)."""
         path = self._path(key)
 
         def work() -> R:
             check_path(self.save_dir, path)
-            _refuse_odd_beside(path)
+            if not odd_checked:
+                _refuse_odd_beside(path)
             self._sweep(path.parent)
             return write(path)
 

@@ -17,6 +17,7 @@ session being written is left to its writer.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -53,6 +54,7 @@ def sweep_due(folder: Path) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
 def temp_path(path: Path) -> Path:
     """The temporary file a save of ``path`` writes first (hidden, beside it: ``.chat-1.json.tmp``)."""
     return path.with_name(f".{path.name}.tmp")

@@ -53,9 +53,8 @@ def check_path(save_dir: Path, path: Path, *, folder: bool = False) -> bool:
         SessionError: A part of the path below ``save_dir`` is a symbolic link,
             or the session file is not a regular file.
     """
-    current, mode, links = save_dir, stat.S_IFDIR, 1
-    for part in path.relative_to(save_dir).parts:
-        current = current / part
+    mode, links = stat.S_IFDIR, 1
+    for current in _below(save_dir, path):
         try:
             status = os.lstat(current)
         except (FileNotFoundError, NotADirectoryError):
@@ -70,8 +69,27 @@ def check_path(save_dir: Path, path: Path, *, folder: bool = False) -> bool:
     return True
 
 
-def refuse_odd(path: Path) -> None:
+def _below(save_dir: Path, path: Path) -> list[str]:
+    """Each path from the first part below ``save_dir`` down to ``path``.
+
+    Joined as strings: pathlib's ``relative_to`` and joins cost more than the ``lstat`` calls.
+    """
+    root, full = str(save_dir), str(path)
+    if os.altsep is None and full.startswith(root + os.sep):
+        below, current = [], root
+        for part in full[len(root) + 1 :].split(os.sep):
+            current = f"{current}{os.sep}{part}"
+            below.append(current)
+        return below
+    parts = path.relative_to(save_dir).parts  # save_dir "." (which pathlib leaves out of joins), "/", or Windows
+    return [str(save_dir.joinpath(*parts[: index + 1])) for index in range(len(parts))]
+
+
+def refuse_odd(path: Path) -> bool:
     """Refuse anything but a regular file, or nothing, at ``path`` (a file beside a session's).
+
+    Returns:
+        Whether a file is there.
 
     Raises:
         SessionError: A link, a folder, a FIFO... is there.
@@ -79,12 +97,13 @@ def refuse_odd(path: Path) -> None:
     try:
         status = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
-        return
+        return False
     if stat.S_ISLNK(status.st_mode):
         raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder")
     if not stat.S_ISREG(status.st_mode):
         raise not_a_file(path, status.st_mode)
     refuse_linked(path, status.st_nlink)
+    return True
 
 
 def refuse_linked(path: Path, links: int) -> None:
@@ -106,7 +125,7 @@ def not_a_file(path: Path, mode: int) -> SessionError:
     return SessionError(f"{path} is {kind}, not a session file or folder; statekit will not read, replace or delete it")
 
 
-def write_new(path: Path) -> int:
+def write_new(path: str | Path) -> int:
     """Open ``path`` for writing as a new file of our own (whatever was there is removed first).
 
     Used for a session's temporary file, whose name is fixed: one left by a
@@ -119,9 +138,9 @@ def write_new(path: Path) -> int:
         The open file descriptor.
     """
     try:
+        return os.open(path, _NEW_FLAGS, 0o600)
+    except FileExistsError:  # a killed save's, or a link put there: removed, never followed
         os.unlink(path)
-    except FileNotFoundError:
-        pass
     return os.open(path, _NEW_FLAGS, 0o600)
 
 
@@ -157,6 +176,8 @@ def read_regular(path: Path) -> bytes | None:
 
 
 _COMPARE_CHUNK = 1 << 18
+_READ_WHOLE = 1 << 20
+"""Below this, :func:`holds_exactly` reads the file whole and compares: cheaper than chunks."""
 
 
 def holds_exactly(path: Path, expected: bytes) -> bool:
@@ -175,6 +196,8 @@ def holds_exactly(path: Path, expected: bytes) -> bool:
     with opened[0] as file:
         if opened[1].st_size != len(expected):
             return False
+        if len(expected) <= _READ_WHOLE:
+            return file.read() == expected
         start = 0
         for chunk in _chunks(file):
             # a memcmp in place (comparing memoryviews goes item by item, slicing copies)
