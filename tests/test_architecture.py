@@ -261,3 +261,19 @@ if __name__ == "__main__":
     for layer in reversed(LAYERS):
         for package in layer:
             sys.stdout.write(f"{package:20} -> {', '.join(sorted(edges.get(package, ()))) or '(nothing)'}\n")
+
+
+MAX_MODULE_LINES = 400
+"""A module longer than this holds more than one job: split it along a real seam (issue 25)."""
+
+
+def test_every_module_is_short_and_says_its_job_first() -> None:
+    too_long, silent = [], []
+    for path in sorted((SRC / "statekit").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(SRC)}: {text.count(chr(10))} lines")
+        if not isinstance(ast.get_docstring(ast.parse(text)), str):
+            silent.append(str(path.relative_to(SRC)))
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
+    assert not silent, f"modules without a docstring saying their job: {silent}"

@@ -73,7 +73,7 @@ from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._file_leases import fence, release_lease, renew_lease, take_lease
 from statekit.session._leftovers import sweep, sweep_due, temp_path
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, digest_regular, holds_exactly, refuse_odd
+from statekit.session._safe_files import check_path, check_save_dir, digest_regular, holds_exactly, refuse_odd
 from statekit.session.document import doc_token
 
 R = TypeVar("R")
@@ -156,19 +156,6 @@ def _refuse_odd_beside(path: Path) -> tuple[bool, bool]:
     return refuse_odd(companion(path)), refuse_odd(aside(path))
 
 
-def _check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
-    """``save_dir`` as a path; refused now when no file system could hold it (its first use would raise a bare ValueError)."""
-    path = Path(save_dir)
-    if "\x00" in str(path):
-        raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
-    if path.exists() and not path.is_dir():
-        raise SessionError(
-            f"save_dir {str(path)!r} is a file, not a folder: sessions are files inside save_dir; "
-            "give the folder that holds them (or a new one, created on the first save)"
-        )
-    return path
-
-
 class FileSession(SessionBase):
     """Sessions as files under ``save_dir``; subclasses choose the codec.
 
@@ -202,7 +189,7 @@ class FileSession(SessionBase):
         secret_key: SecretKeys | None = None,
         omit_secrets: bool = False,
     ) -> None:
-        self.save_dir = _check_save_dir(save_dir)
+        self.save_dir = check_save_dir(save_dir)
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)

@@ -267,3 +267,16 @@ def _open_regular(path: Path) -> tuple[io.BufferedReader, os.stat_result] | None
         os.close(fd)
         raise
     return file, status
+
+
+def check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
+    """``save_dir`` as a path; refused now when no file system could hold it (its first use would raise a bare ValueError)."""
+    path = Path(save_dir)
+    if "\x00" in str(path):
+        raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
+    if path.exists() and not path.is_dir():
+        raise SessionError(
+            f"save_dir {str(path)!r} is a file, not a folder: sessions are files inside save_dir; "
+            "give the folder that holds them (or a new one, created on the first save)"
+        )
+    return path
