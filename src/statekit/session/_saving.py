@@ -62,13 +62,17 @@ async def save_modules(
                 await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules))
                 size = len(raw)
             break
-        except LeaseError:
-            raise  # a lease decides who writes: no retry wins
-        except ConflictError:
-            if not basis.blind or attempt >= BLIND_ATTEMPTS:
+        except ConflictError as err:
+            if not _tries_again(err, basis.blind, attempt):
                 raise
         await asyncio.sleep(backoff(attempt))
     log_timed("saved", list(modules), source, size, started)
+
+
+def _tries_again(error: ConflictError, blind: bool, attempt: int) -> bool:
+    """Whether a save or a removal writes again after ``error``: only a blind one that lost a race (a lease
+    decides who writes, so no retry wins against it), at most ``BLIND_ATTEMPTS`` times."""
+    return blind and attempt < BLIND_ATTEMPTS and not isinstance(error, LeaseError)
 
 
 async def _encode(backend: Backend, modules: Mapping[str, SupportsState], found: Others) -> bytes:
@@ -105,10 +109,8 @@ async def remove_modules(backend: Backend, key: SessionKey, gone: frozenset[str]
         try:
             await backend.store(key, raw, found.expected, overwrite=False, names=frozenset(found.states))
             break
-        except LeaseError:
-            raise  # a lease decides who writes: no retry wins
-        except ConflictError:
-            if not basis.blind or attempt >= BLIND_ATTEMPTS:
+        except ConflictError as err:
+            if not _tries_again(err, basis.blind, attempt):
                 raise
         await asyncio.sleep(backoff(attempt))
     log_timed("removed", sorted(gone), source, len(raw), started)
