@@ -24,12 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import orjson
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _agents import floor_document, floor_load_fresh, make_agent  # noqa: E402
+from _agents import make_agent  # noqa: E402
 from _timing import Job, interleaved, interleaved_rates  # noqa: E402
+from bench_redis import hand_turn  # noqa: E402
 
 from statekit.session import JSONSession  # noqa: E402
 from statekit.session.redis import RedisSession  # noqa: E402
@@ -47,11 +46,7 @@ async def _redis_rates(port: int, tasks: int, rounds: int, runs: int) -> dict[st
         client = session.get_client()
 
         async def by_hand(index: int) -> None:
-            key = f"bench-lease:hand:{index}"
-            await client.set(key, orjson.dumps(floor_document(agents[index])))
-            raw = await client.get(key)
-            assert raw is not None
-            floor_load_fresh(agents[index], orjson.loads(raw)["agent"])
+            await hand_turn(client, f"bench-lease:hand:{index}", agents[index])
 
         async def by_hand_leased(index: int) -> None:
             lease = f"bench-lease:hand-lease:{index}"

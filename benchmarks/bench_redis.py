@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Any
 from pathlib import Path
 
 import orjson
@@ -29,6 +30,15 @@ from statekit.testing import local_redis_server  # noqa: E402
 
 
 
+async def hand_turn(client: Any, key: str, agent: Any) -> None:
+    """The floor's save and load of one session, by hand with the same client: the no-copy document +
+    ``orjson.dumps`` + ``SET``; ``GET`` + ``orjson.loads`` + direct constructors."""
+    await client.set(key, orjson.dumps(floor_document(agent)))
+    raw = await client.get(key)
+    assert raw is not None
+    floor_load_fresh(agent, orjson.loads(raw)["agent"])
+
+
 async def _measure(port: int, tasks: int, rounds: int, runs: int) -> dict[str, float]:
     async with RedisSession("127.0.0.1", port, key_prefix="bench:", max_connections=tasks) as session:
         agents = [make_agent(20, seed=index) for index in range(tasks)]
@@ -40,11 +50,7 @@ async def _measure(port: int, tasks: int, rounds: int, runs: int) -> dict[str, f
             await session.aload(f"s{index}", agent=agents[index])
 
         async def by_hand(index: int) -> None:
-            key = f"bench:hand:{index}"
-            await client.set(key, orjson.dumps(floor_document(agents[index])))
-            raw = await client.get(key)
-            assert raw is not None
-            floor_load_fresh(agents[index], orjson.loads(raw)["agent"])
+            await hand_turn(client, f"bench:hand:{index}", agents[index])
 
         async def raw(index: int) -> None:
             await client.set(f"bench:raw:{index}", blobs[index])
