@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from statekit.errors import SessionError
+from statekit.session._history_index import HeadHistory
 
 
 @attrs.frozen
@@ -47,3 +48,20 @@ def checked_keep(keep_history: Any, backend: type, *, supports: bool) -> int | N
     if keep_history != 0 and not supports:
         raise SessionError(f"{backend.__name__} does not keep history (supports_history is false): use keep_history=0")
     return keep_history
+
+
+@attrs.frozen
+class Step:
+    """What one write does to a session's history (planned by :func:`~._history.plan`).
+
+    Attributes:
+        archive: What the backend's ``_write_keeping`` keeps and drops.
+        head: The new head's history index (``None``: the head keeps no history any more).
+    """
+
+    archive: Archive
+    head: HeadHistory | None
+
+    def meta(self) -> dict[str, Any] | None:
+        """The history index the new head document's metadata holds (``None``: none)."""
+        return None if self.head is None else self.head.as_meta()

@@ -18,7 +18,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive
-from statekit.session._backend import Backend
+from statekit.session._backend import Backend, Blobs
 from statekit.session._faults import BackendFaults, read_bytes
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
@@ -261,4 +261,9 @@ class Storage(abc.ABC):
             self._revisions,
             self._saves_deltas,
             self.writes_in_threads,
+            Blobs(
+                self.keep_history,
+                self.supports_history,
+                (self._write_keeping, self._get_blob, self._drop_blobs, self._list_blobs),
+            ),
         )

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from statekit._limits import too_deep_below
 from statekit.errors import DocumentError
 from statekit.state.typed import meta_as, meta_of
 from statekit.state.typed_lists import extend_at
 from statekit.session._appends import deltas, is_delta
-from statekit.session.document import TypedMeta, doc_token
+from statekit.session._history_index import HeadHistory, index_of
+from statekit.session.document import FORMAT_KEY, HISTORY_KEY, TypedMeta, doc_token
 
 
 def with_deltas(document: Any, body: bytes, log: bytes, token: str | None) -> Any:
@@ -46,6 +49,18 @@ def token_of_typed(document: Any) -> str | None:
     meta = meta_of(document)
     token: str | None = None if meta is None else meta.token
     return token
+
+
+def history_of_typed(document: Any, source: str) -> HeadHistory | None:
+    """The history index in a typed document's metadata (``None``: it keeps none).
+
+    Raises:
+        DocumentError: A malformed index.
+    """
+    meta = meta_of(document)
+    if meta is None or meta.history is None:
+        return None
+    return index_of({FORMAT_KEY: meta.format, HISTORY_KEY: msgspec.json.decode(meta.history)}, source)
 
 
 def _appended(document: Any, log: bytes, token: str) -> bool:

@@ -1,0 +1,220 @@
+"""The history's index a head document carries (``__statekit__.history``): its retention, its own record and the kept revisions.
+
+A session that keeps history (docs/history.md) writes, in its head document's
+metadata::
+
+    "history": {
+        "keep": 20,                          # how many past revisions the session keeps (null: all)
+        "saved_at": "2026-11-27T12:00:00.000001+00:00",
+        "parent": "3f2a...",                 # the revision this head was saved over (null: first)
+        "forked_from": ["user", "session", "9c1e..."],   # only in a fork's first revision
+        "modules": ["agent", "notes"],
+        "kept": [{"revision": "3f2a...", "parent": ..., "saved_at": ..., "size": 1234,
+                  "modules": [...], "forked_from": ...}, ...]    # newest first
+    }
+
+The index rides inside the head, so the compare-and-set that writes the head
+writes the index too: what is kept and what is pruned changes atomically with
+the save. Each kept revision's bytes are a blob named by its revision (:mod:`._archive`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, Final
+
+import attrs
+
+from statekit.errors import DocumentError
+from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY, META_KEY
+
+KEEP_ALL: Final = None
+"""``keep_history=None``: keep every past revision."""
+
+
+@attrs.frozen
+class Revision:
+    """One revision of a stored session, as :meth:`~statekit.session.SessionBase.history` lists it.
+
+    Attributes:
+        revision: Its revision (the string :meth:`~statekit.session.SessionBase.revision` returned
+            while it was the head).
+        parent: The revision it was saved over (``None``: the session's first revision, or a fork's).
+        saved_at: When it was saved (UTC). ``None`` for a revision saved while the session kept no history.
+        size: Bytes of the stored document (its deltas included).
+        modules: The module names it holds, in the stored order.
+        forked_from: ``(user_id, session_id, revision)`` of the revision a fork started from
+            (only on a fork's first revision).
+    """
+
+    revision: str
+    parent: str | None
+    saved_at: datetime | None
+    size: int
+    modules: tuple[str, ...]
+    forked_from: tuple[str, str, str] | None = None
+
+
+@attrs.frozen
+class HeadHistory:
+    """A head document's history index, decoded.
+
+    Attributes:
+        keep: How many past revisions the session keeps (``None``: all).
+        saved_at: When the head was saved.
+        parent: The revision the head was saved over.
+        forked_from: Where a fork's first revision came from.
+        modules: The head's module names.
+        kept: The kept past revisions, newest first.
+    """
+
+    keep: int | None
+    saved_at: datetime | None
+    parent: str | None
+    forked_from: tuple[str, str, str] | None
+    modules: tuple[str, ...]
+    kept: tuple[Revision, ...] = ()
+
+    def head(self, revision: str, size: int) -> Revision:
+        """The head's own record, given its revision and size (which the head cannot hold)."""
+        return Revision(revision, self.parent, self.saved_at, size, self.modules, self.forked_from)
+
+    def find(self, revision: str) -> Revision | None:
+        """The kept revision of that name (``None``: not kept)."""
+        return next((kept for kept in self.kept if kept.revision == revision), None)
+
+    def as_meta(self) -> dict[str, Any]:
+        """The index as the head document's metadata holds it."""
+        meta: dict[str, Any] = {"keep": self.keep, "saved_at": _time(self.saved_at), "parent": self.parent}
+        if self.forked_from is not None:
+            meta["forked_from"] = list(self.forked_from)
+        meta["modules"] = list(self.modules)
+        meta["kept"] = [_entry(kept) for kept in self.kept]
+        return meta
+
+
+def widest(a: int | None, b: int | None) -> int | None:
+    """The larger of two retentions (``None``, keep all, is the largest)."""
+    return None if a is None or b is None else max(a, b)
+
+
+def now() -> datetime:
+    """The time a save records (UTC)."""
+    return datetime.now(timezone.utc)
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _entry(kept: Revision) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "revision": kept.revision,
+        "parent": kept.parent,
+        "saved_at": _time(kept.saved_at),
+        "size": kept.size,
+        "modules": list(kept.modules),
+    }
+    if kept.forked_from is not None:
+        entry["forked_from"] = list(kept.forked_from)
+    return entry
+
+
+# -- reading an index: every field checked, so a hand-edited head fails with its path -------------------
+
+
+def parse_index(meta: object, source: str) -> HeadHistory:
+    """The history index of a head's metadata (the value of ``"history"``).
+
+    Raises:
+        DocumentError: It is not a well-formed index (saying which part, where).
+    """
+    where = f"__statekit__.{HISTORY_KEY}"
+    data = _mapping(meta, where, source)
+    keep = data.get("keep")
+    if keep is not None and (type(keep) is not int or keep < 0):
+        raise DocumentError(f"{where}.keep should be an integer >= 0 or null, got {keep!r}", source=source)
+    kept_list = data.get("kept", [])
+    if not isinstance(kept_list, list):
+        raise DocumentError(f"{where}.kept should be a list, got {type(kept_list).__name__}", source=source)
+    kept = tuple(_revision(item, f"{where}.kept[{index}]", source) for index, item in enumerate(kept_list))
+    return HeadHistory(
+        keep=keep,
+        saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        parent=_optional_str(data.get("parent"), f"{where}.parent", source),
+        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
+        modules=_names(data.get("modules", []), f"{where}.modules", source),
+        kept=kept,
+    )
+
+
+def _revision(item: object, where: str, source: str) -> Revision:
+    data = _mapping(item, where, source)
+    revision = data.get("revision")
+    if not isinstance(revision, str) or not revision:
+        raise DocumentError(f"{where}.revision should be a revision string, got {revision!r}", source=source)
+    size = data.get("size")
+    if type(size) is not int or size < 0:
+        raise DocumentError(f"{where}.size should be an integer >= 0, got {size!r}", source=source)
+    return Revision(
+        revision=revision,
+        parent=_optional_str(data.get("parent"), f"{where}.parent", source),
+        saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        size=size,
+        modules=_names(data.get("modules", []), f"{where}.modules", source),
+        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
+    )
+
+
+def _mapping(value: object, where: str, source: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise DocumentError(f"{where} should be an object, got {type(value).__name__}", source=source)
+    return value
+
+
+def _optional_str(value: object, where: str, source: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise DocumentError(f"{where} should be a revision string or null, got {value!r}", source=source)
+    return value
+
+
+def _parsed_time(value: object, where: str, source: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise DocumentError(f"{where} should be an ISO 8601 time with its offset, got {value!r}", source=source)
+    return parsed.astimezone(timezone.utc)
+
+
+def _names(value: object, where: str, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise DocumentError(f"{where} should be a list of module names, got {value!r}", source=source)
+    return tuple(value)
+
+
+def _fork(value: object, where: str, source: str) -> tuple[str, str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 3 or not all(
+        isinstance(part, str) for part in value
+    ):
+        raise DocumentError(f"{where} should be [user_id, session_id, revision], got {value!r}", source=source)
+    return (value[0], value[1], value[2])
+
+
+def index_of(meta: object, source: str) -> HeadHistory | None:
+    """The history index in a decoded document's metadata (``None``: it keeps none).
+
+    Raises:
+        DocumentError: A history document without a well-formed index.
+    """
+    if not isinstance(meta, dict) or meta.get(FORMAT_KEY) != HISTORY_FORMAT:
+        return None
+    if HISTORY_KEY not in meta:
+        raise DocumentError(f"{META_KEY} names format {HISTORY_FORMAT} but holds no {HISTORY_KEY!r}", source=source)
+    return parse_index(meta[HISTORY_KEY], source)
