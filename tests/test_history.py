@@ -1,0 +1,302 @@
+"""History (docs/history.md): kept revisions, load_at, rollback, fork, prune, on a reference backend and every real one."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+
+from statekit import ConflictError, DocumentError, Revision, SessionError, SessionNotFoundError, StateLoadError
+from statekit.session import Archive, Expected, SessionBase, SessionKey
+from statekit.session._archive import checked_keep
+from statekit.testing import Counter, Journal, SessionContract, check_backend
+from statekit.testing._models import Note
+
+
+class KeepingDictSession(SessionBase):
+    """An own backend that keeps history: documents and blobs in dicts, in one process.
+
+    Nothing awaits between a check and its writes, so ``_write_keeping`` is atomic on the event loop.
+    """
+
+    supports_history = True
+
+    def __init__(self, store: dict[str, Any], keep_history: int | None = 0) -> None:
+        self.docs: dict[tuple[str, str], bytes] = store.setdefault("docs", {})
+        self.blobs: dict[tuple[str, str], dict[str, bytes]] = store.setdefault("blobs", {})
+        self.keep_history = checked_keep(keep_history, type(self), supports=True)
+
+    async def _read(self, key: SessionKey) -> bytes | None:
+        return self.docs.get((key.user_id, key.session_id))
+
+    async def _write(self, key: SessionKey, data: bytes) -> None:
+        self.docs[key.user_id, key.session_id] = data
+
+    async def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> bool:
+        stored = self.docs.get((key.user_id, key.session_id))
+        if not expected.matches(stored):
+            return False
+        blobs = self.blobs.setdefault((key.user_id, key.session_id), {})
+        if archive.keep_as is not None and stored is not None:
+            blobs[archive.keep_as] = stored
+        self.docs[key.user_id, key.session_id] = data
+        for name in archive.drop:
+            blobs.pop(name, None)
+        return True
+
+    async def _delete(self, key: SessionKey) -> bool:
+        self.blobs.pop((key.user_id, key.session_id), None)
+        return self.docs.pop((key.user_id, key.session_id), None) is not None
+
+    async def _list(self, user_id: str) -> list[str]:
+        return [session_id for owner, session_id in self.docs if owner == user_id]
+
+    async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
+        self.blobs.setdefault((key.user_id, key.session_id), {})[name] = data
+
+    async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
+        return self.blobs.get((key.user_id, key.session_id), {}).get(name)
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        blobs = self.blobs.get((key.user_id, key.session_id), {})
+        for name in names:
+            blobs.pop(name, None)
+
+    async def _list_blobs(self, key: SessionKey) -> list[str]:
+        return list(self.blobs.get((key.user_id, key.session_id), {}))
+
+
+class DefaultKeepingSession(KeepingDictSession):
+    """The same, with the base class's read-compare-write ``_write_keeping`` (made of the blob primitives)."""
+
+    _write_keeping = SessionBase._write_keeping
+
+
+class TestKeepingDictSession(SessionContract):
+    def make_session(self) -> SessionBase:
+        return KeepingDictSession(self.store)
+
+    def setup_method(self) -> None:
+        self.store: dict[str, Any] = {}
+
+
+class TestDefaultKeeping(SessionContract):
+    def make_session(self) -> SessionBase:
+        return DefaultKeepingSession(self.store)
+
+    def setup_method(self) -> None:
+        self.store: dict[str, Any] = {}
+
+
+def _meta(session: KeepingDictSession, sid: str = "s", user: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = orjson.loads(session.docs[user, sid])["__statekit__"]
+    return meta
+
+
+def test_keep_history_zero_writes_what_it_wrote_before() -> None:
+    session = KeepingDictSession({})
+    session.save("s", counter=Counter(count=1))
+    session.save("s", counter=Counter(count=2))
+    assert _meta(session) == {"format": 1}
+    assert session.blobs == {}
+    [head] = session.history("s")
+    assert head == Revision(session.revision("s") or "", None, None, len(session.docs["", "s"]), ("counter",))
+
+
+def test_a_session_keeps_the_retention_it_was_saved_with_and_a_plain_object_keeps_it() -> None:
+    store: dict[str, Any] = {}
+    keeper, plain = KeepingDictSession(store, keep_history=2), KeepingDictSession(store)
+    keeper.save("s", counter=Counter(count=1))
+    first = keeper.revision("s")
+    plain.save("s", counter=Counter(count=2))
+    plain.save("s", counter=Counter(count=3))
+    meta = _meta(plain)
+    assert meta["format"] == 3 and meta["history"]["keep"] == 2
+    listed = plain.history("s")
+    assert len(listed) == 3 and listed[2].revision == first
+    plain.save("s", counter=Counter(count=4))
+    assert [r.revision for r in plain.history("s")][2] != first
+    assert first not in plain.blobs["", "s"]  # pruned in the save's own step
+
+
+def test_an_object_raises_the_retention_and_prune_history_lowers_it() -> None:
+    store: dict[str, Any] = {}
+    one, three = KeepingDictSession(store, keep_history=1), KeepingDictSession(store, keep_history=3)
+    for count in range(3):
+        one.save("s", counter=Counter(count=count))
+    assert len(one.history("s")) == 2
+    for count in range(3):
+        three.save("s", counter=Counter(count=count))
+    assert len(one.history("s")) == 4 and _meta(one)["history"]["keep"] == 3
+    head = one.prune_history("s", keep=1)
+    listed = one.history("s")
+    assert head == listed[0].revision and len(listed) == 2
+    assert set(one.blobs["", "s"]) == {listed[1].revision}
+    counter = Counter()
+    one.load("s", counter=counter)
+    assert counter.count == 2  # the same modules
+    one.prune_history("s", keep=0)
+    assert _meta(one) == {"format": 1} and one.blobs["", "s"] == {}
+    assert one.prune_history("missing", keep=2) is None
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3", [2]])
+def test_keep_history_must_be_a_count_or_none(bad: object) -> None:
+    with pytest.raises(SessionError, match=r"keep_history should be an integer >= 0 .* or None \(keep all\), got"):
+        KeepingDictSession({}, keep_history=bad)  # type: ignore[arg-type]
+    session = KeepingDictSession({})
+    with pytest.raises(SessionError, match="keep_history should be an integer"):
+        session.prune_history("s", keep=bad)  # type: ignore[arg-type]
+
+
+def test_a_backend_without_history_refuses_keep_history() -> None:
+    with pytest.raises(SessionError, match="does not keep history .*use keep_history=0"):
+        checked_keep(2, SessionBase, supports=False)
+    assert checked_keep(0, SessionBase, supports=False) == 0
+
+
+def test_load_at_read_document_at_and_their_errors() -> None:
+    session = KeepingDictSession({}, keep_history=None)
+    session.save("s", counter=Counter(count=1), note=Note(text="a"))
+    first = session.revision("s") or ""
+    session.save("s", counter=Counter(count=2), note=Note(text="b"))
+    counter, note = Counter(), Note()
+    session.load_at("s", first, counter=counter, note=note)
+    assert (counter.count, note.text) == (1, "a")
+    document = session.read_document("s", at=first)
+    assert document is not None and document.revision == first
+    assert document.data == {"__statekit__": {"format": 1}, "counter": {"count": 1}, "note": {"text": "a"}}
+    with pytest.raises(SessionNotFoundError, match="holds no revision 0{40}: it keeps the head and 1 past revision"):
+        session.load_at("s", "0" * 40, counter=Counter())
+    with pytest.raises(SessionNotFoundError, match="no session 'nope'"):
+        session.load_at("nope", first, counter=Counter())
+    with pytest.raises(SessionError, match="revision should be a revision string"):
+        session.load_at("s", 5, counter=Counter())  # type: ignore[arg-type]
+    with pytest.raises(SessionError, match="at should be a revision string"):
+        session.read_document("s", at="")
+
+
+def test_load_at_is_all_or_nothing_and_remembers_nothing() -> None:
+    session = KeepingDictSession({}, keep_history=3)
+    session.save("s", counter=Counter(count=1), note=Note(text="a"))
+    first = session.revision("s") or ""
+    session.write_document("s", {"counter": {"count": "two"}, "note": {"text": "b"}})
+    bad = session.revision("s") or ""
+    counter, note = Counter(count=7), Note(text="kept")
+    with pytest.raises(StateLoadError, match=rf"at revision {bad}.*counter\.count") as caught:
+        session.load_at("s", bad, counter=counter, note=note)
+    assert [problem.path for problem in caught.value.problems] == [("counter", "count")]
+    assert (counter.count, note.text) == (7, "kept")
+    session.load_at("s", first, counter=counter, note=note)
+    session.write_document("s", {"counter": {"count": 3}, "note": {"text": "c"}})  # over the head it remembers, not `first`
+    assert len(session.history("s")) == 3
+
+
+def test_a_damaged_kept_revision_is_refused_not_loaded() -> None:
+    session = KeepingDictSession({}, keep_history=2)
+    session.save("s", counter=Counter(count=1))
+    first = session.revision("s") or ""
+    session.save("s", counter=Counter(count=2))
+    session.blobs["", "s"][first] = b'{"__statekit__": {"format": 1}, "counter": {"count": 99}}'
+    with pytest.raises(DocumentError, match=f"the kept bytes of revision {first} are not that revision"):
+        session.load_at("s", first, counter=Counter())
+
+
+def test_a_malformed_history_index_names_its_path() -> None:
+    session = KeepingDictSession({}, keep_history=2)
+    session.save("s", counter=Counter(count=1))
+    session.save("s", counter=Counter(count=2))
+    document = orjson.loads(session.docs["", "s"])
+    document["__statekit__"]["history"]["kept"][0]["size"] = "big"
+    session.docs["", "s"] = orjson.dumps(document)
+    with pytest.raises(DocumentError, match=r"__statekit__\.history\.kept\[0\]\.size should be an integer >= 0, got 'big'"):
+        session.history("s")
+    with pytest.raises(DocumentError, match=r"kept\[0\]\.size"):
+        session.load("s", counter=Counter())
+
+
+def test_every_write_keeps_history_remove_modules_write_document_update() -> None:
+    session = KeepingDictSession({}, keep_history=None)
+    session.save("s", counter=Counter(count=1), note=Note(text="a"))
+    session.remove_modules("s", "note")
+    session.write_document("s", {"counter": {"count": 5}, "__statekit__": {"format": 3, "history": {"keep": 0}}})
+    tally = Counter()
+
+    def bump() -> None:
+        tally.count += 1
+
+    session.update("s", bump, counter=tally)
+    listed = session.history("s")
+    assert [r.modules for r in listed] == [("counter",), ("counter",), ("counter",), ("counter", "note")]
+    assert [r.parent for r in listed[:-1]] == [r.revision for r in listed[1:]]
+    assert _meta(session)["history"]["keep"] is None  # a written document cannot lower the retention
+    assert tally.count == 6
+
+
+def test_rollback_refuses_a_head_that_changed_and_changes_nothing() -> None:
+    store: dict[str, Any] = {}
+    session = KeepingDictSession(store, keep_history=5)
+    session.save("s", counter=Counter(count=1))
+    first = session.revision("s") or ""
+    session.save("s", counter=Counter(count=2))
+    before = dict(store["docs"])
+    racing = KeepingDictSession(store)
+
+    async def race() -> None:
+        # the head changes between the rollback's read and its write
+        original = session._read
+
+        async def read_then_change(key: SessionKey) -> bytes | None:
+            raw = await original(key)
+            await racing.asave("s", counter=Counter(count=3))
+            return raw
+
+        session._read = read_then_change  # type: ignore[method-assign]
+        with pytest.raises(ConflictError):
+            await session.arollback("s", first)
+
+    asyncio.run(race())
+    assert store["docs"] != before  # the racing save landed
+    counter = Counter()
+    racing.load("s", counter=counter)
+    assert counter.count == 3
+
+
+def test_fork_checks_its_arguments_and_is_isolated() -> None:
+    session = KeepingDictSession({}, keep_history=2)
+    session.save("s", counter=Counter(count=1))
+    with pytest.raises(SessionError, match="needs another session id"):
+        session.fork("s", "s")
+    with pytest.raises(SessionNotFoundError, match="no session 'none'"):
+        session.fork("none", "t")
+    revision = session.fork("s", "t", new_user_id="bob")
+    assert session.history("t", "bob")[0].forked_from == ("", "s", session.revision("s"))
+    assert _meta(session, "t", "bob")["history"]["keep"] == 2
+    session.save("t", "bob", counter=Counter(count=9))
+    counter = Counter()
+    session.load("s", counter=counter)
+    assert counter.count == 1
+    assert session.history("t", "bob")[1].revision == revision
+
+
+def test_append_only_sessions_keep_exact_revisions() -> None:
+    session = KeepingDictSession({}, keep_history=None)
+    journal = Journal()
+    saved: list[tuple[str, list[str]]] = []
+    for turn in range(5):
+        journal.entries.append(f"e{turn}")
+        session.save("j", journal=journal)
+        saved.append((session.revision("j") or "", list(journal.entries)))
+    for revision, entries in saved:
+        loaded = Journal()
+        session.load_at("j", revision, journal=loaded)
+        assert loaded.entries == entries
+
+
+def test_the_contract_runs_on_a_backend_without_history() -> None:
+    from test_leases import LeasingDictSession  # noqa: PLC0415 - a shared reference backend
+
+    store: dict[str, Any] = {}
+    asyncio.run(check_backend(lambda: LeasingDictSession(store), skip=frozenset()))
