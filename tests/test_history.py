@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
 from statekit import ConflictError, DocumentError, Revision, SessionError, SessionNotFoundError, StateLoadError
-from statekit.session import Archive, Expected, SessionBase, SessionKey
+from statekit.session import Archive, Expected, JSONSession, SessionBase, SessionKey
 from statekit.session._archive import checked_keep
 from statekit.testing import Counter, Journal, SessionContract, check_backend
 from statekit.testing._models import Note
+from workers import run_rollback_race
 
 
 class KeepingDictSession(SessionBase):
@@ -300,3 +302,31 @@ def test_the_contract_runs_on_a_backend_without_history() -> None:
 
     store: dict[str, Any] = {}
     asyncio.run(check_backend(lambda: LeasingDictSession(store), skip=frozenset()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["json"])
+def test_a_rollback_racing_eight_updaters_loses_no_update_it_does_not_name(kind: str, tmp_path: Path) -> None:
+    """Each update lands, and is in the final head unless a rollback the test was told of left it out."""
+    made = run_rollback_race(kind, str(tmp_path), turns=15, rollbacks=4)
+    session = JSONSession(tmp_path)
+    listed = session.history("shared", "u")
+    states: dict[str, set[str]] = {}
+    for revision in listed:
+        journal = Journal()
+        session.load_at("shared", revision.revision, user_id="u", journal=journal)
+        states[revision.revision] = set(journal.entries)
+    parents = {revision.revision: revision.parent for revision in listed}
+    assert len(made) == 4 and set(made) <= set(states)
+    for revision, parent in parents.items():  # an update adds to what it read; only a rollback takes away
+        if parent is not None and revision not in made:
+            assert states[parent] <= states[revision], f"{revision} lost {states[parent] - states[revision]}"
+    head = states[listed[0].revision]
+    for worker in range(8):
+        for turn in range(15):
+            entry = f"w{worker}-{turn}"
+            assert any(entry in state for state in states.values()), f"{entry} never landed"
+            if entry in head:
+                continue
+            dropped_by = [r for r in made if entry not in states[r] and entry in states[parents[r] or ""]]
+            assert dropped_by, f"{entry} is gone from the head, yet no rollback left it out"
