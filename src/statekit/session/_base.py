@@ -28,7 +28,7 @@ from statekit.session._loading import decode_stored, load_modules
 from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._saving import remove_modules, save_modules, write_document
 from statekit.session._history_api import HistoryMethods, checked_revision
-from statekit.session._history_ops import document_at, read_at, sweep
+from statekit.session._history_ops import stored_at, sweep
 from statekit.session._lease import LeaseMethods
 from statekit.session._sync import AsyncSession, BlockingTwins
 from statekit.session._update import start_update, update_async
@@ -259,13 +259,8 @@ class SessionBase(HistoryMethods, LeaseMethods, BlockingTwins):
     ) -> StoredDocument | None:
         """Read a stored session's document as plain data, whatever modules it holds.
 
-        The object remembers the revision read, as a load does (not with ``at``).
-
-        Args:
-            session_id: The session.
-            user_id: Its owner (``None``: the backend's default user).
-            at: A revision the session holds (its head or a kept one, see :meth:`ahistory`):
-                read that one.
+        The object remembers the revision read, as a load does. With ``at``: read that revision
+        of the session (its head or a kept one, see :meth:`ahistory`), remembering nothing.
 
         Returns:
             The document, its bytes, where it is and its revision; ``None`` when
@@ -278,11 +273,7 @@ class SessionBase(HistoryMethods, LeaseMethods, BlockingTwins):
         key = self.key(session_id, user_id)
         backend = self._backend()
         if at is not None:
-            revision = checked_revision(at, "at")
-            kept, _, _ = await read_at(backend, key, revision)
-            data = await document_at(backend, key, kept)
-            shown = kept if not is_joined(kept) else await backend.run_codec(self.codec.dumps, data)
-            return StoredDocument(data, shown, f"{self._source(key)} at revision {revision}", revision)
+            return await stored_at(backend, key, checked_revision(at, "at"))
         raw = await backend.fetch(key)
         if raw is None:
             backend.revisions.remember(key, MISSING)

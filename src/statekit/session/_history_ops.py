@@ -20,7 +20,8 @@ from statekit.session._history_index import HeadHistory, Revision, widest
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
-from statekit.session._revisions import MISSING, UNKNOWN, Expected, Unknown, revision_of
+from statekit.session._delta_save import is_joined
+from statekit.session._revisions import MISSING, UNKNOWN, Expected, StoredDocument, Unknown, revision_of
 from statekit.session.document import META_KEY, plain_document, without_token
 
 
@@ -83,9 +84,17 @@ async def states_at(backend: Backend, key: SessionKey, raw: bytes) -> dict[str, 
     return {name: state for name, state in document.items() if name != META_KEY}
 
 
-async def document_at(backend: Backend, key: SessionKey, raw: bytes) -> dict[str, Any]:
-    """A stored revision's document, to show: without the token and the history's index."""
-    return without_token(await decode_stored(backend, raw, key))
+async def stored_at(backend: Backend, key: SessionKey, revision: str) -> StoredDocument:
+    """A revision the session holds, as ``read_document(at=...)`` gives it: without the token
+    and the history's index (deltas folded in).
+
+    Raises:
+        SessionNotFoundError: No such session or revision.
+    """
+    raw, _, _ = await read_at(backend, key, revision)
+    data = without_token(await decode_stored(backend, raw, key))
+    shown = raw if not is_joined(raw) else await backend.run_codec(backend.codec.dumps, data)
+    return StoredDocument(data, shown, f"{backend.source(key)} at revision {revision}", revision)
 
 
 async def rollback(backend: Backend, key: SessionKey, revision: str) -> str:
