@@ -59,23 +59,24 @@ async def plan(
     head, expected = await head_of(backend, key, expected)
     if not backend.supports_history:
         return None, expected
-    if head is not None and expected.raw is None:  # its bytes were forgotten (a large session): their size is needed
-        expected = await _with_bytes(backend, key, expected)
     retention = widest(head.keep if head is not None else 0, backend.keep_history) if keep is UNKNOWN else keep
+    if retention == 0 and forked_from is None and head is None:
+        return None, expected  # keeps no history, and is to keep none: the write is as without history
     stored = expected.revision != MISSING_REVISION
+    if stored and expected.raw is None:  # its bytes were forgotten (a large session): their size is needed
+        expected = await _with_bytes(backend, key, expected)
     kept: tuple[Revision, ...] = ()
     if stored:
         raw = expected.raw
-        size = 0 if raw is None else len(raw) + len(split(raw)[1])
+        assert raw is not None
+        size = len(raw) + len(split(raw)[1])
         if head is not None:
             old = head.head(expected.revision, size)
         else:
-            old = Revision(expected.revision, None, None, size, await _stored_modules(backend, key, expected))
+            old = Revision(expected.revision, None, None, size, await _stored_modules(backend, key, raw))
         kept = (old, *(head.kept if head is not None else ()))
-    if retention == 0 and forked_from is None:
-        if head is None:
-            return None, expected
-        return Step(Archive(None, _names(kept)), None), expected  # history turned off: a plain head again
+    if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
+        return Step(Archive(None, _names(kept[1:])), None), expected
     dropped: tuple[Revision, ...] = ()
     if retention is not None:
         kept, dropped = kept[:retention], kept[retention:]
@@ -162,13 +163,10 @@ async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHisto
     return index_of(meta, backend.source(key))
 
 
-async def _stored_modules(backend: Backend, key: SessionKey, expected: Expected) -> tuple[str, ...]:
+async def _stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple[str, ...]:
     """The module names of a stored head that kept no history (read once, when history starts)."""
-    raw = expected.raw
-    if raw is None:
-        return tuple(sorted(expected.names or ()))
     try:
         document = await decode_stored(backend, raw, key)
     except DocumentError:
-        return tuple(sorted(expected.names or ()))
+        return ()
     return tuple(name for name in document if name != META_KEY)
