@@ -27,7 +27,7 @@ from typing import Any, Final
 import attrs
 
 from statekit.errors import DocumentError
-from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY, META_KEY
+from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
 
 KEEP_ALL: Final = None
 """``keep_history=None``: keep every past revision."""
@@ -211,10 +211,8 @@ def index_of(meta: object, source: str) -> HeadHistory | None:
     """The history index in a decoded document's metadata (``None``: it keeps none).
 
     Raises:
-        DocumentError: A history document without a well-formed index.
+        DocumentError: A malformed index.
     """
-    if not isinstance(meta, dict) or meta.get(FORMAT_KEY) != HISTORY_FORMAT:
+    if not isinstance(meta, dict) or meta.get(FORMAT_KEY) != HISTORY_FORMAT or HISTORY_KEY not in meta:
         return None
-    if HISTORY_KEY not in meta:
-        raise DocumentError(f"{META_KEY} names format {HISTORY_FORMAT} but holds no {HISTORY_KEY!r}", source=source)
     return parse_index(meta[HISTORY_KEY], source)

@@ -36,6 +36,7 @@ from statekit.session.document import (
     BOM,
     HEAD_BYTES,
     META_KEY,
+    HISTORY_KEY,
     as_session,
     check_meta,
     doc_token,
@@ -125,7 +126,7 @@ async def _load_typed(
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
-    history = history_of_typed(document, backend.source(key))
+    history = history_of_typed(document, lambda: backend.source(key))
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
@@ -147,7 +148,8 @@ async def _load_plain(
         The results, the delta base (append-only lists), the document's module names and its history index.
     """
     document = await decode_stored(backend, raw, key)
-    history = index_of(document.get(META_KEY), backend.source(key))
+    meta = document.get(META_KEY)
+    history = index_of(meta, backend.source(key)) if isinstance(meta, dict) and HISTORY_KEY in meta else None
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_many(modules, document, strict=strict, fresh=backend.codec.fast)

@@ -9,6 +9,7 @@ else declines, and the full load says what is wrong, with positions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -51,7 +52,7 @@ def token_of_typed(document: Any) -> str | None:
     return token
 
 
-def history_of_typed(document: Any, source: str) -> HeadHistory | None:
+def history_of_typed(document: Any, source: Callable[[], str]) -> HeadHistory | None:
     """The history index in a typed document's metadata (``None``: it keeps none).
 
     Raises:
@@ -60,7 +61,7 @@ def history_of_typed(document: Any, source: str) -> HeadHistory | None:
     meta = meta_of(document)
     if meta is None or meta.history is None:
         return None
-    return index_of({FORMAT_KEY: meta.format, HISTORY_KEY: msgspec.json.decode(meta.history)}, source)
+    return index_of({FORMAT_KEY: meta.format, HISTORY_KEY: msgspec.json.decode(meta.history)}, source())
 
 
 def _appended(document: Any, log: bytes, token: str) -> bool:
