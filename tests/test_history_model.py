@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from statekit import ConflictError, SessionBase, SessionError
-from statekit.session import JSONSession
+from statekit.session import JSONSession, YAMLSession
+from statekit.session.postgres import PostgresSession
+from statekit.session.redis import RedisSession
+from statekit.session.sqlite import SQLiteSession
 from statekit.testing import Journal
 from statekit.testing._models import Tally
 from strategies import examples
@@ -189,10 +192,6 @@ def _dict_factory() -> Factory:
     return lambda keep: KeepingDictSession(store, keep_history=keep)
 
 
-def _json_factory(folder: Path) -> Factory:
-    return lambda keep: JSONSession(folder, keep_history=keep)  # type: ignore[call-arg]
-
-
 def _run(make: Callable[[Path], Factory], count: int) -> None:
     machine: Any = type("Machine", (HistoryMachine,), {"make": staticmethod(make)})
     run_state_machine_as_test(machine, settings=settings(max_examples=examples(count), stateful_step_count=25, deadline=None))
@@ -200,3 +199,42 @@ def _run(make: Callable[[Path], Factory], count: int) -> None:
 
 def test_history_agrees_with_its_model_on_a_reference_backend() -> None:
     _run(lambda _: _dict_factory(), 200)
+
+
+def _real(kind: str, request: pytest.FixtureRequest) -> Callable[[Path], Factory]:
+    """A factory of factories: each example of the machine gets a fresh storage of ``kind``."""
+    if kind == "json":
+        return lambda folder: lambda keep: JSONSession(folder, keep_history=keep)
+    if kind == "yaml":
+        return lambda folder: lambda keep: YAMLSession(folder, keep_history=keep)
+    if kind == "sqlite":
+        return lambda folder: lambda keep: SQLiteSession(folder / "sessions.db", keep_history=keep)
+    if kind == "redis":
+        server = request.getfixturevalue("redis_server")
+        return lambda _: _redis_factory(server.host, server.port)
+    dsn = request.getfixturevalue("postgres_dsn")
+    return lambda _: _postgres_factory(dsn)
+
+
+def _redis_factory(host: str, port: int) -> Factory:
+    prefix = f"history-{uuid.uuid4().hex}:"
+    return lambda keep: RedisSession(host, port, key_prefix=prefix, keep_history=keep)
+
+
+def _postgres_factory(dsn: str) -> Factory:
+    table = f"history_{uuid.uuid4().hex[:12]}"
+    return lambda keep: PostgresSession.from_url(dsn, table=table, keep_history=keep)
+
+
+@pytest.mark.parametrize(
+    ("kind", "count"),
+    [
+        ("json", 60),
+        ("sqlite", 60),
+        pytest.param("yaml", 30, marks=pytest.mark.slow),
+        pytest.param("redis", 40, marks=[pytest.mark.redis, pytest.mark.slow]),
+        pytest.param("postgres", 30, marks=[pytest.mark.postgres, pytest.mark.slow]),
+    ],
+)
+def test_history_agrees_with_its_model_on_every_backend(kind: str, count: int, request: pytest.FixtureRequest) -> None:
+    _run(_real(kind, request), count)
