@@ -406,14 +406,6 @@ async def test_a_server_that_needs_a_password_given_none_says_how_to_give_one(ca
 # -- servers that run no Lua: WATCH/MULTI stands in for the compare-and-set script --------
 
 
-@pytest.fixture(scope="module")
-def scriptless_server() -> Iterator[RedisServer]:
-    """A real redis-server whose EVAL and EVALSHA are renamed away (as some proxies do)."""
-    options = ["--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""]
-    with local_redis_server(options=options) as server:
-        yield server
-
-
 @pytest.mark.parametrize("name", sorted(CHECKS))
 async def test_the_contract_holds_on_a_server_without_lua(scriptless_server: RedisServer, name: str) -> None:
     prefix = f"test-{uuid.uuid4().hex}:"

@@ -219,7 +219,8 @@ class RedisSession(SessionBase):
 
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
-            value = await read_value(self._client, self._key(key), self.key_ttl)
+            name, ttl = self._key(key), self.key_ttl  # with a TTL, the kept revisions' expiry slides too
+            value = await read_value(self._client, name, ttl, "" if ttl is None else self._keys(key)[3])
         value = value.encode("utf-8") if isinstance(value, str) else value
         return None if value is None else self._joined(value)
 
@@ -232,8 +233,8 @@ class RedisSession(SessionBase):
     ) -> None:
         """A write that checks only the lease fence (a plain save, a blob's), on the value's, its lease's and its
         kept revisions' keys: ``script`` with ``args`` and the token carried, or ``plan(keys)`` without Lua."""
-        name, token, sent = self._key(key), self._fence(key), [False]
-        keys = (name, self._lease_key(name), history_key(name, is_cluster(self._client)))
+        name, cluster, token, sent = self._key(key), is_cluster(self._client), self._fence(key), [False]
+        keys = (name, lease_key(name, cluster), history_key(name, cluster))
 
         async def attempt(retried: bool, sending: Sending) -> Any:
             sent[0] = retried  # no write id: a refused resend cannot tell whether the first send landed
@@ -288,9 +289,6 @@ class RedisSession(SessionBase):
         """A conditional write's answer (a script's or a twin's) as a bool, a refusal of the lease fence raised."""
         return answered(fenced(answer, lambda: self._source(key), token), self._where(key))
 
-    def _lease_key(self, name: str) -> str:
-        return lease_key(name, is_cluster(self._client))
-
     def _ttl_arg(self) -> str:
         """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
         if self.key_ttl is not None:
@@ -327,15 +325,12 @@ class RedisSession(SessionBase):
 
     async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
         async with self._errors(key):
-            value = blob_text(await self._client.execute_command("HGET", self._history_key(key), name))
+            value = blob_text(await self._client.execute_command("HGET", self._keys(key)[3], name))
         return None if value is None else self._joined(value)
 
     async def _list_blobs(self, key: SessionKey) -> list[str]:
         async with self._errors(key):
-            return blob_names(await self._client.execute_command("HKEYS", self._history_key(key)))
-
-    def _history_key(self, key: SessionKey) -> str:
-        return history_key(self._key(key), is_cluster(self._client))
+            return blob_names(await self._client.execute_command("HKEYS", self._keys(key)[3]))
 
     async def _delete(self, key: SessionKey) -> bool:
         write_id, seconds, token, keys = new_id(), tombstone_seconds(self.timeout), self._fence(key), self._keys(key)
