@@ -19,6 +19,7 @@ from statekit.session._revisions import Expected
 from statekit.session.redis import RedisSession
 from statekit.testing import Counter, RedisCluster, RedisServer, local_redis_cluster
 from append_models import Memory, Msg
+from redis_proxy import LosingProxy
 
 pytestmark = pytest.mark.redis
 
@@ -102,7 +103,8 @@ async def test_a_kept_blob_carries_the_deltas_of_append_only_lists(make: Make) -
         await session.asave("s", "u", memory=memory)
         key = session.key("s", "u")
         old = await session._read(key)
-        assert old is not None and getattr(old, "log", b"")  # the appends are deltas after the document
+        assert old is not None
+        assert len(getattr(old, "log", b"")) > 0  # the appends are deltas after the document
         expected = session._revisions.get(key)
         assert expected is not None and expected.only_base
         revision = sha1(old)
@@ -323,6 +325,38 @@ async def test_the_blobs_sit_in_the_session_keys_slot(make: Make) -> None:
             assert key_slot(kept.encode()) == key_slot(name.encode()) or not is_cluster(session.get_client())
             assert await session._get_blob(key, REV_A) == b"x"
             await session._drop_blobs(key, (REV_A,))
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_keeping_save_whose_reply_was_lost_is_told_done_and_kept_once(
+    redis_server: RedisServer, scriptless_server: RedisServer, lua: bool
+) -> None:
+    """The save lands, its reply is lost, another writer saves over it before the retry asks: the retry finds
+    its own write id and answers "done" (not a conflict), and the blob holds the head it replaced."""
+    server, prefix = (redis_server if lua else scriptless_server), f"hist-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix, keep_history=1, timeout=60) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix, keep_history=1, timeout=60) as other,
+    ):
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        first = await session._read(key)
+        assert first is not None
+        second, third = await document(session, 2), await document(session, 3)
+        assert await session._write_keeping(key, second, Expected(raw=first), Archive(sha1(first)))  # the script is known
+
+        async def other_saves_over_it() -> None:
+            await other.asave("s", "u", counter=Counter(count=4), overwrite=True)
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=other_saves_over_it)
+        assert await session._write_keeping(key, third, Expected(raw=second), Archive(sha1(second), drop=(sha1(first),)))
+        assert proxy.lost == 1
+        assert await session._list_blobs(key) == [sha1(second)]
+        assert await session._get_blob(key, sha1(second)) == second
+        counter = Counter()
+        await session.aload("s", "u", counter=counter)
+        assert counter.count == 4
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, "3", True, [2]])
