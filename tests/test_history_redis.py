@@ -210,8 +210,8 @@ async def test_blobs_are_never_sessions(make: Make) -> None:
             key = session.key("s", "u")
             old = await session._read(key)
             assert old is not None
-            done = await session._write_keeping(key, await document(session, count + 10), Expected(raw=old), Archive(sha1(old)))
-            assert done
+            new = await document(session, count + 10)
+            assert await session._write_keeping(key, new, Expected(raw=old), Archive(sha1(old)))
         assert len(await session._list_blobs(key)) == 3
         names = await all_keys(session)
         assert any(":history" in name for name in names), names  # the blobs are stored ...
@@ -344,13 +344,14 @@ async def test_a_keeping_save_whose_reply_was_lost_is_told_done_and_kept_once(
         first = await session._read(key)
         assert first is not None
         second, third = await document(session, 2), await document(session, 3)
-        assert await session._write_keeping(key, second, Expected(raw=first), Archive(sha1(first)))  # the script is known
+        assert await session._write_keeping(key, second, Expected(raw=first), Archive(sha1(first)))  # the script known
 
         async def other_saves_over_it() -> None:
             await other.asave("s", "u", counter=Counter(count=4), overwrite=True)
 
         proxy.lose(b"EVALSHA" if lua else b"EXEC", then=other_saves_over_it)
-        assert await session._write_keeping(key, third, Expected(raw=second), Archive(sha1(second), drop=(sha1(first),)))
+        archive = Archive(sha1(second), drop=(sha1(first),))
+        assert await session._write_keeping(key, third, Expected(raw=second), archive)
         assert proxy.lost == 1
         assert await session._list_blobs(key) == [sha1(second)]
         assert await session._get_blob(key, sha1(second)) == second

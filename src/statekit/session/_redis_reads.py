@@ -1,4 +1,4 @@
-"""A session's read (``GET``, or ``GETEX`` sliding its expiry and its kept revisions') on a pooled connection, without redis-py's per-command layers."""
+"""A session's read (``GET``, or ``GETEX`` sliding its and its history's expiry) on a pooled connection, without redis-py's per-command layers."""
 
 from __future__ import annotations
 

@@ -79,7 +79,9 @@ async def sessions_of(client: Redis | RedisCluster, keys: Keys, user_id: str) ->
     return session_ids(await scan_all(client, glob(head) + "*" + tail), head, tail)
 
 
-async def some_sessions_of(client: Redis | RedisCluster, keys: Keys, user_id: str, limit: int) -> tuple[list[str], bool]:
+async def some_sessions_of(
+    client: Redis | RedisCluster, keys: Keys, user_id: str, limit: int
+) -> tuple[list[str], bool]:
     """Up to ``limit`` session ids of ``user_id`` from a bounded scan (:func:`scan_some`), and whether there are more."""
     prefix, template = keys
     head, tail = template.split("{session_id}")

@@ -28,8 +28,8 @@ async def if_base_watching(
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
     """The same as ``IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
-    (``keys``: the value's, its companion's, its lease's and its kept revisions'; ``change``: the mode and the header's count
-    to write; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry; ``attempt``:
+    (``keys``: the value's, its companion's, its lease's and its kept revisions'; ``change``: the mode and
+    the header's count to write; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry; ``attempt``:
     the write's id, whether it is sent again, its ``Sending``, the lease token it carries)."""
     name, (mode, count), (key_ttl, keep_ttl) = keys[0], change, ttl
 
