@@ -59,7 +59,7 @@ async def save_modules(
             history, expected = (None, basis.expected)
             if backend.supports_history:
                 history, expected = await head_of(backend, key, basis.expected)
-            if backend.saves_deltas() and history is None and not backend.keep_history:
+            if backend.saves_deltas() and history is None and backend.keep_history == 0:
                 size = await save_with_appends(backend, key, modules, expected, kept)
             else:
                 found = await kept()
