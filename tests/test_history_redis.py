@@ -94,8 +94,9 @@ async def test_a_keeping_save_keeps_the_exact_old_bytes_under_its_name(make: Mak
 
 async def test_a_kept_blob_carries_the_deltas_of_append_only_lists(make: Make) -> None:
     """After a delta save only the base is known (``Expected.only_base``): the script checks it, and the
-    blob holds the document and its deltas, decoded as a read of the head then was."""
-    async with make(keep_history=None) as session:
+    blob holds the document and its deltas, decoded as a read of the head then was (a session saved with
+    deltas before it kept history: one that keeps history saves in full)."""
+    async with make(keep_history=0) as session:
         memory = Memory(content=[Msg("user", "hi")], note="n")
         await session.asave("s", "u", memory=memory)
         memory.content.append(Msg("agent", "hello"))
