@@ -18,9 +18,10 @@ document, of added and changed ones their places in the new one.
 
 from __future__ import annotations
 
+import collections
 import difflib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from statekit.errors import PathSegment, format_path
@@ -29,8 +30,9 @@ from statekit.values.secrets import MASK, is_sealed, mask_secrets
 WIDTH: Final = 80
 """The longest value a line shows (longer ones end with ``...``)."""
 
-MATCHED_ITEMS: Final = 1_000_000
-"""Above this many pairs of differing items, two lists are compared place by place rather than matched (quadratic)."""
+MATCHING_STEPS: Final = 4_000_000
+"""Above this many pairs of equal items between the differing parts of two lists (the matcher's work grows with
+them: a list of one item repeated is quadratic), the parts are compared place by place rather than matched."""
 
 
 def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[str]:
@@ -76,12 +78,7 @@ def _items(old: list[Any], new: list[Any], path: tuple[PathSegment, ...]) -> Ite
     while old_end > start and new_end > start and same(old[old_end - 1], new[new_end - 1]):
         old_end, new_end = old_end - 1, new_end - 1
     middle_old, middle_new = old[start:old_end], new[start:new_end]
-    if middle_old and middle_new and len(middle_old) * len(middle_new) <= MATCHED_ITEMS:
-        matcher = difflib.SequenceMatcher(None, [_key(item) for item in middle_old], [_key(item) for item in middle_new], autojunk=False)
-        blocks = matcher.get_opcodes()
-    else:
-        blocks = [("replace", 0, len(middle_old), 0, len(middle_new))]
-    for tag, old_from, old_to, new_from, new_to in blocks:
+    for tag, old_from, old_to, new_from, new_to in _blocks(middle_old, middle_new):
         if tag == "equal":
             continue
         paired = min(old_to - old_from, new_to - new_from)
@@ -91,6 +88,17 @@ def _items(old: list[Any], new: list[Any], path: tuple[PathSegment, ...]) -> Ite
             yield f"{format_path((*path, start + index))}: removed {shown(middle_old[index])}"
         for index in range(new_from + paired, new_to):
             yield f"{format_path((*path, start + index))}: added {shown(middle_new[index])}"
+
+
+def _blocks(old: list[Any], new: list[Any]) -> Sequence[tuple[str, int, int, int, int]]:
+    """How the items of two lists match, as :meth:`difflib.SequenceMatcher.get_opcodes` says it (or place by place)."""
+    if not old or not new:
+        return [("replace", 0, len(old), 0, len(new))]
+    old_keys, new_keys = [_key(item) for item in old], [_key(item) for item in new]
+    counts = collections.Counter(new_keys)
+    if sum(counts[key] for key in old_keys) > MATCHING_STEPS:
+        return [("replace", 0, len(old), 0, len(new))]
+    return difflib.SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes()
 
 
 def same(old: Any, new: Any) -> bool:
