@@ -232,6 +232,20 @@ def test_keep_refuses_bad_counts_and_missing_sessions(tmp_path: Path, capsys: py
     assert not (tmp_path / "chat-2.json").exists()
 
 
+def test_keep_on_a_store_that_keeps_no_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(JSONSession, "supports_history", False)  # as a backend without history's storage
+    JSONSession(tmp_path).write_document("chat-1", {"agent": {"turns": 1}})
+    before = (tmp_path / "chat-1.json").read_bytes()
+    status, out, err = run(capsys, "history", "--dir", str(tmp_path), "chat-1", "--keep", "all")
+    assert (status, out) == (1, "")
+    assert err == "--keep all: JSONSession stores keep no history (supports_history is false); nothing was changed\n"
+    assert run(capsys, "history", "--dir", str(tmp_path), "chat-1", "--keep", "0")[0] == 0  # keeps none: nothing to do
+    assert (tmp_path / "chat-1.json").read_bytes() == before
+    assert len(run(capsys, "history", "--dir", str(tmp_path), "chat-1")[1].splitlines()) == 2  # header + the head
+
+
 # -- naming revisions ------------------------------------------------------------------------------------------
 
 

@@ -87,7 +87,10 @@ def _run_history(args: argparse.Namespace) -> int:
 async def _set_keep(store: SessionBase, args: argparse.Namespace) -> int:
     keep: int | None = args.keep
     if keep != 0 and not store.supports_history:
-        raise StatekitError(f"--keep {'all' if keep is None else keep}: {type(store).__name__} stores keep no history")
+        raise StatekitError(
+            f"--keep {'all' if keep is None else keep}: {type(store).__name__} stores keep no history "
+            "(supports_history is false); nothing was changed"
+        )
     head = await store.aprune_history(args.session_id, args.user, keep=keep)
     if head is None:
         raise no_session(store, args.session_id, args.user)
