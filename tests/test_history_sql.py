@@ -26,7 +26,7 @@ import pytest
 
 from append_models import Memory, Msg
 from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
-from statekit.session import SessionBase
+from statekit.session import SessionBase, open_session
 from statekit.session._archive import Archive
 from statekit.session._companion import joined, split
 from statekit.session._ids import SessionKey
@@ -319,6 +319,11 @@ def test_keep_history_is_kept_on_the_object(tmp_path: Path) -> None:
     assert SQLiteSession(tmp_path / "s.db", keep_history=None).keep_history is None
     assert PostgresSession("host=localhost", keep_history=20).keep_history == 20
     assert SQLiteSession.supports_history and PostgresSession.supports_history
+    opened = open_session(f"sqlite:///{tmp_path / 's.db'}", keep_history=5)
+    assert isinstance(opened, SQLiteSession) and opened.keep_history == 5
+    assert open_session("postgresql://localhost/db", keep_history=None).keep_history is None
+    with pytest.raises(SessionError, match="got -2"):
+        open_session(f"sqlite:///{tmp_path / 's.db'}", keep_history=-2)
 
 
 async def test_without_history_a_save_writes_no_history_row(store: Opener) -> None:
