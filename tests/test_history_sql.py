@@ -8,6 +8,7 @@ the run's throw-away PostgreSQL cluster. Also the schema's upgrade from version
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import signal
@@ -158,6 +159,22 @@ async def test_drop_removes_the_pruned_blobs_in_the_same_write(store: Opener) ->
         assert [await session._get_blob(ALICE, revision_of(head)) for head in heads[1:4]] == heads[1:4]
         missing = "0" * 40  # dropping one that is not there is no error
         assert await session._write_keeping(ALICE, b'{"n":9}', Expected(raw=heads[4]), Archive(None, (missing,)))
+
+
+async def test_of_writers_racing_over_one_head_one_wins_and_one_copy_is_kept(store: Opener) -> None:
+    async with store() as first, store() as second, store() as third, store() as fourth:
+        writers = [first, second, third, fourth]
+        await _chat(first, ALICE, "one", "two")
+        stored = await first._read(ALICE)
+        assert stored is not None
+        name = revision_of(stored)
+        news = [b'{"writer":%d}' % index for index in range(len(writers))]
+        won = await asyncio.gather(
+            *(writer._write_keeping(ALICE, new, Expected(raw=stored), Archive(name)) for writer, new in zip(writers, news))
+        )
+        assert sum(won) == 1
+        assert await first._read(ALICE) == news[won.index(True)]
+        assert await first._list_blobs(ALICE) == [name] and await first._get_blob(ALICE, name) == stored
 
 
 # -- the other primitives ---------------------------------------------------------------------------------
