@@ -3,8 +3,8 @@
 Every write of a session goes through :data:`WRITE_KINDS` (a whole document) or
 :data:`APPEND` (one delta), each one statement that compares and sets at once,
 inside a ``BEGIN IMMEDIATE`` transaction that first reads the session's lease
-(:data:`LEASE`, the fence); a save that keeps history adds :data:`KEEP` before it and
-:data:`DROP_BLOB` after it, in the same transaction. ``{t}`` is the sessions table, ``{d}`` its deltas
+(:data:`LEASE`, the fence); a save that keeps history adds :data:`DROP_BLOB` and :data:`KEEP`
+before it, in the same transaction. ``{t}`` is the sessions table, ``{d}`` its deltas
 table, ``{l}`` its leases table, ``{h}`` its history (the blobs of past revisions); placeholders are sqlite3's named ones. Documents and delta lines are bound as bytes and stored as TEXT
 (``CAST(... AS TEXT)``: the bytes kept exactly, and ``json_extract`` works on them).
 """

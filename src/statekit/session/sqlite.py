@@ -186,8 +186,8 @@ class SQLiteSession(SessionBase):
         self, key: SessionKey, data: bytes, kind: str, condition: Callable[[], dict[str, Any]], archive: Archive | None = None
     ) -> bool:
         """Write a whole document if ``condition()`` holds (``kind``: see ``WRITE_KINDS``), dropping the old deltas;
-        with an ``archive``, keeping the stored session as its blob first and dropping the pruned blobs after,
-        all in the one transaction (rolled back when the condition fails: nothing kept). The hashes (the
+        with an ``archive``, first dropping the pruned blobs and keeping the stored session as its blob (the copy
+        reuses the pages the drop freed), all in the one transaction (rolled back when the condition fails). The hashes (the
         document's revision, an expected one) are computed in the worker thread, off the event loop."""
         sql, carried, source = self._sql, self._fence(key), self._source(key)
 
@@ -195,7 +195,8 @@ class SQLiteSession(SessionBase):
             values = {**_where(key), **condition(), "document": data, "revision": revision_of(data), "token": doc_token(data)}
             connection.execute("BEGIN IMMEDIATE")
             fence(connection, sql, values, carried, source)
-            if archive is not None:
+            if archive is not None:  # the pruned first: the copy then fills the pages they free
+                prune(connection, sql, values, archive.drop)
                 keep(connection, sql, values, archive)
             written = connection.execute(sql.writes[kind], values).rowcount == 1
             if not written and kind == "revision":
@@ -205,8 +206,6 @@ class SQLiteSession(SessionBase):
                 return False
             if written:
                 connection.execute(sql.drop_deltas, values)
-            if written and archive is not None:
-                prune(connection, sql, values, archive.drop)
             commit(connection)
             return written
 
