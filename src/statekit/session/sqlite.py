@@ -187,8 +187,8 @@ class SQLiteSession(SessionBase):
     ) -> bool:
         """Write a whole document if ``condition()`` holds (``kind``: see ``WRITE_KINDS``), dropping the old deltas;
         with an ``archive``, first dropping the pruned blobs and keeping the stored session as its blob (the copy
-        reuses the pages the drop freed), all in the one transaction (rolled back when the condition fails). The hashes (the
-        document's revision, an expected one) are computed in the worker thread, off the event loop."""
+        reuses the pages the drop freed), all in the one transaction (rolled back when the condition fails).
+        The hashes (the document's revision, an expected one) are computed in the worker thread, off the event loop."""
         sql, carried, source = self._sql, self._fence(key), self._source(key)
 
         def put(connection: sqlite3.Connection) -> bool:
