@@ -51,13 +51,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
         path = tmp_path / "sessions.db"
 
         def make(**options: Any) -> SessionBase:
-            return SQLiteSession(path, keep_history=options.pop("keep_history", 3), **options)
+            return SQLiteSession(path, keep_history=options.pop("keep_history", 0), **options)
 
     else:
         dsn, table = request.getfixturevalue("postgres_dsn"), f"t_{uuid.uuid4().hex[:12]}"
 
         def make(**options: Any) -> SessionBase:
-            return PostgresSession.from_url(dsn, table=table, timeout=60, keep_history=options.pop("keep_history", 3), **options)
+            return PostgresSession.from_url(dsn, table=table, timeout=60, keep_history=options.pop("keep_history", 0), **options)
 
     @asynccontextmanager
     async def opened(**options: Any) -> AsyncIterator[SessionBase]:
