@@ -92,7 +92,7 @@ class _BlobView(JSONSession):
 
 
 async def test_a_blob_keeps_the_appended_items_of_its_revision(tmp_path: Path) -> None:
-    session, agent = JSONSession(tmp_path, keep_history=None), Agent()
+    session, agent = JSONSession(tmp_path), Agent()  # a session that keeps no history yet: its saves append
     key = session.key("chat")
     agent.memory.content.append(Msg("user", "0"))
     await session.asave("chat", agent=agent)
@@ -345,7 +345,7 @@ def test_a_kill_between_link_and_rename_leaves_the_old_head_readable_and_writabl
 
 def test_a_kill_after_the_companion_is_linked_leaves_appends_working(tmp_path: Path) -> None:
     """The companion and the document linked, the writer killed: reads allow the links, an append removes them first."""
-    with JSONSession(tmp_path, keep_history=3) as session:
+    with JSONSession(tmp_path) as session:  # a session that keeps no history: its saves append
         key, agent = session.key("chat"), Agent()
         session.save("chat", agent=agent)
         agent.events.append(1)
