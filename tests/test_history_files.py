@@ -14,6 +14,7 @@ import random
 import re
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -295,6 +296,55 @@ def test_the_lease_fence_refuses_keeping_writes_of_others(tmp_path: Path, kind: 
             assert asyncio.run(other._write_keeping(key, _doc(1), Expected(raw=old), Archive(name)))
         lease.release()  # a lost lease: nothing to end
         assert asyncio.run(other._list_blobs(key)) == [name]
+
+
+def test_readers_never_trip_over_the_link_a_keeping_save_makes(tmp_path: Path) -> None:
+    """While saves link the old document into the history before renaming, loads and checks in other threads go on."""
+    session = JSONSession(tmp_path, keep_history=2)
+    key = session.key("chat")
+    asyncio.run(session._write(key, _doc(0)))
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        reader = JSONSession(tmp_path)
+        while not done.is_set():
+            try:
+                raw = asyncio.run(reader._read(key))
+                assert raw is not None and json.loads(raw)["n"] >= 0
+                assert reader.exists("chat") and reader.list_sessions() == ["chat"]
+            except BaseException as err:  # noqa: BLE001 - reported below
+                failures.append(err)
+                return
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    try:
+        for number in range(1, 150):
+            old = asyncio.run(_stored(session, key))
+            state = json.loads(old)
+            kept = [revision_of(old), *state["kept"]]
+            archive = Archive(kept[0], tuple(kept[2:]))
+            assert asyncio.run(session._write_keeping(key, _doc(number, kept[:2]), Expected(raw=old), archive))
+    finally:
+        done.set()
+        for thread in readers:
+            thread.join(60)
+    assert failures == []
+    assert len(asyncio.run(session._list_blobs(key))) == 2
+
+
+async def test_history_in_agentscope_layout_sits_beside_its_file(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path, layout="agentscope", keep_history=1)
+    key = session.key("chat", "alice")
+    await session._write(key, _doc(0))
+    kept = await _keep(session, key, _doc(1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".alice_chat.json.history", "alice_chat.json"]
+    assert await session._get_blob(key, kept) == _doc(0)
+    assert await session.alist_sessions("alice") == ["chat"] and await session.alist_sessions() == ["alice_chat"]
+    assert await session.adelete("chat", "alice")
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- a writer killed between keeping the old head and replacing it -------------------------------------------------------

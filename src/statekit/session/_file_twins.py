@@ -60,9 +60,16 @@ def _twins(folder: Path, status: os.stat_result) -> list[str]:
         return []
     try:
         with os.scandir(fd) as entries:
-            return [entry.name for entry in entries if os.path.samestat(entry.stat(follow_symlinks=False), status)]
+            return [entry.name for entry in entries if _is(entry, status)]
     finally:
         os.close(fd)
+
+
+def _is(entry: os.DirEntry[str], status: os.stat_result) -> bool:
+    try:
+        return os.path.samestat(entry.stat(follow_symlinks=False), status)
+    except FileNotFoundError:  # a blob pruned meanwhile
+        return False
 
 
 def unshare(path: Path) -> None:
