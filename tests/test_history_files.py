@@ -393,16 +393,19 @@ def test_a_kill_between_link_and_rename_leaves_the_old_head_readable_and_writabl
         assert os.stat(session.session_path("chat")).st_nlink == 1
 
 
-def test_a_kill_after_the_companion_is_linked_leaves_appends_working(tmp_path: Path) -> None:
-    """The companion and the document linked, the writer killed: reads allow the links, an append removes them first."""
+@pytest.mark.parametrize("where", ["retire", "atomic_write"])
+def test_a_kill_after_the_companion_is_linked_leaves_appends_working(tmp_path: Path, where: str) -> None:
+    """The companion and the document linked (the companion put aside, or not yet), the writer killed:
+    reads allow the links, an append removes them first."""
     with JSONSession(tmp_path) as session:  # a session that keeps no history: its saves append
         key, agent = session.key("chat"), Agent()
         session.save("chat", agent=agent)
         agent.events.append(1)
         session.save("chat", agent=agent)  # a companion now
-        _killed_keeping(session, key, _doc(2), "retire")
+        _killed_keeping(session, key, _doc(2), where)
         path = session.session_path("chat")
-        assert os.stat(path).st_nlink == 2 and os.stat(f"{path}.log").st_nlink == 2
+        deltas = Path(f"{path}.log") if where == "retire" else path.with_name(f".{path.name}.log.old")
+        assert os.stat(path).st_nlink == 2 and os.stat(deltas).st_nlink == 2
         again = Agent()
         session.load("chat", agent=again)
         assert again == agent

@@ -33,9 +33,9 @@ def append_if(path: Path, line: bytes, base: DeltaBase, timeout: float, carried:
     the bytes added, or ``None``."""
     with session_lock(path, timeout):
         fence(path, carried)
-        unshare(path)  # before any write in place: a killed keeping save's names of these files go
-        if not base_holds(path, base):
+        if not base_holds(path, base):  # (which may put back a companion put aside, or cut a torn line off it)
             return None
+        unshare(path)  # before any write in place: a killed keeping save's names of these files go
         tidy(path, base.token, (temp_path(path), temp_path(companion(path))))  # a killed save's leftovers
         if not line:
             return 0
