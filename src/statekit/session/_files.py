@@ -29,6 +29,10 @@ processes alike; the kernel releases the lock when its holder dies. Under the
 same lock every write first checks the session's lease record
 (``.<name>.json.lease``, :mod:`._file_leases`) against the lease the writing
 object holds.
+
+A session that keeps history (``keep_history``) has its past revisions in a
+hidden folder beside it (``.<name>.json.history``, :mod:`._file_history`): a save
+hard-links the document it replaces into it under the same lock, before the rename.
 """
 
 from __future__ import annotations

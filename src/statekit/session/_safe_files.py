@@ -9,7 +9,9 @@ and check the opened file, so a file swapped in after the check cannot make a
 load follow a link or wait on a FIFO. ``save_dir`` itself may be a link.
 A session file (or a file beside it) with more than one hard link is refused
 the same way: a write in place (a delta appended) would change the linked copy
-too, and a read would read another file's content.
+too, and a read would read another file's content. The one exception is a link
+between a session's files and its own history folder, which a save that keeps
+history makes (:mod:`._file_twins`): reads and checks allow it, writes in place never.
 """
 
 from __future__ import annotations
