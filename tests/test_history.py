@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,9 @@ import pytest
 
 from statekit import ConflictError, DocumentError, Revision, SessionError, SessionNotFoundError, StateLoadError
 from statekit.session import Archive, Expected, JSONSession, SessionBase, SessionKey
+from statekit.session.postgres import PostgresSession
+from statekit.session.redis import RedisSession
+from statekit.session.sqlite import SQLiteSession
 from statekit.session._archive import checked_keep
 from statekit.testing import Counter, Journal, SessionContract, check_backend
 from statekit.testing._models import Note
@@ -304,23 +308,47 @@ def test_the_contract_runs_on_a_backend_without_history() -> None:
     asyncio.run(check_backend(lambda: LeasingDictSession(store), skip=frozenset()))
 
 
+def _opened(kind: str, where: str, prefix: str) -> SessionBase:
+    if kind == "redis":
+        return RedisSession.from_url(where, key_prefix=prefix, timeout=60)
+    if kind == "postgres":
+        return PostgresSession.from_url(where, table=prefix, timeout=60)
+    if kind == "sqlite":
+        return SQLiteSession(where, timeout=60)
+    return JSONSession(where)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["json"])
-def test_a_rollback_racing_eight_updaters_loses_no_update_it_does_not_name(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kind", ["json", "sqlite", pytest.param("redis", marks=pytest.mark.redis), pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_rollback_racing_eight_updaters_loses_no_update_it_does_not_name(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Each update lands, and is in the final head unless a rollback the test was told of left it out."""
-    made = run_rollback_race(kind, str(tmp_path), turns=15, rollbacks=4)
-    session = JSONSession(tmp_path)
+    where, prefix = str(tmp_path), ""
+    if kind == "sqlite":
+        where = str(tmp_path / "sessions.db")
+    elif kind == "redis":
+        server = request.getfixturevalue("redis_server")
+        where, prefix = f"redis://{server.host}:{server.port}/0", f"race-{uuid.uuid4().hex}:"
+    elif kind == "postgres":
+        where, prefix = request.getfixturevalue("postgres_dsn"), f"race_{uuid.uuid4().hex[:12]}"
+    made = run_rollback_race(kind, where, prefix=prefix, turns=15, rollbacks=4)
+    session = _opened(kind, where, prefix)
     listed = session.history("shared", "u")
     states: dict[str, set[str]] = {}
     for revision in listed:
         journal = Journal()
         session.load_at("shared", revision.revision, user_id="u", journal=journal)
         states[revision.revision] = set(journal.entries)
+    session.close()
     parents = {revision.revision: revision.parent for revision in listed}
     assert len(made) == 4 and set(made) <= set(states)
-    for revision, parent in parents.items():  # an update adds to what it read; only a rollback takes away
-        if parent is not None and revision not in made:
-            assert states[parent] <= states[revision], f"{revision} lost {states[parent] - states[revision]}"
+    assert any(parent in made and name not in made for name, parent in parents.items()), "no update raced a rollback"
+    for name, parent in parents.items():  # an update adds to what it read; only a rollback takes away
+        if parent is not None and name not in made:
+            assert states[parent] <= states[name], f"{name} lost {states[parent] - states[name]}"
     head = states[listed[0].revision]
     for worker in range(8):
         for turn in range(15):

@@ -250,6 +250,7 @@ def roll_back(kind, where, prefix, count):
                 made.append(session.rollback("shared", listed[2].revision, user_id="u"))
             except ConflictError:
                 continue
+            time.sleep(0.02)  # let updates land after it
     print(_json.dumps(made))
 
 
