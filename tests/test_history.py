@@ -220,6 +220,13 @@ def test_a_malformed_history_index_names_its_path() -> None:
     with pytest.raises(DocumentError, match=r"__statekit__\.history\.kept\[0\]\.size should be an integer >= 0, got 'big'"):
         session.history("s")
     with pytest.raises(DocumentError, match=r"kept\[0\]\.size"):
+        session.load_at("s", "0" * 40, counter=Counter())
+    counter = Counter()
+    session.load("s", counter=counter)  # the head loads: only what reads the records checks them
+    assert counter.count == 2
+    document["__statekit__"]["history"]["keep"] = -3
+    session.docs["", "s"] = orjson.dumps(document)
+    with pytest.raises(DocumentError, match=r"__statekit__\.history\.keep should be an integer >= 0 or null, got -3"):
         session.load("s", counter=Counter())
 
 

@@ -62,6 +62,7 @@ class Step:
     archive: Archive
     head: HeadHistory | None
 
-    def meta(self) -> dict[str, Any] | None:
-        """The history index the new head document's metadata holds (``None``: none)."""
-        return None if self.head is None else self.head.as_meta()
+    def meta(self, *, json: bool) -> dict[str, Any] | None:
+        """The history index the new head document's metadata holds (``None``: none); ``json``: for an
+        orjson codec (see :meth:`~._history_index.HeadHistory.as_meta`)."""
+        return None if self.head is None else self.head.as_meta(json=json)

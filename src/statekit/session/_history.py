@@ -19,13 +19,20 @@ from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
-from statekit.session._history_index import HeadHistory, Revision, index_of, now, widest
+from statekit.session._history_index import HeadHistory, Revision, index_of, now, parse_index_json, widest
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
 from statekit.session._revisions import MISSING_REVISION, UNKNOWN, Expected, Unknown, conflict_message
 from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, meta_format
 
 _TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+class _HistoryMeta(msgspec.Struct):
+    history: msgspec.Raw | None = None
+
+
+_META: Final = msgspec.json.Decoder(_HistoryMeta)
 
 
 async def plan(
@@ -65,7 +72,7 @@ async def plan(
     stored = expected.revision != MISSING_REVISION
     if stored and expected.raw is None:  # its bytes were forgotten (a large session): their size is needed
         expected = await _with_bytes(backend, key, expected)
-    kept: tuple[Revision, ...] = ()
+    kept: tuple[Revision | bytes, ...] = ()
     if stored:
         raw = expected.raw
         assert raw is not None
@@ -74,28 +81,34 @@ async def plan(
             old = head.head(expected.revision, size)
         else:
             old = Revision(expected.revision, None, None, size, await _stored_modules(backend, key, raw))
-        kept = (old, *(head.kept if head is not None else ()))
+        kept = (old, *(head.entries if head is not None else ()))
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
-        return Step(Archive(None, _names(kept[1:])), None), expected
-    dropped: tuple[Revision, ...] = ()
-    if retention is not None:
-        kept, dropped = kept[:retention], kept[retention:]
-    still = {revision.revision for revision in kept}
-    drop = tuple(name for name in _names(dropped) if name not in still)
-    keep_as = expected.revision if stored and kept and kept[0].revision == expected.revision else None
+        assert head is not None
+        return Step(Archive(None, _names(head, 0)), None), expected
+    drop: tuple[str, ...] = ()
+    if retention is not None and len(kept) > retention:
+        drop = _names(head, retention - 1) if head is not None else ()
+        kept = kept[:retention]
+    keep_as = expected.revision if stored and retention != 0 else None
     new = HeadHistory(
         keep=retention,
         saved_at=now(),
         parent=expected.revision if stored else None,
         forked_from=forked_from,
         modules=modules,
-        kept=kept,
+        entries=kept,
+        source=backend.source(key),
     )
     return Step(Archive(keep_as, drop), new), expected
 
 
-def _names(revisions: tuple[Revision, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(revision.revision for revision in revisions))
+def _names(head: HeadHistory, start: int) -> tuple[str, ...]:
+    """The revisions the head keeps from ``start`` on (0: the newest), which a write drops.
+
+    Raises:
+        DocumentError: Their records are malformed.
+    """
+    return tuple(dict.fromkeys(head.record(index).revision for index in range(max(start, 0), len(head.entries))))
 
 
 async def head_of(backend: Backend, key: SessionKey, expected: Expected) -> tuple[HeadHistory | None, Expected]:
@@ -152,9 +165,11 @@ async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHisto
     meta: Any = None
     if found is not None:
         try:
-            meta = msgspec.json.decode(_TOP.decode(body)[META_KEY])
+            history = _META.decode(_TOP.decode(body)[META_KEY]).history
         except (msgspec.DecodeError, KeyError):
-            meta = None
+            pass
+        else:
+            return None if history is None else parse_index_json(bytes(history), backend.source(key))
     if not isinstance(meta, dict):
         try:
             meta = (await decode_stored(backend, raw, key)).get(META_KEY)

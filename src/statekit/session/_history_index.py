@@ -25,9 +25,13 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 import attrs
+import msgspec
+import orjson
 
 from statekit.errors import DocumentError
 from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
+
+_WHERE: Final = f"__statekit__.{HISTORY_KEY}"
 
 KEEP_ALL: Final = None
 """``keep_history=None``: keep every past revision."""
@@ -58,7 +62,7 @@ class Revision:
 
 @attrs.frozen
 class HeadHistory:
-    """A head document's history index, decoded.
+    """A head document's history index, decoded (its kept revisions' records only when asked for).
 
     Attributes:
         keep: How many past revisions the session keeps (``None``: all).
@@ -66,7 +70,9 @@ class HeadHistory:
         parent: The revision the head was saved over.
         forked_from: Where a fork's first revision came from.
         modules: The head's module names.
-        kept: The kept past revisions, newest first.
+        entries: The kept past revisions, newest first: each a :class:`Revision`, or the JSON of
+            its record as stored (decoded and checked by :meth:`kept`; a save carries it on as is).
+        source: Where the head is stored, for the error a malformed record raises.
     """
 
     keep: int | None
@@ -74,24 +80,55 @@ class HeadHistory:
     parent: str | None
     forked_from: tuple[str, str, str] | None
     modules: tuple[str, ...]
-    kept: tuple[Revision, ...] = ()
+    entries: tuple[Revision | bytes, ...] = ()
+    source: str = ""
 
     def head(self, revision: str, size: int) -> Revision:
         """The head's own record, given its revision and size (which the head cannot hold)."""
         return Revision(revision, self.parent, self.saved_at, size, self.modules, self.forked_from)
 
+    def kept(self) -> tuple[Revision, ...]:
+        """The kept past revisions, newest first.
+
+        Raises:
+            DocumentError: A record is malformed (naming it).
+        """
+        return tuple(self.record(index) for index in range(len(self.entries)))
+
+    def record(self, index: int) -> Revision:
+        """The kept revision at ``index`` (0: the newest).
+
+        Raises:
+            DocumentError: Its record is malformed.
+        """
+        entry = self.entries[index]
+        if isinstance(entry, Revision):
+            return entry
+        try:
+            data = msgspec.json.decode(entry)
+        except msgspec.DecodeError as err:
+            raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source) from None
+        return _revision(data, f"{_WHERE}.kept[{index}]", self.source)
+
     def find(self, revision: str) -> Revision | None:
         """The kept revision of that name (``None``: not kept)."""
-        return next((kept for kept in self.kept if kept.revision == revision), None)
+        return next((kept for kept in self.kept() if kept.revision == revision), None)
 
-    def as_meta(self) -> dict[str, Any]:
-        """The index as the head document's metadata holds it."""
+    def as_meta(self, *, json: bool) -> dict[str, Any]:
+        """The index as the head document's metadata holds it (``json``: for an orjson codec, which
+        writes the records carried on as they are stored, without decoding them)."""
         meta: dict[str, Any] = {"keep": self.keep, "saved_at": _time(self.saved_at), "parent": self.parent}
         if self.forked_from is not None:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
-        meta["kept"] = [_entry(kept) for kept in self.kept]
+        meta["kept"] = [_stored(entry, json) for entry in self.entries]
         return meta
+
+
+def _stored(entry: Revision | bytes, json: bool) -> Any:
+    if isinstance(entry, Revision):
+        return _entry(entry)
+    return orjson.Fragment(entry) if json else msgspec.json.decode(entry)
 
 
 def widest(a: int | None, b: int | None) -> int | None:
@@ -124,13 +161,55 @@ def _entry(kept: Revision) -> dict[str, Any]:
 # -- reading an index: every field checked, so a hand-edited head fails with its path -------------------
 
 
-def parse_index(meta: object, source: str) -> HeadHistory:
-    """The history index of a head's metadata (the value of ``"history"``).
+class _Index(msgspec.Struct):
+    """The index as the fast path decodes it: its own fields checked, the records left as JSON."""
+
+    keep: int | None = None
+    saved_at: str | None = None
+    parent: str | None = None
+    forked_from: tuple[str, str, str] | None = None
+    modules: list[str] = msgspec.field(default_factory=list)
+    kept: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
+_INDEX = msgspec.json.Decoder(_Index)
+
+
+def parse_index_json(raw: bytes, source: str) -> HeadHistory:
+    """The history index from the JSON of ``"history"``, its records left as JSON until asked for.
 
     Raises:
         DocumentError: It is not a well-formed index (saying which part, where).
     """
-    where = f"__statekit__.{HISTORY_KEY}"
+    try:
+        index = _INDEX.decode(raw)
+    except msgspec.DecodeError:  # a malformed index: the full check names what and where
+        try:
+            data = msgspec.json.decode(raw)
+        except msgspec.DecodeError as err:
+            raise DocumentError(f"{_WHERE} is not JSON: {err}", source=source) from None
+        return parse_index(data, source)
+    if index.keep is not None and index.keep < 0:
+        raise DocumentError(f"{_WHERE}.keep should be an integer >= 0 or null, got {index.keep!r}", source=source)
+    return HeadHistory(
+        keep=index.keep,
+        saved_at=_parsed_time(index.saved_at, f"{_WHERE}.saved_at", source),
+        parent=index.parent,
+        forked_from=index.forked_from,
+        modules=tuple(index.modules),
+        entries=tuple(bytes(entry) for entry in index.kept),
+        source=source,
+    )
+
+
+def parse_index(meta: object, source: str) -> HeadHistory:
+    """The history index of a head's metadata (the value of ``"history"``), decoded: its own fields
+    checked, its records when asked for (:meth:`HeadHistory.kept`).
+
+    Raises:
+        DocumentError: It is not a well-formed index (saying which part, where).
+    """
+    where = _WHERE
     data = _mapping(meta, where, source)
     keep = data.get("keep")
     if keep is not None and (type(keep) is not int or keep < 0):
@@ -138,15 +217,24 @@ def parse_index(meta: object, source: str) -> HeadHistory:
     kept_list = data.get("kept", [])
     if not isinstance(kept_list, list):
         raise DocumentError(f"{where}.kept should be a list, got {type(kept_list).__name__}", source=source)
-    kept = tuple(_revision(item, f"{where}.kept[{index}]", source) for index, item in enumerate(kept_list))
+    kept = tuple(_as_json(item, f"{where}.kept[{index}]", source) for index, item in enumerate(kept_list))
     return HeadHistory(
         keep=keep,
         saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
         parent=_optional_str(data.get("parent"), f"{where}.parent", source),
         forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
         modules=_names(data.get("modules", []), f"{where}.modules", source),
-        kept=kept,
+        entries=kept,
+        source=source,
     )
+
+
+def _as_json(item: object, where: str, source: str) -> bytes:
+    """A record as JSON, checked when asked for (as on the fast path)."""
+    try:
+        return orjson.dumps(item)
+    except orjson.JSONEncodeError:
+        raise DocumentError(f"{where} should be an object of JSON data, got {type(item).__name__}", source=source) from None
 
 
 def _revision(item: object, where: str, source: str) -> Revision:

@@ -37,7 +37,7 @@ async def list_history(backend: Backend, key: SessionKey, limit: int | None) -> 
         modules = tuple(name for name in document if name != META_KEY)
         revisions = [Revision(expected.revision, None, None, _size(raw), modules)]
     else:
-        revisions = [index.head(expected.revision, _size(raw)), *index.kept]
+        revisions = [index.head(expected.revision, _size(raw)), *index.kept()]
     return revisions if limit is None else revisions[:limit]
 
 
@@ -73,7 +73,7 @@ def _not_kept(source: str, revision: str, index: HeadHistory | None) -> str:
     if index is None:
         return f"{source} holds no revision {revision}: it keeps no history (see keep_history, docs/history.md)"
     return (
-        f"{source} holds no revision {revision}: it keeps the head and {len(index.kept)} past revision(s) "
+        f"{source} holds no revision {revision}: it keeps the head and {len(index.entries)} past revision(s) "
         f"(keep_history={index.keep}); history() lists them"
     )
 
@@ -180,7 +180,7 @@ async def _write(
 ) -> bytes:
     step: Step | None
     step, expected = await plan(backend, key, expected, tuple(states), forked_from=forked_from, keep=keep)
-    document = plain_document(states, None if step is None else step.meta())
+    document = plain_document(states, None if step is None else step.meta(json=backend.codec.fast))
     raw: bytes = await backend.run_codec(backend.codec.dumps, document)
     await backend.store(key, raw, expected, overwrite=False, names=frozenset(states), step=step, remember=remember)
     return raw

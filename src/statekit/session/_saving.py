@@ -92,7 +92,7 @@ async def _encode(backend: Backend, modules: Mapping[str, SupportsState], found:
     """The document of ``modules`` with the ``found`` stored modules kept (and the history's index),
     encoded (a ``StateDumpError`` names any bad value)."""
     codec = backend.codec
-    history = None if step is None else step.meta()
+    history = None if step is None else step.meta(json=backend.codec.fast)
     if codec.fast:  # straight from the live objects, before anything can change them
         with paused_gc(), secrets_with(backend.secret_box):
             return codec.dumps(plain_document(found.merged(dump_many(modules, live=True)), history))
@@ -121,7 +121,7 @@ async def remove_modules(backend: Backend, key: SessionKey, gone: frozenset[str]
         refuse_removal(gone, found.order, source())
         try:
             step, _ = await plan(backend, key, found.expected, tuple(found.states))
-            history = None if step is None else step.meta()
+            history = None if step is None else step.meta(json=backend.codec.fast)
             raw = await backend.run_codec(backend.codec.dumps, plain_document(found.states, history))
             await backend.store(key, raw, found.expected, overwrite=False, names=frozenset(found.states), step=step)
             break
@@ -176,7 +176,7 @@ async def _write_keeping_history(
             if step is None:
                 raw = await backend.run_codec(backend.codec.dumps, document)
             else:
-                raw = await backend.run_codec(backend.codec.dumps, plain_document(states, step.meta()))
+                raw = await backend.run_codec(backend.codec.dumps, plain_document(states, step.meta(json=backend.codec.fast)))
             stored = await backend.store(key, raw, seen, overwrite=False, names=frozenset(states), step=step)
             return stored.revision, len(raw)
         except ConflictError as err:

@@ -19,8 +19,8 @@ from statekit.errors import DocumentError
 from statekit.state.typed import meta_as, meta_of
 from statekit.state.typed_lists import extend_at
 from statekit.session._appends import deltas, is_delta
-from statekit.session._history_index import HeadHistory, index_of
-from statekit.session.document import FORMAT_KEY, HISTORY_KEY, TypedMeta, doc_token
+from statekit.session._history_index import HeadHistory, parse_index_json
+from statekit.session.document import HISTORY_FORMAT, TypedMeta, doc_token
 
 
 def with_deltas(document: Any, body: bytes, log: bytes, token: str | None) -> Any:
@@ -61,7 +61,7 @@ def history_of_typed(document: Any, source: Callable[[], str]) -> HeadHistory | 
     meta = meta_of(document)
     if meta is None or meta.history is None:
         return None
-    return index_of({FORMAT_KEY: meta.format, HISTORY_KEY: msgspec.json.decode(meta.history)}, source())
+    return parse_index_json(bytes(meta.history), source()) if meta.format == HISTORY_FORMAT else None
 
 
 def _appended(document: Any, log: bytes, token: str) -> bool:
