@@ -28,11 +28,9 @@ from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, meta_format
 _TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-class _HistoryMeta(msgspec.Struct):
-    history: msgspec.Raw | None = None
-
-
-_META: Final = msgspec.json.Decoder(_HistoryMeta)
+_META: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(
+    msgspec.defstruct("_HistoryMeta", [("history", msgspec.Raw, None)])  # a Raw | None field would read null only
+)
 
 
 async def plan(
@@ -162,19 +160,17 @@ async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHisto
     found = meta_format(body)
     if found is not None and found != HISTORY_FORMAT:
         return None
-    meta: Any = None
     if found is not None:
         try:
-            history = _META.decode(_TOP.decode(body)[META_KEY]).history
+            history: Any = _META.decode(_TOP.decode(body)[META_KEY]).history  # Raw, or None when absent
         except (msgspec.DecodeError, KeyError):
             pass
         else:
             return None if history is None else parse_index_json(bytes(history), backend.source(key))
-    if not isinstance(meta, dict):
-        try:
-            meta = (await decode_stored(backend, raw, key)).get(META_KEY)
-        except DocumentError:
-            return None  # a damaged document: the write says what is wrong (or overwrite=True replaces it)
+    try:
+        meta = (await decode_stored(backend, raw, key)).get(META_KEY)
+    except DocumentError:
+        return None  # a damaged document: the write says what is wrong (or overwrite=True replaces it)
     return index_of(meta, backend.source(key))
 
 

@@ -77,7 +77,7 @@ TypedMeta: Any = msgspec.defstruct(
         ("format", _FORMATS, msgspec.field(name=FORMAT_KEY)),
         ("token", str | None, msgspec.field(name=TOKEN_KEY, default=None)),
         ("deltas", int, msgspec.field(name=DELTAS_KEY, default=0)),
-        ("history", msgspec.Raw | None, msgspec.field(name=HISTORY_KEY, default=None)),
+        ("history", msgspec.Raw, msgspec.field(name=HISTORY_KEY, default=None)),  # None when absent
     ],
     forbid_unknown_fields=True,
 )
