@@ -1,7 +1,7 @@
 """What keeping history costs: saves with keep_history=20 against the same saves with history off, and history() of a long one.
 
-JSON files: one object saves a 10,000-message agent over and over (one
-message appended before each save), with ``keep_history=0`` and with
+JSON files: one object saves a 10,000-message agent over and over (a small
+field changed before each save, so each save is a new revision of the same size), with ``keep_history=0`` and with
 ``keep_history=20`` (the old head kept by a hard link in the save's own step,
 the 21st pruned in it). Redis: 64 concurrent tasks each save and load their
 own 20-message session, with and without history. ``history()`` of a JSON
@@ -15,9 +15,11 @@ needs ``redis-server`` on ``PATH``. Run alone with ``[--quick]`` or through
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,8 +31,9 @@ from statekit.session import JSONSession  # noqa: E402
 from statekit.session.redis import RedisSession  # noqa: E402
 from statekit.testing import local_redis_server  # noqa: E402
 
+KEEP = 20
 OFF = "keep_history=0"
-ON = "keep_history=20"
+ON = f"keep_history={KEEP}"
 
 
 def run_file_history(messages: int, runs: int) -> dict[str, float]:
@@ -39,16 +42,16 @@ def run_file_history(messages: int, runs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         sessions = {OFF: JSONSession(folder, keep_history=0), ON: JSONSession(folder, keep_history=20)}
 
-        def saver(name: str) -> object:
-            session, agent = sessions[name], agents[name]
+        def saver(name: str) -> Callable[[], None]:
+            session, agent, turns = sessions[name], agents[name], itertools.count()
 
             def save() -> None:
-                agent.memory.content.append(agent.memory.content[0])
+                agent.active_groups = [f"turn {next(turns)}"]  # a new revision each save, the same size
                 session.save(name.replace("=", "-"), agent=agent)
 
             return save
 
-        times = interleaved({name: saver(name) for name in sessions}, runs)  # type: ignore[misc]
+        times = interleaved({name: saver(name) for name in sessions}, runs)
         for session in sessions.values():
             session.close()
     print(f"\nJSON files, {messages:,} messages (one save; median, GC on)")
@@ -60,13 +63,15 @@ def run_file_history(messages: int, runs: int) -> dict[str, float]:
 async def _redis_rates(port: int, tasks: int, rounds: int, runs: int) -> dict[str, float]:
     async with (
         RedisSession("127.0.0.1", port, key_prefix="bench-history:", max_connections=tasks) as off,
-        RedisSession("127.0.0.1", port, key_prefix="bench-history:", max_connections=tasks, keep_history=20) as on,
+        RedisSession("127.0.0.1", port, key_prefix="bench-history:", max_connections=tasks, keep_history=KEEP) as on,
     ):
         agents = [make_agent(20, seed=index) for index in range(tasks)]
+        turns = [0] * tasks
 
         def turn(session: RedisSession, prefix: str) -> Job:
             async def run(index: int) -> None:
-                agents[index].memory.content.append(agents[index].memory.content[0])
+                agents[index].active_groups = [f"turn {turns[index]}"]  # a new revision each turn, the same size
+                turns[index] += 1
                 await session.asave(f"{prefix}{index}", agent=agents[index])
                 await session.aload(f"{prefix}{index}", agent=agents[index])
 
@@ -91,8 +96,8 @@ def run_history_listing(revisions: int, runs: int) -> float:
     agent = make_agent(20, seed=3)
     with tempfile.TemporaryDirectory() as folder:
         session = JSONSession(folder, keep_history=None)
-        for _ in range(revisions + 1):
-            agent.memory.content.append(agent.memory.content[0])
+        for turn in range(revisions + 1):
+            agent.active_groups = [f"turn {turn}"]
             session.save("long", agent=agent)
         assert len(session.history("long")) == revisions + 1
         seconds = []

@@ -95,7 +95,7 @@ async def plan(
         forked_from=forked_from,
         modules=modules,
         entries=kept,
-        source=backend.source(key),
+        source=lambda: backend.source(key),
     )
     return Step(Archive(keep_as, drop), new), expected
 
@@ -106,7 +106,7 @@ def _names(head: HeadHistory, start: int) -> tuple[str, ...]:
     Raises:
         DocumentError: Their records are malformed.
     """
-    return tuple(dict.fromkeys(head.record(index).revision for index in range(max(start, 0), len(head.entries))))
+    return tuple(dict.fromkeys(head.name(index) for index in range(max(start, 0), len(head.entries))))
 
 
 async def head_of(backend: Backend, key: SessionKey, expected: Expected) -> tuple[HeadHistory | None, Expected]:
@@ -166,7 +166,7 @@ async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHisto
         except (msgspec.DecodeError, KeyError):
             pass
         else:
-            return None if history is None else parse_index_json(bytes(history), backend.source(key))
+            return None if history is None else parse_index_json(bytes(history), lambda: backend.source(key))
     try:
         meta = (await decode_stored(backend, raw, key)).get(META_KEY)
     except DocumentError:

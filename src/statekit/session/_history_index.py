@@ -20,7 +20,7 @@ the save. Each kept revision's bytes are a blob named by its revision (:mod:`._a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -72,7 +72,7 @@ class HeadHistory:
         modules: The head's module names.
         entries: The kept past revisions, newest first: each a :class:`Revision`, or the JSON of
             its record as stored (decoded and checked by :meth:`kept`; a save carries it on as is).
-        source: Where the head is stored, for the error a malformed record raises.
+        source: Says where the head is stored, for the error a malformed record raises (called only then).
     """
 
     keep: int | None
@@ -80,8 +80,8 @@ class HeadHistory:
     parent: str | None
     forked_from: tuple[str, str, str] | None
     modules: tuple[str, ...]
-    entries: tuple[Revision | bytes, ...] = ()
-    source: str = ""
+    entries: tuple[Revision | bytes | msgspec.Raw, ...] = ()
+    source: Callable[[], str] = str
 
     def head(self, revision: str, size: int) -> Revision:
         """The head's own record, given its revision and size (which the head cannot hold)."""
@@ -107,8 +107,22 @@ class HeadHistory:
         try:
             data = msgspec.json.decode(entry)
         except msgspec.DecodeError as err:
-            raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source) from None
-        return _revision(data, f"{_WHERE}.kept[{index}]", self.source)
+            raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source()) from None
+        return _revision(data, f"{_WHERE}.kept[{index}]", self.source())
+
+    def name(self, index: int) -> str:
+        """The revision of the kept record at ``index``, read without checking the rest of it.
+
+        Raises:
+            DocumentError: The record holds no revision string.
+        """
+        entry = self.entries[index]
+        if isinstance(entry, Revision):
+            return entry.revision
+        try:
+            return _NAME.decode(entry).revision
+        except msgspec.DecodeError:
+            return self.record(index).revision  # says what is wrong, where
 
     def find(self, revision: str) -> Revision | None:
         """The kept revision of that name (``None``: not kept)."""
@@ -121,14 +135,12 @@ class HeadHistory:
         if self.forked_from is not None:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
-        meta["kept"] = [_stored(entry, json) for entry in self.entries]
+        if json:  # one fragment: the records carried on are joined as they are stored
+            chunks = [orjson.dumps(_entry(entry)) if isinstance(entry, Revision) else entry for entry in self.entries]
+            meta["kept"] = orjson.Fragment(b"[%s]" % b",".join(chunks))
+        else:
+            meta["kept"] = [_entry(entry) if isinstance(entry, Revision) else msgspec.json.decode(entry) for entry in self.entries]
         return meta
-
-
-def _stored(entry: Revision | bytes, json: bool) -> Any:
-    if isinstance(entry, Revision):
-        return _entry(entry)
-    return orjson.Fragment(entry) if json else msgspec.json.decode(entry)
 
 
 def widest(a: int | None, b: int | None) -> int | None:
@@ -169,13 +181,21 @@ class _Index(msgspec.Struct):
     parent: str | None = None
     forked_from: tuple[str, str, str] | None = None
     modules: list[str] = msgspec.field(default_factory=list)
-    kept: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    kept: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
 
 
 _INDEX = msgspec.json.Decoder(_Index)
+_RECORDS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def parse_index_json(raw: bytes, source: str) -> HeadHistory:
+class _Name(msgspec.Struct):
+    revision: str
+
+
+_NAME = msgspec.json.Decoder(_Name)
+
+
+def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
     """The history index from the JSON of ``"history"``, its records left as JSON until asked for.
 
     Raises:
@@ -183,21 +203,30 @@ def parse_index_json(raw: bytes, source: str) -> HeadHistory:
     """
     try:
         index = _INDEX.decode(raw)
+        records = _RECORDS.decode(bytes(index.kept))  # a copy of the records alone: not the whole document kept alive
     except msgspec.DecodeError:  # a malformed index: the full check names what and where
         try:
             data = msgspec.json.decode(raw)
         except msgspec.DecodeError as err:
-            raise DocumentError(f"{_WHERE} is not JSON: {err}", source=source) from None
-        return parse_index(data, source)
+            raise DocumentError(f"{_WHERE} is not JSON: {err}", source=source()) from None
+        return parse_index(data, source())
     if index.keep is not None and index.keep < 0:
-        raise DocumentError(f"{_WHERE}.keep should be an integer >= 0 or null, got {index.keep!r}", source=source)
+        raise DocumentError(f"{_WHERE}.keep should be an integer >= 0 or null, got {index.keep!r}", source=source())
+    try:
+        saved_at = None if index.saved_at is None else datetime.fromisoformat(index.saved_at)
+    except ValueError:
+        saved_at = None
+    if (saved_at is None) != (index.saved_at is None) or (saved_at is not None and saved_at.tzinfo is None):
+        saved_at = _parsed_time(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
+    elif saved_at is not None and saved_at.utcoffset():
+        saved_at = saved_at.astimezone(timezone.utc)
     return HeadHistory(
         keep=index.keep,
-        saved_at=_parsed_time(index.saved_at, f"{_WHERE}.saved_at", source),
+        saved_at=saved_at,
         parent=index.parent,
         forked_from=index.forked_from,
         modules=tuple(index.modules),
-        entries=tuple(bytes(entry) for entry in index.kept),
+        entries=tuple(records),
         source=source,
     )
 
@@ -225,7 +254,7 @@ def parse_index(meta: object, source: str) -> HeadHistory:
         forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
         modules=_names(data.get("modules", []), f"{where}.modules", source),
         entries=kept,
-        source=source,
+        source=lambda: source,
     )
 
 

@@ -61,7 +61,7 @@ def history_of_typed(document: Any, source: Callable[[], str]) -> HeadHistory | 
     meta = meta_of(document)
     if meta is None or meta.history is None:
         return None
-    return parse_index_json(bytes(meta.history), source()) if meta.format == HISTORY_FORMAT else None
+    return parse_index_json(bytes(meta.history), source) if meta.format == HISTORY_FORMAT else None
 
 
 def _appended(document: Any, log: bytes, token: str) -> bool:
