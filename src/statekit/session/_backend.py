@@ -22,7 +22,7 @@ from statekit.session._archive import Archive, Step
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._faults import BackendFaults
 from statekit.session._ids import SessionKey
-from statekit.session._revisions import Expected, RevisionMemory, conflict_message
+from statekit.session._revisions import Expected, RevisionMemory, conflict_message, revision_of
 
 T = TypeVar("T")
 
@@ -183,10 +183,16 @@ class Backend:
         """
         if expected is None and not overwrite:
             expected = self.revisions.get(key)
+        revision = None
         if step is not None:
             assert expected is not None, "a write that keeps history is a compare-and-set"
-            with self.faults("_write_keeping", key):
-                written = await self.blobs.write_keeping(key, raw, expected, step.archive)
+            # the next save names this head by its revision: hashed in a thread while the write waits for the disk
+            hashing = asyncio.ensure_future(asyncio.to_thread(revision_of, raw)) if self._hashes_aside(raw) else None
+            try:
+                with self.faults("_write_keeping", key):
+                    written = await self.blobs.write_keeping(key, raw, expected, step.archive)
+            finally:
+                revision = None if hashing is None else await hashing
             if not written:
                 source = self.source(key)
                 raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
@@ -198,10 +204,15 @@ class Backend:
             if not written:
                 source = self.source(key)
                 raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
-        stored = Expected(raw=raw, base=base, names=names, history=None if step is None else step.head)
+        stored = Expected(raw=raw, revision=revision, base=base, names=names, history=None if step is None else step.head)
         if remember:
             self.revisions.remember(key, stored)
         return stored
+
+    def _hashes_aside(self, raw: bytes) -> bool:
+        """Whether a write that keeps history hashes ``raw`` in a worker thread meanwhile: when the write runs
+        in one too (it waits for the disk) and the bytes are many (else the thread hop costs more)."""
+        return self.writes_in_threads and len(raw) > INLINE_DECODE_BYTES // 4
 
     async def run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:
         """Run ``work`` in a worker thread when the backend asks for it, unless
