@@ -365,3 +365,19 @@ def test_a_rollback_racing_eight_updaters_loses_no_update_it_does_not_name(
                 continue
             dropped_by = [r for r in made if entry not in states[r] and entry in states[parents[r] or ""]]
             assert dropped_by, f"{entry} is gone from the head, yet no rollback left it out"
+
+
+def test_a_large_head_hashed_beside_its_write_is_named_by_its_revision(tmp_path: Path) -> None:
+    """A head past INLINE_DECODE_BYTES // 4 is hashed in a thread during its write: the next save names it right."""
+    session = JSONSession(tmp_path, keep_history=2)
+    big = Note(text="x" * 400_000)
+    session.save("s", note=big)
+    first = session.revision("s")
+    big.text = "y" * 400_000
+    session.save("s", note=big)
+    listed = session.history("s")
+    assert [r.revision for r in listed] == [session.revision("s"), first]
+    loaded = Note()
+    session.load_at("s", first or "", note=loaded)
+    assert loaded.text == "x" * 400_000
+    session.close()
