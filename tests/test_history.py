@@ -10,7 +10,19 @@ from typing import Any
 import orjson
 import pytest
 
-from statekit import ConflictError, DocumentError, Revision, SessionError, SessionNotFoundError, StateLoadError
+from statekit import (
+    ConflictError,
+    DocumentError,
+    Revision,
+    SessionError,
+    SessionNotFoundError,
+    StateLoadError,
+    StateModule,
+    generate_secret_key,
+    open_session,
+    state_field,
+    stateful,
+)
 from statekit.session import Archive, Expected, JSONSession, SessionBase, SessionKey
 from statekit.session.postgres import PostgresSession
 from statekit.session.redis import RedisSession
@@ -380,4 +392,43 @@ def test_a_large_head_hashed_beside_its_write_is_named_by_its_revision(tmp_path:
     loaded = Note()
     session.load_at("s", first or "", note=loaded)
     assert loaded.text == "x" * 400_000
+    session.close()
+
+
+@stateful
+class Keyed(StateModule):
+    """A module with a secret field, for history across a key rotation."""
+
+    api_key: str = state_field(default="", secret=True)
+
+
+def test_kept_revisions_stay_sealed_with_the_key_they_were_saved_with(tmp_path: Path) -> None:
+    old, new = generate_secret_key(), generate_secret_key()
+    before = JSONSession(tmp_path, keep_history=3, secret_key=old)
+    before.save("s", keyed=Keyed(api_key="sk-old"))
+    first = before.revision("s") or ""
+    assert b"sk-old" not in (tmp_path / "s.json").read_bytes()
+    rotated = JSONSession(tmp_path, secret_key=[new, old])  # a rotation: the head is sealed anew, the past is not
+    keyed = Keyed()
+    rotated.load("s", keyed=keyed)
+    rotated.save("s", keyed=keyed)
+    only_new = JSONSession(tmp_path, secret_key=new)
+    head = Keyed()
+    only_new.load("s", keyed=head)
+    assert head.api_key == "sk-old"
+    with pytest.raises(StateLoadError, match=f"at revision {first}.*keyed.api_key: cannot decrypt the secret: wrong secret_key"):
+        only_new.load_at("s", first, keyed=Keyed())
+    past = Keyed()
+    rotated.load_at("s", first, keyed=past)
+    assert past.api_key == "sk-old"
+    for session in (before, rotated, only_new):
+        session.close()
+
+
+def test_open_session_takes_keep_history_for_files(tmp_path: Path) -> None:
+    session = open_session(tmp_path.as_uri(), keep_history=4)
+    assert session.keep_history == 4 and session.supports_history
+    session.save("s", counter=Counter(count=1))
+    session.save("s", counter=Counter(count=2))
+    assert len(session.history("s")) == 2
     session.close()
