@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _timing  # noqa: E402
 from bench_memory import run_memory  # noqa: E402
 from bench_postgres import run_postgres  # noqa: E402
+from bench_history import run_file_history, run_history_listing, run_redis_history  # noqa: E402
 from bench_leases import run_file_leases, run_redis_leases  # noqa: E402
 from bench_redis import run_redis  # noqa: E402
 from bench_sessions import GUARANTEE, STATEKIT, STATEKIT_COLD, run_json, run_yaml  # noqa: E402
@@ -52,7 +53,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=None, help="interleaved runs per figure (default 7; 3 with --quick)")
     parser.add_argument("--sizes", default=None, help="comma-separated message counts (default 1000,10000,100000)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall time, or this process's CPU time")
-    parser.add_argument("--only", default="json,memory,state,yaml,redis,sqlite,postgres", help="comma-separated parts to run (also: leases; sql-rivals, which needs the bench-rivals extra)")
+    parser.add_argument("--only", default="json,memory,state,yaml,redis,sqlite,postgres", help="comma-separated parts to run (also: leases, history; sql-rivals, which needs the bench-rivals extra)")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 7)
     if args.clock == "cpu":
@@ -100,6 +101,13 @@ def main() -> int:
     if "leases" in parts:
         run_redis_leases(runs, 5 if args.quick else 20)
         run_file_leases(1_000, runs)
+    if "history" in parts:
+        files = run_file_history(10_000, runs)
+        targets.append(("JSON 10k save, keep_history=20 / off", files["keep_history=20"] / files["keep_history=0"], "<= 1.10x", files["keep_history=20"] <= 1.1 * files["keep_history=0"]))
+        redis = run_redis_history(runs, 5 if args.quick else 20)
+        targets.append(("Redis 20 msgs x 64 tasks, history on / off", redis["keep_history=20"] / redis["keep_history=0"], ">= 0.91x", redis["keep_history=20"] >= redis["keep_history=0"] / 1.1))
+        listing = run_history_listing(200 if args.quick else 1_000, runs)
+        targets.append(("history() of 1,000 kept revisions (ms)", listing * 1e3, "< 50 ms", listing < 0.05))
     if "sql-rivals" in parts:
         run_sql_rivals([1_000, 10_000], runs)
     _print_targets(targets)
@@ -120,7 +128,7 @@ def _memory_targets(peaks: dict[str, tuple[float, float]]) -> list[tuple[str, fl
 def _print_targets(targets: list[tuple[str, float, str, bool]]) -> None:
     print("\nTargets (issue 11)")
     for label, value, target, met in targets:
-        shown = (f"{value:.2%}" if value < 0.1 else f"{value:.0%}") if "%" in target else f"{value:.2f}" + ("" if "MiB" in label else "x")
+        shown = (f"{value:.2%}" if value < 0.1 else f"{value:.0%}") if "%" in target else f"{value:.2f}" + ("" if "MiB" in label or "(ms)" in label else "x")
         print(f"  {label:<36} {shown:>9}  target {target:<22} {'met' if met else 'MISSED'}")
 
 

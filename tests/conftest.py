@@ -60,6 +60,14 @@ def redis_server() -> Iterator[RedisServer]:
         yield address
 
 
+@pytest.fixture(scope="module")
+def scriptless_server() -> Iterator[RedisServer]:
+    """A real redis-server whose EVAL and EVALSHA are renamed away (as some proxies do): the scripts' twins run."""
+    options = ["--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""]
+    with local_redis_server(options=options) as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A throw-away PostgreSQL cluster of our own for the whole run (initdb + pg_ctl on a free loopback port)."""

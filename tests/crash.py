@@ -10,6 +10,10 @@ has succeeded no temporary or lock file may remain beside it.
 appends one entry, so most saves write a delta to the companion file, and the
 child compacts every ~40 saves, so kills land in deltas and compactions alike.
 
+``json-history``, ``json-appends-history`` and ``sqlite-history`` keep 3 past
+revisions (issue 30): after every kill, each revision ``history()`` lists must
+load as the save that made it, and none a completed save made may be missing.
+
 ``sqlite`` and ``sqlite-appends`` run the same two loops on a SQLite file
 (issue 28); after every kill the database must also pass SQLite's
 ``integrity_check``, and only the file and its ``-wal``/``-shm`` may lie in
@@ -59,12 +63,19 @@ def _sqlite(folder: Path) -> SQLiteSession:
     return SQLiteSession(folder / DATABASE)
 
 
+KEPT = 3
+"""How many past revisions the ``-history`` runs keep."""
+
+
 BACKENDS: dict[str, Callable[[Path], SessionBase]] = {
     "json": JSONSession,
     "yaml": YAMLSession,
     "json-appends": JSONSession,
     "sqlite": _sqlite,
     "sqlite-appends": _sqlite,
+    "json-history": lambda folder: JSONSession(folder, keep_history=KEPT),
+    "json-appends-history": lambda folder: JSONSession(folder, keep_history=KEPT),
+    "sqlite-history": lambda folder: SQLiteSession(folder / DATABASE, keep_history=KEPT),
 }
 SESSION_ID = "crash"
 COMPACT_BYTES = 3_000
@@ -111,6 +122,8 @@ class Report:
     """Temporary or lock files still there after the next save."""
     damaged: int = 0
     """Kills after which SQLite's ``integrity_check`` found the database damaged."""
+    history: int = 0
+    """Kills after which history() listed a revision that does not load as saved, or missed one a completed save made."""
 
 
 def _child(make: Callable[[Path], SessionBase], folder: Path, start: int, progress: int, appends: bool) -> None:
@@ -180,6 +193,29 @@ def _check(session: SessionBase, reported: int, report: Report, appends: bool = 
     return count
 
 
+def _check_history(session: SessionBase, count: int, report: Report, appends: bool) -> None:
+    """Every revision history() lists loads as the save that made it, and none a completed save made is missing."""
+    listed = session.history(SESSION_ID)
+    if len(listed) != min(KEPT + 1, count + 1):
+        report.history += 1
+        return
+    for back, revision in enumerate(listed):
+        try:
+            if appends:
+                appended = AppendLog()
+                session.load_at(SESSION_ID, revision.revision, log=appended)
+                found = Log(count=len(appended.entries), entries=appended.entries)
+            else:
+                found = Log()
+                session.load_at(SESSION_ID, revision.revision, log=found)
+        except Exception:  # noqa: BLE001 - any failure to load is what is counted
+            report.history += 1
+            return
+        if found != expected(count - back):
+            report.history += 1
+            return
+
+
 def _next_save_cleans(session: SessionBase, count: int, report: Report, appends: bool = False) -> None:
     if appends:  # load, then append: a delta save, which must also cut off a line a kill left unfinished
         log = AppendLog()
@@ -200,7 +236,7 @@ def _beside(session: SessionBase) -> list[str]:
         return [p.name for p in folder.iterdir() if p.name not in kept]
     assert isinstance(session, FileSession)
     path = session.session_path(SESSION_ID)
-    return [p.name for p in path.parent.iterdir() if p not in (path, companion(path))]
+    return [p.name for p in path.parent.iterdir() if p not in (path, companion(path)) and ".history" not in p.name]
 
 
 def run(backend: str, kills: int, seed: int = 0) -> Report:
@@ -216,7 +252,7 @@ def run(backend: str, kills: int, seed: int = 0) -> Report:
     """
     rng = random.Random(seed)
     report = Report()
-    make, appends = BACKENDS[backend], backend.endswith("-appends")
+    make, appends = BACKENDS[backend], "-appends" in backend
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)
         session = make(folder)
@@ -226,6 +262,8 @@ def run(backend: str, kills: int, seed: int = 0) -> Report:
             reported = _run_child(make, folder, count, rng, appends)
             report.kills += 1
             found = _check(session, reported, report, appends)
+            if backend.endswith("-history"):
+                _check_history(session, found, report, appends)
             count = found + 1
             _next_save_cleans(session, count, report, appends)
         session.close()
@@ -261,10 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     for backend in BACKENDS if args.backend == "all" else [args.backend]:
         started = time.monotonic()
         report = run(backend, args.kills, args.seed)
-        failed |= bool(report.lost or report.leftovers or report.damaged)
+        failed |= bool(report.lost or report.leftovers or report.damaged or report.history)
         print(
             f"{backend}: {report.kills} kills, {report.torn_saves} cut mid-save, "
-            f"{report.lost} lost, {report.damaged} damaged, {report.leftovers} files left after the next save "
+            f"{report.lost} lost, {report.damaged} damaged, {report.history} histories wrong, "
+            f"{report.leftovers} files left after the next save "
             f"({time.monotonic() - started:.0f} s)"
         )
     return 1 if failed else 0

@@ -1075,8 +1075,8 @@ class _WrittenWhileRead(JSONSession):
         self.times, self.writer, self.agent = times, JSONSession(folder), Agent()
         self.writer.load("chat", agent=self.agent)
 
-    async def aread_document(self, session_id: str, user_id: str | None = None) -> Any:
-        stored = await super().aread_document(session_id, user_id)
+    async def aread_document(self, session_id: str, user_id: str | None = None, *, at: str | None = None) -> Any:
+        stored = await super().aread_document(session_id, user_id, at=at)
         if self.times:
             self.times -= 1
             self.agent.memory.content.append(Msg("user", f"meanwhile {self.times}"))

@@ -180,7 +180,7 @@ def test_a_bad_url_is_a_session_error_that_never_shows_its_password(url: str, me
 
 
 def test_an_option_the_backend_does_not_take_is_named(tmp_path: Path) -> None:
-    with pytest.raises(SessionError, match=r"^JSONSession takes no option 'key_prefix' \(it takes: layout, secret_key, omit_secrets\)$"):
+    with pytest.raises(SessionError, match=r"^JSONSession takes no option 'key_prefix' \(it takes: layout, secret_key, omit_secrets, keep_history\)$"):
         open_session(tmp_path, key_prefix="app:")
     with pytest.raises(SessionError, match="^YAMLSession takes no option 'save_dir', 'table'"):
         open_session(f"file://{tmp_path}?format=yaml", table="x", save_dir="y")

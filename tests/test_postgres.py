@@ -450,7 +450,8 @@ def test_a_version_1_table_is_upgraded_in_place_on_first_use(postgres_dsn: str, 
     rows = f"SELECT * FROM {table} ORDER BY session_id"
     before = _rows(postgres_dsn, rows)
     with PostgresSession.from_url(postgres_dsn, table=table, create_schema=False) as session:
-        with pytest.raises(SessionError, match=r"schema version 1, older than this statekit's 2 .*statekit init-db URL"):
+        added = r"\(which adds the leases table and the history table\)"  # schema versions 2 and 3
+        with pytest.raises(SessionError, match=rf"schema version 1, older than this statekit's {SCHEMA_VERSION} {added}.*init-db URL"):
             session.exists("chat", "alice")
     assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(1,)]
     assert not _leases_table(postgres_dsn, table)  # refused: nothing changed

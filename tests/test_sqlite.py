@@ -143,6 +143,7 @@ def test_the_schema_is_made_on_first_use_with_its_version(db: Path, raw: sqlite3
     ]
     made = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE sql IS NOT NULL")}
     tables = {"statekit_sessions", "statekit_sessions_session_id", "statekit_sessions_deltas", "statekit_sessions_leases"}
+    tables.add("statekit_sessions_history")  # schema version 3 (issue 30)
     assert made == {"statekit_schema", *tables}
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     other = sqlite3.connect(":memory:")
@@ -237,7 +238,7 @@ def test_a_version_1_table_is_upgraded_in_place_on_first_use(db: Path) -> None:
     session.load("chat", "alice", memory=loaded)  # the first use upgrades
     assert loaded == memory
     versions = raw.execute("SELECT table_name, version FROM statekit_schema ORDER BY 1").fetchall()
-    assert versions == [("scratch", SCHEMA_VERSION), ("statekit_sessions", SCHEMA_VERSION)] and SCHEMA_VERSION == 2
+    assert versions == [("scratch", SCHEMA_VERSION), ("statekit_sessions", SCHEMA_VERSION)] and SCHEMA_VERSION == 3
     assert [raw.execute(query).fetchall() for query in tables] == before
     fresh = sqlite3.connect(":memory:")
     fresh.executescript(ddl_text())  # the upgraded tables are the ones a new file gets

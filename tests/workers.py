@@ -209,3 +209,65 @@ def run_lease_workers(kind: str, where: str, *, prefix: str = "", processes: int
     imports = f"import statekit.session.{backend}\n" if backend else ""  # before the fork, once
     printed = run_forked(imports + LEASE_WORKER, [[kind, where, prefix, str(turns)]] * processes, timeout=900)
     return [json.loads(line) for output in printed for line in output.splitlines()]
+
+
+HISTORY_WORKER = WORKER + """
+import json as _json
+import time
+
+from statekit.errors import ConflictError
+from statekit.testing import Journal
+
+
+def keeping(kind, where, prefix):
+    session = open_session(kind, where, prefix)
+    session.keep_history = None  # every object keeps every revision (the session records it too)
+    return session
+
+
+def append_turns(kind, where, prefix, name, count):
+    session, journal = keeping(kind, where, prefix), Journal()
+
+    def add(index):
+        def change():
+            journal.entries.append(f"{name}-{index}")
+        return change
+
+    with session:
+        for index in range(int(count)):
+            session.update("shared", add(index), user_id="u", retries=RETRIES, journal=journal)
+
+
+def roll_back(kind, where, prefix, count):
+    session, made = keeping(kind, where, prefix), []
+    with session:
+        while len(made) < int(count):
+            listed = session.history("shared", "u")
+            if len(listed) < 3:
+                time.sleep(0.01)
+                continue
+            try:
+                made.append(session.rollback("shared", listed[2].revision, user_id="u"))
+            except ConflictError:
+                continue
+            time.sleep(0.02)  # let updates land after it
+    print(_json.dumps(made))
+
+
+def work(role, kind, where, prefix, name, count):
+    if role == "rollback":
+        roll_back(kind, where, prefix, count)
+    else:
+        append_turns(kind, where, prefix, name, count)
+"""
+
+
+def run_rollback_race(kind: str, where: str, *, prefix: str = "", processes: int = 8, turns: int = 20, rollbacks: int = 5) -> list[str]:
+    """``processes`` workers append ``turns`` entries each through ``update`` while one more rolls the
+    session back ``rollbacks`` times (to the revision two before the head); the rollbacks' revisions."""
+    backend = {"redis": "redis", "postgres": "postgres", "sqlite": "sqlite"}.get(kind)
+    imports = f"import statekit.session.{backend}\n" if backend else ""
+    runs = [["update", kind, where, prefix, f"w{index}", str(turns)] for index in range(processes)]
+    printed = run_forked(imports + HISTORY_WORKER, [*runs, ["rollback", kind, where, prefix, "r", str(rollbacks)]])
+    made: list[str] = json.loads(printed[-1])
+    return made

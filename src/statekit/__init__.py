@@ -37,7 +37,16 @@ from statekit.errors import (
     StateVersionError,
     WriteOutcomeUnknownError,
 )
-from statekit.session import MISSING_REVISION, JSONSession, Lease, SessionBase, StoredDocument, YAMLSession, open_session
+from statekit.session import (
+    MISSING_REVISION,
+    JSONSession,
+    Lease,
+    Revision,
+    SessionBase,
+    StoredDocument,
+    YAMLSession,
+    open_session,
+)
 
 # A library's logger is silent until the application configures logging (no "last resort" to stderr).
 logging.getLogger("statekit").addHandler(logging.NullHandler())
@@ -73,6 +82,7 @@ __all__ = [
     "PostgresSession",
     "Problem",
     "RedisSession",
+    "Revision",
     "SQLiteSession",
     "SessionBase",
     "SessionError",

@@ -9,6 +9,8 @@ from statekit import __version__
 from statekit.cli._compact import add_compact
 from statekit.cli._convert import add_convert
 from statekit.cli._copy import add_copy
+from statekit.cli._diff import add_diff
+from statekit.cli._history import add_history, add_rollback
 from statekit.cli._import import add_import_agentscope
 from statekit.cli._init_db import add_init_db
 from statekit.cli._migrate import add_migrate
@@ -17,7 +19,7 @@ from statekit.cli._schema import add_schema
 from statekit.cli._sessions import add_delete, add_list
 from statekit.cli._show import add_show
 from statekit.cli._validate import add_validate
-from statekit.cli._shared import INTERRUPTED, INVALID, USAGE, UsageError, fail
+from statekit.cli._shared import INTERRUPTED, USAGE, UsageError, fail
 from statekit.errors import StatekitError
 
 _EPILOG = """\
@@ -36,8 +38,13 @@ examples:
   statekit copy sessions sqlite:///backup.db --all-users
   statekit import-agentscope old_sessions sessions --user-id alice
   statekit init-db postgresql://app@db.example.com/app
+  statekit history --dir sessions chat-1
+  statekit show --dir sessions chat-1 --at 3f2a9c1e0b7d
+  statekit diff --dir sessions chat-1 head~1
+  statekit rollback --dir sessions chat-1 3f2a9c1e0b7d
 
 exit status: 0 ok, 1 invalid data or a failed operation, 2 usage error.
+diff's, as diff(1)'s: 0 equal, 1 different, 2 trouble.
 Classes are named package.module:Class (or path/to/file.py:Class); the
 current directory is importable.
 """
@@ -62,14 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         return fail(f"statekit {args.command}: error: {exc}", USAGE)
     except StatekitError as exc:
-        return fail(str(exc), INVALID)
+        return fail(str(exc), args.failed)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        return fail(f"statekit {args.command}: {where}{exc.strerror or exc}", INVALID)
+        return fail(f"statekit {args.command}: {where}{exc.strerror or exc}", args.failed)
     except KeyboardInterrupt:
         return fail(f"statekit {args.command}: interrupted", INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - a traceback never reaches the user
-        return fail(f"statekit {args.command}: unexpected {type(exc).__name__}: {exc}", INVALID)
+        return fail(f"statekit {args.command}: unexpected {type(exc).__name__}: {exc}", args.failed)
     return status
 
 
@@ -95,4 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_copy(commands)
     add_import_agentscope(commands)
     add_init_db(commands)
+    add_history(commands)
+    add_diff(commands)
+    add_rollback(commands)
     return parser

@@ -26,10 +26,21 @@ def fail(message: str, status: int) -> int:
 Commands = Any  # argparse's _SubParsersAction is private
 
 
-def command(commands: Commands, name: str, summary: str, run: Callable[[argparse.Namespace], int], epilog: str) -> argparse.ArgumentParser:
-    """Add the subcommand ``name``, which ``run`` carries out, to ``commands``; its parser, for its arguments."""
+def command(
+    commands: Commands,
+    name: str,
+    summary: str,
+    run: Callable[[argparse.Namespace], int],
+    epilog: str,
+    *,
+    failed: int = INVALID,
+) -> argparse.ArgumentParser:
+    """Add the subcommand ``name``, which ``run`` carries out, to ``commands``; its parser, for its arguments.
+
+    ``failed`` is the exit status when it fails (``diff`` keeps 1 for "different" and fails with 2, as diff(1)).
+    """
     sub: argparse.ArgumentParser = commands.add_parser(
         name, help=summary, description=summary, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub.set_defaults(run=run)
+    sub.set_defaults(run=run, failed=failed)
     return sub

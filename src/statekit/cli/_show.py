@@ -14,6 +14,7 @@ from statekit.cli._files import file_codec
 from statekit.session.files import read_session_file
 from statekit.cli._hints import show_target_hint
 from statekit.cli._shared import OK, Commands, UsageError, command
+from statekit.cli._revision_names import resolve
 from statekit.cli._store import add_store_options, read_session, store_options, with_store
 from statekit.codecs import JSON, YAML
 from statekit.errors import SessionNotFoundError
@@ -28,17 +29,23 @@ def add_show(commands: Commands) -> None:
         "Print a saved session (or any YAML/JSON state file) readably, as YAML.",
         _run,
         "examples:\n  statekit show sessions/chat-1.json\n  statekit show --dir sessions chat-1 --module agent\n"
-        "  statekit show --host localhost --port 6379 --user alice chat-1 --json",
+        "  statekit show --host localhost --port 6379 --user alice chat-1 --json\n"
+        "  statekit show --dir sessions chat-1 --at 3f2a9c1e0b7d   (a revision statekit history lists)",
     )
     sub.add_argument("target", metavar="FILE_OR_SESSION_ID", help="a .json/.yaml/.yml file, or a session id with --dir/Redis")
     sub.add_argument("--module", metavar="NAME", help="print only this module of the session")
     sub.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    sub.add_argument(
+        "--at", metavar="REV", help="print this revision of a stored session: a unique prefix of one statekit history lists, head~N"
+    )
     add_store_options(sub)
 
 
 def _run(args: argparse.Namespace) -> int:
     options = store_options(args)
     if not options.named:
+        if args.at is not None:
+            raise UsageError("--at reads a revision of a stored session: name its store (--dir DIR, --store URL, --redis-url URL)")
         _show_codec(args.target)
         document = read_session_file(args.target)
     else:
@@ -63,7 +70,8 @@ def _with_document(args: argparse.Namespace) -> Document:
     found: list[Document] = []
 
     async def fetch(store: SessionBase) -> int:
-        found.append(await read_session(store, args.target, args.user))
+        revision = None if args.at is None else await resolve(store, args.target, args.user, args.at)
+        found.append(await read_session(store, args.target, args.user, at=revision))
         return OK
 
     with_store(args, fetch)

@@ -158,17 +158,22 @@ def open_url(url: str, *, option: str, must_exist: bool, key_prefix: str = "") -
         raise UsageError(f"{option}: {exc}") from None
 
 
-async def read_session(store: SessionBase, session_id: str, user_id: str | None) -> Document:
-    """Read a stored session's document, whatever modules it holds.
+async def read_session(store: SessionBase, session_id: str, user_id: str | None, *, at: str | None = None) -> Document:
+    """Read a stored session's document, whatever modules it holds (its head, or the revision ``at``).
 
     Raises:
-        SessionNotFoundError: There is no such session.
+        SessionNotFoundError: There is no such session (or revision).
         DocumentError: The stored bytes are not a session document.
         BackendUnavailableError: Redis cannot be reached.
     """
-    stored = await store.aread_document(session_id, user_id)
+    stored = await store.aread_document(session_id, user_id, at=at)
     if stored is None:
-        user = store.key(session_id, user_id).user_id
-        where = store.location(session_id, user_id)
-        raise SessionNotFoundError(f"no session {session_id!r} of user {user!r} in {where}")
+        raise no_session(store, session_id, user_id)
     return Document(stored.data, stored.source, stored.raw, store.codec)
+
+
+def no_session(store: SessionBase, session_id: str, user_id: str | None) -> SessionNotFoundError:
+    """The error for a session the store does not hold, naming its user and where it was looked for."""
+    user = store.key(session_id, user_id).user_id
+    where = store.location(session_id, user_id)
+    return SessionNotFoundError(f"no session {session_id!r} of user {user!r} in {where}")

@@ -12,6 +12,8 @@
   :func:`scheme_of`, :func:`local_path` and :data:`REDIS_SCHEMES` read such a URL.
 - :class:`Lease`: a session's lease, from ``session.lease()`` (docs/leases.md); :class:`LeaseGrant`,
   :class:`LeaseBusy`, :func:`fence_verdict` and :func:`check_fence` for backends that keep leases.
+- :class:`Revision`: one revision of a session, as ``session.history()`` lists it (docs/history.md);
+  :class:`Archive` for backends that keep history.
 - :func:`backoff`: the pause before a retry after a conflict (jittered, capped).
 - :mod:`statekit.session.files`: session files read by path, for tools.
 """
@@ -23,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from statekit.session._base import SessionBase
 from statekit.session._fence import FENCE_HELD, FENCE_LOST, FENCE_OK, LeaseBusy, LeaseGrant, check_fence, fence_verdict
 from statekit.session._ids import SessionKey
+from statekit.session._archive import Archive
+from statekit.session._history_index import Revision
 from statekit.session._lease import Lease
 from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, backoff, revision_of
 from statekit.session.document import FORMAT_VERSION, META_KEY
@@ -45,6 +49,7 @@ __all__ = [
     "META_KEY",
     "MISSING_REVISION",
     "REDIS_SCHEMES",
+    "Archive",
     "Expected",
     "JSONSession",
     "Lease",
@@ -52,6 +57,7 @@ __all__ = [
     "LeaseGrant",
     "PostgresSession",
     "RedisSession",
+    "Revision",
     "SQLiteSession",
     "SessionBase",
     "SessionKey",

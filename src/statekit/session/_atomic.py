@@ -13,7 +13,7 @@ from statekit.session._safe_files import keep_mode, write_new
 _TEMP_PREFIX = ".statekit-"
 
 
-def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
+def atomic_write(path: Path, data: bytes, *, locked: bool = False, beside: Path | None = None) -> None:
     """Replace ``path`` with ``data``, atomically and durably; an existing file keeps its permission bits.
 
     Args:
@@ -22,13 +22,15 @@ def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
         locked: Whether the caller holds the session's lock; then the
             temporary file has a fixed name, so that one left by a killed save
             is replaced by the next save (none piles up).
+        beside: With ``locked``: the session file whose temporary file to use, when
+            ``path`` is another file of the session (a blob of its history).
 
     Raises:
         OSError: The write failed; ``path`` is untouched and no temporary
             file is left behind.
     """
     if locked:  # the lock file sits in the folder: it exists (made again only if it went since)
-        temp = str(temp_path(path))
+        temp = str(temp_path(beside or path))
         try:
             fd = write_new(temp)
         except FileNotFoundError:
@@ -49,7 +51,7 @@ def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
-    _fsync_folder(path.parent)
+    fsync_folder(path.parent)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -59,7 +61,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
+    """Make the names in ``folder`` durable (what was created, renamed or linked there)."""
     if os.name == "nt":
         return  # folders cannot be opened for fsync on Windows; the rename is durable enough
     fd = os.open(folder, os.O_RDONLY)

@@ -18,10 +18,11 @@ from statekit.values.secrets import SecretBox
 from statekit.codecs import Codec
 from statekit.errors import ConflictError
 from statekit.session._appends import DeltaBase
+from statekit.session._archive import Archive, Step
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._faults import BackendFaults
 from statekit.session._ids import SessionKey
-from statekit.session._revisions import Expected, RevisionMemory, conflict_message
+from statekit.session._revisions import Expected, RevisionMemory, conflict_message, revision_of
 
 T = TypeVar("T")
 
@@ -35,6 +36,45 @@ Write = Callable[[SessionKey, bytes], Awaitable[None]]
 WriteIf = Callable[[SessionKey, bytes, Expected], Awaitable[bool]]
 Append = Callable[[SessionKey, bytes, DeltaBase], Awaitable[int | None]]
 Name = Callable[[SessionKey], str]
+WriteKeeping = Callable[[SessionKey, bytes, Expected, Archive], Awaitable[bool]]
+GetBlob = Callable[[SessionKey, str], Awaitable[bytes | None]]
+DropBlobs = Callable[[SessionKey, tuple[str, ...]], Awaitable[None]]
+ListBlobs = Callable[[SessionKey], Awaitable[list[str]]]
+
+
+class Blobs:
+    """A backend's history primitives (see :class:`~._storage.Storage`), as the pipelines use them.
+
+    Attributes:
+        keep: The object's ``keep_history``.
+        supported: The backend's ``supports_history``.
+    """
+
+    __slots__ = ("_drop", "_get", "_list", "keep", "supported", "write_keeping")
+
+    def __init__(
+        self,
+        keep: int | None,
+        supported: bool,
+        calls: tuple[WriteKeeping, GetBlob, DropBlobs, ListBlobs],
+    ) -> None:
+        self.keep, self.supported = keep, supported
+        self.write_keeping, self._get, self._drop, self._list = calls
+
+    async def get(self, faults: Faults, key: SessionKey, name: str) -> bytes | None:
+        """``_get_blob``, with the backend's faults told as ``SessionError``."""
+        with faults("_get_blob", key):
+            return await self._get(key, name)
+
+    async def drop(self, faults: Faults, key: SessionKey, names: tuple[str, ...]) -> None:
+        """``_drop_blobs``, with the backend's faults told as ``SessionError``."""
+        with faults("_drop_blobs", key):
+            await self._drop(key, names)
+
+    async def listed(self, faults: Faults, key: SessionKey) -> list[str]:
+        """``_list_blobs``, with the backend's faults told as ``SessionError``."""
+        with faults("_list_blobs", key):
+            return await self._list(key)
 
 
 class Backend:
@@ -58,6 +98,7 @@ class Backend:
         "_saves_deltas",
         "_write",
         "_write_if",
+        "blobs",
         "codec",
         "companion_source",
         "faults",
@@ -78,6 +119,7 @@ class Backend:
         revisions: RevisionMemory,
         saves_deltas: Callable[[], bool],
         writes_in_threads: bool,
+        blobs: Blobs,
     ) -> None:
         self.fetch, self.faults, self._write, self._write_if, self._append = calls
         self.source, self.companion_source = names
@@ -86,6 +128,17 @@ class Backend:
         self.revisions = revisions
         self._saves_deltas = saves_deltas
         self.writes_in_threads = writes_in_threads
+        self.blobs = blobs
+
+    @property
+    def keep_history(self) -> int | None:
+        """The object's ``keep_history``."""
+        return self.blobs.keep
+
+    @property
+    def supports_history(self) -> bool:
+        """The backend's ``supports_history``."""
+        return self.blobs.supported
 
     def saves_deltas(self) -> bool:
         """Whether a save after appends writes only the new items (see ``supports_appends``)."""
@@ -111,11 +164,16 @@ class Backend:
         overwrite: bool,
         base: DeltaBase | None = None,
         names: frozenset[str] | None = None,
+        step: Step | None = None,
+        remember: bool = True,
     ) -> Expected:
         """Write ``raw``: unconditionally, or only over what is expected (else remembered).
 
         ``base`` is what a later delta save appends to (a document with append-only lists);
-        ``names`` the modules the document holds (a hint for loads, see :class:`Expected`).
+        ``names`` the modules the document holds (a hint for loads, see :class:`Expected`);
+        ``step`` what the write does to the session's history (:func:`~._history.plan`: then
+        ``expected`` is required); ``remember``: whether the object remembers what it wrote
+        (a rollback does not: a save from objects holding the old state must conflict).
 
         Returns:
             What is stored now (the next save's expectation).
@@ -125,7 +183,20 @@ class Backend:
         """
         if expected is None and not overwrite:
             expected = self.revisions.get(key)
-        if expected is None or overwrite:
+        revision = None
+        if step is not None:
+            assert expected is not None, "a write that keeps history is a compare-and-set"
+            # the next save names this head by its revision: hashed in a thread while the write waits for the disk
+            hashing = asyncio.ensure_future(asyncio.to_thread(revision_of, raw)) if self._hashes_aside(raw) else None
+            try:
+                with self.faults("_write_keeping", key):
+                    written = await self.blobs.write_keeping(key, raw, expected, step.archive)
+            finally:
+                revision = None if hashing is None else await hashing
+            if not written:
+                source = self.source(key)
+                raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
+        elif expected is None or overwrite:
             await self.write(key, raw)
         else:
             with self.faults("_write_if", key):
@@ -133,9 +204,15 @@ class Backend:
             if not written:
                 source = self.source(key)
                 raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)
-        stored = Expected(raw=raw, base=base, names=names)
-        self.revisions.remember(key, stored)
+        stored = Expected(raw=raw, revision=revision, base=base, names=names, history=None if step is None else step.head)
+        if remember:
+            self.revisions.remember(key, stored)
         return stored
+
+    def _hashes_aside(self, raw: bytes) -> bool:
+        """Whether a write that keeps history hashes ``raw`` in a worker thread meanwhile: when the write runs
+        in one too (it waits for the disk) and the bytes are many (else the thread hop costs more)."""
+        return self.writes_in_threads and len(raw) > INLINE_DECODE_BYTES // 4
 
     async def run_codec(self, work: Callable[..., T], *args: Any, size: int | None = None) -> T:
         """Run ``work`` in a worker thread when the backend asks for it, unless

@@ -27,6 +27,8 @@ from statekit.session._ids import SessionKey, check_id
 from statekit.session._loading import decode_stored, load_modules
 from statekit.session._near import NEAR_LIMIT, log_missing_load
 from statekit.session._saving import remove_modules, save_modules, write_document
+from statekit.session._history_api import HistoryMethods, checked_revision
+from statekit.session._history_ops import stored_at, sweep
 from statekit.session._lease import LeaseMethods
 from statekit.session._sync import AsyncSession, BlockingTwins
 from statekit.session._update import start_update, update_async
@@ -39,7 +41,7 @@ SAVE_OPTIONS = ("user_id", "overwrite")
 LOAD_OPTIONS = ("user_id", "allow_not_exist", "strict")
 
 
-class SessionBase(LeaseMethods, BlockingTwins):
+class SessionBase(HistoryMethods, LeaseMethods, BlockingTwins):
     """A place where sessions (named sets of state modules) are saved and loaded.
 
     Every method has an async form (``asave``...) and a blocking twin
@@ -252,20 +254,26 @@ class SessionBase(LeaseMethods, BlockingTwins):
         raw = await self._fetch(self.key(session_id, user_id))
         return None if raw is None else revision_of(raw)
 
-    async def aread_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None:
+    async def aread_document(
+        self, session_id: str, user_id: str | None = None, *, at: str | None = None
+    ) -> StoredDocument | None:
         """Read a stored session's document as plain data, whatever modules it holds.
 
-        The object remembers the revision read, as a load does.
+        The object remembers the revision read, as a load does. With ``at``: read that revision
+        of the session (its head or a kept one, see :meth:`ahistory`), remembering nothing.
 
         Returns:
             The document, its bytes, where it is and its revision; ``None`` when
-            the session does not exist.
+            the session does not exist (with ``at``: ``SessionNotFoundError``).
 
         Raises:
             DocumentError: The stored bytes are not a session document.
+            SessionNotFoundError: With ``at``: no such session, or it holds no such revision.
         """
         key = self.key(session_id, user_id)
         backend = self._backend()
+        if at is not None:
+            return await stored_at(backend, key, checked_revision(at, "at"))
         raw = await backend.fetch(key)
         if raw is None:
             backend.revisions.remember(key, MISSING)
@@ -343,11 +351,14 @@ class SessionBase(LeaseMethods, BlockingTwins):
             return await self._exists(key)
 
     async def adelete(self, session_id: str, user_id: str | None = None) -> bool:
-        """Delete the session; ``True`` when there was one. The object forgets its revision."""
+        """Delete the session, and its kept revisions; ``True`` when there was one. The object forgets its revision."""
         key = self.key(session_id, user_id)
         self._revisions.forget(key)
         with self._faults("_delete", key):
-            return await finished(self, self._delete(key))
+            existed = await finished(self, self._delete(key))
+        if self.supports_history:  # erasure erases the history too (also what a crash left behind)
+            await finished(self, sweep(self._backend(), key))
+        return existed
 
     async def aclose(self) -> None:
         """Release connections and the like (a session is not usable afterwards)."""

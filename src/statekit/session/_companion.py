@@ -23,12 +23,12 @@ Every function here runs in a worker thread; writers hold the session's lock.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from pathlib import Path
 
 from statekit.errors import DocumentError, SessionError
 from statekit.session._appends import DeltaBase
+from statekit.session._file_names import aside as aside, companion as companion  # named here too, as before
 from statekit.session._safe_files import read_regular_stat, refuse_linked
 from statekit.session.document import (
     DELTAS_KEY,
@@ -78,18 +78,6 @@ class Stored(bytes):
 
     def __hash__(self) -> int:
         return hash((bytes(self), self.log))
-
-
-@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
-def companion(path: Path) -> Path:
-    """The companion of the document at ``path``."""
-    return path.with_name(path.name + ".log")
-
-
-@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
-def aside(path: Path) -> Path:
-    """Where a full write puts the companion while it replaces the document."""
-    return path.with_name(f".{path.name}.log.old")
 
 
 def split(raw: bytes) -> tuple[bytes, bytes, str | None]:

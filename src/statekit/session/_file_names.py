@@ -28,6 +28,28 @@ def lease_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.lease")
 
 
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
+def companion(path: Path) -> Path:
+    """The companion of the document at ``path``: its append-only lists' deltas (``chat-1.json.log``, :mod:`._companion`)."""
+    return path.with_name(path.name + ".log")
+
+
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
+def aside(path: Path) -> Path:
+    """Where a full write puts the companion while it replaces the document (``.chat-1.json.log.old``)."""
+    return path.with_name(f".{path.name}.log.old")
+
+
+HISTORY_MARK = ".history"
+"""The end of a session's history folder's name (see :func:`history_folder`)."""
+
+
+@functools.lru_cache(maxsize=1024)  # pathlib joins cost more than the write's own calls
+def history_folder(path: Path) -> Path:
+    """The folder of a session file's past revisions: hidden, beside it (``.chat-1.json.history``, :mod:`._file_history`)."""
+    return path.with_name(f".{path.name}{HISTORY_MARK}")
+
+
 def encode_id(value: str) -> str:
     """Turn an id into a file name that cannot escape or collide.
 

@@ -29,6 +29,10 @@ processes alike; the kernel releases the lock when its holder dies. Under the
 same lock every write first checks the session's lease record
 (``.<name>.json.lease``, :mod:`._file_leases`) against the lease the writing
 object holds.
+
+A session that keeps history (``keep_history``) has its past revisions in a
+hidden folder beside it (``.<name>.json.history``, :mod:`._file_history`): a save
+hard-links the document it replaces into it under the same lock, before the rename.
 """
 
 from __future__ import annotations
@@ -55,25 +59,19 @@ from statekit.session._agentscope import (
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._file_names import MAX_NAME_LENGTH, USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
-from statekit.session._file_names import lease_path
+from statekit.session._file_names import history_folder, lease_path
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import (
-    append,
-    aside,
-    base_holds,
-    companion,
-    drop_retired,
-    read_session,
-    retire,
-    tidy,
-)
+from statekit.session._archive import Archive, checked_keep
+from statekit.session._companion import base_holds, companion, drop_retired, read_session, retire
 from statekit.session._atomic import atomic_write
 from statekit.session._fence import LeaseBusy, LeaseGrant
+from statekit.session._file_history import drop_blobs, get_blob, keep_head, list_blobs, put_blob
 from statekit.session._file_leases import fence, release_lease, renew_lease, take_lease
-from statekit.session._leftovers import sweep, sweep_due, temp_path
+from statekit.session._file_writes import append_if, delete_locked, fenced, refuse_odd_beside
+from statekit.session._leftovers import sweep, sweep_due
 from statekit.session._revisions import MISSING_REVISION, Expected
-from statekit.session._safe_files import check_path, check_save_dir, digest_regular, holds_exactly, refuse_odd
+from statekit.session._safe_files import check_path, check_save_dir, digest_regular, holds_exactly
 from statekit.session.document import doc_token
 
 R = TypeVar("R")
@@ -83,30 +81,26 @@ def _read_file(path: Path) -> bytes | None:
     return read_session(path)
 
 
-def _delete_file(path: Path) -> bool:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    finally:
-        retire(path)  # deltas without their document are nobody's
-        drop_retired(path)
-    return True
-
-
-def _replace_if(path: Path, data: bytes, expected: Expected | None, timeout: float, carried: int | None) -> bool:
+def _replace_if(
+    path: Path, data: bytes, expected: Expected | None, timeout: float, carried: int | None, archive: Archive | None = None
+) -> bool:
     """Under the session's lock: write ``data`` if the lease allows it (``carried``: the writer's token)
-    and what is stored is ``expected`` (``None``: always)."""
+    and what is stored is ``expected`` (``None``: always); with an ``archive``, keep the old head as
+    its blob first (hard links) and drop the pruned blobs after (:mod:`._file_history`)."""
     with session_lock(path, timeout):
-        deltas, put_aside = _refuse_odd_beside(path)  # under the lock: none can appear before the write
+        deltas, put_aside = refuse_odd_beside(path)  # under the lock: none can appear before the write
         fence(path, carried)
         if expected is not None and not _holds(path, expected):
             return False
+        if archive is not None and archive.keep_as is not None and os.path.lexists(path):
+            keep_head(path, archive.keep_as)
         if deltas:
             retire(path)
         atomic_write(path, data, locked=True)
         if deltas or put_aside:
             drop_retired(path)
+        if archive is not None and archive.drop:
+            drop_blobs(path, archive.drop)
         return True
 
 
@@ -123,39 +117,6 @@ def _holds(path: Path, expected: Expected) -> bool:
     return expected.matches(_read_file(path))
 
 
-def _append_if(path: Path, line: bytes, base: DeltaBase, timeout: float, carried: int | None) -> int | None:
-    """Under the session's lock: append a delta if the lease allows it and what is stored is ``base``;
-    the bytes added, or ``None``."""
-    with session_lock(path, timeout):
-        fence(path, carried)
-        if not base_holds(path, base):
-            return None
-        tidy(path, base.token, (temp_path(path), temp_path(companion(path))))  # a killed save's leftovers
-        if not line:
-            return 0
-        return append(path, base, line, lambda log, data: atomic_write(log, data, locked=True))
-
-
-def _delete_locked(path: Path, timeout: float, carried: int | None) -> bool:
-    """Under the session's lock: delete the session file (and its companions) if the lease allows it."""
-    _refuse_odd_beside(path)
-    with session_lock(path, timeout):
-        fence(path, carried)
-        return _delete_file(path)
-
-
-def _refuse_odd_beside(path: Path) -> tuple[bool, bool]:
-    """Refuse a link or odd file where a save or delete would replace or remove a companion.
-
-    Returns:
-        Whether the companion is there, and whether one put aside is.
-
-    Raises:
-        SessionError: Naming it (a save would have moved it aside and deleted it).
-    """
-    return refuse_odd(companion(path)), refuse_odd(aside(path))
-
-
 class FileSession(SessionBase):
     """Sessions as files under ``save_dir``; subclasses choose the codec.
 
@@ -170,10 +131,13 @@ class FileSession(SessionBase):
             :meth:`SessionBase.use_secret_key`).
         omit_secrets: Without a key, leave secret fields out of what is saved;
             ``False`` (the default): such a save is refused with ``SecretError``.
+        keep_history: How many past revisions of each session to keep besides it
+            (``None``: all; ``0``, the default: none, the files are as without history),
+            as blobs in a hidden folder beside it (``.chat-1.json.history``; docs/history.md).
 
     Raises:
-        SessionError: An unknown layout, or a ``save_dir`` holding a NUL character or
-            naming an existing file that is not a folder.
+        SessionError: An unknown layout, a ``save_dir`` holding a NUL character or
+            naming an existing file that is not a folder, or a bad ``keep_history``.
     """
 
     offload_codec: ClassVar[bool] = True
@@ -188,11 +152,13 @@ class FileSession(SessionBase):
         *,
         secret_key: SecretKeys | None = None,
         omit_secrets: bool = False,
+        keep_history: int | None = 0,
     ) -> None:
         self.save_dir = check_save_dir(save_dir)
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
+        self.keep_history = checked_keep(keep_history, type(self), supports=self.supports_history)
 
     def _saves_deltas(self) -> bool:
         # AgentScope 1.x reads only the document: in its layout every save writes the whole state
@@ -261,9 +227,44 @@ class FileSession(SessionBase):
             key, lambda path: _replace_if(path, data, expected, self.lock_timeout, carried), odd_checked=True
         )
 
+    supports_history: ClassVar[bool] = True
+
+    async def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> bool:
+        carried = self._fence(key)
+        write = lambda path: _replace_if(path, data, expected, self.lock_timeout, carried, archive)  # noqa: E731
+        return await self._locked_write(key, write, odd_checked=True)
+
+    async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
+        carried = self._fence(key)
+        put = lambda path: fenced(path, self.lock_timeout, carried, lambda: put_blob(path, name, data))  # noqa: E731
+        await self._locked_write(key, put)
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        carried = self._fence(key)
+        drop = lambda path: fenced(path, self.lock_timeout, carried, lambda: drop_blobs(path, names))  # noqa: E731
+        await self._locked_write(key, drop)
+
+    async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
+        return await self._history(key, lambda path: get_blob(path, name))
+
+    async def _list_blobs(self, key: SessionKey) -> list[str]:
+        return await self._history(key, list_blobs) or []
+
+    async def _history(self, key: SessionKey, work: Callable[[Path], R]) -> R | None:
+        """Run ``work`` on the session's file in a thread, once its folder is checked (``None``: there is none)."""
+        path = self._path(key)
+
+        def checked() -> R | None:
+            return work(path) if check_path(self.save_dir, path.parent, folder=True) else None
+
+        try:
+            return await asyncio.to_thread(checked)
+        except OSError as err:
+            raise SessionError(f"cannot read the history of {path} in {history_folder(path)}: {err.strerror or err}") from err
+
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         carried = self._fence(key)
-        return await self._locked_write(key, lambda path: _append_if(path, line, base, self.lock_timeout, carried))
+        return await self._locked_write(key, lambda path: append_if(path, line, base, self.lock_timeout, carried))
 
     def _companion_source(self, key: SessionKey) -> str:
         return str(companion(self._path(key)))
@@ -276,7 +277,7 @@ class FileSession(SessionBase):
         def work() -> R:
             check_path(self.save_dir, path)
             if not odd_checked:
-                _refuse_odd_beside(path)
+                refuse_odd_beside(path)
             self._sweep(path.parent)
             return write(path)
 
@@ -290,7 +291,7 @@ class FileSession(SessionBase):
 
         def delete(path: Path) -> bool:
             self._sweep(path.parent)
-            return _delete_locked(path, self.lock_timeout, carried)
+            return delete_locked(path, self.lock_timeout, carried)
 
         return await self._io(key, delete, leased_too=True) is True
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from statekit.errors import SessionError
 from statekit.session._companion import companion, restore_aside, tidy
 from statekit.session._file_names import lease_path
+from statekit.session._file_twins import unshare
 from statekit.session._filelock import session_lock
 from statekit.session._safe_files import read_regular_stat
 from statekit.session.document import HEAD_BYTES, doc_token
@@ -62,7 +63,9 @@ def temp_path(path: Path) -> Path:
 
 def tidy_session(path: Path) -> None:
     """Under the session's lock: remove its leftovers (a companion aside that holds the
-    document's deltas is put back: a full write was killed before replacing the document)."""
+    document's deltas is put back: a full write was killed before replacing the document;
+    the history's names of its files a save killed before its rename left are removed: see :mod:`._file_twins`)."""
+    unshare(path)
     got = read_regular_stat(path, HEAD_BYTES)
     token = None if got is None else doc_token(got[0])
     if got is None:  # a delete killed after removing the document: its deltas are nobody's

@@ -26,7 +26,8 @@ from statekit.errors import DocumentError, StateLoadError, StateVersionError
 from statekit.session._backend import Backend
 from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
-from statekit.session._typed_appends import token_of_typed, with_deltas
+from statekit.session._history_index import HeadHistory, index_of
+from statekit.session._typed_appends import history_of_typed, token_of_typed, with_deltas
 from statekit.session._delta_save import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
@@ -35,6 +36,7 @@ from statekit.session.document import (
     BOM,
     HEAD_BYTES,
     META_KEY,
+    HISTORY_KEY,
     as_session,
     check_meta,
     doc_token,
@@ -59,31 +61,52 @@ async def load_modules(
     if raw is None:
         backend.revisions.remember(key, MISSING)
         return None, MISSING
-    names = frozenset(modules)
-    try:
-        typed = await _load_typed(backend, raw, key, modules, strict)
-        if typed is None:
-            results, base, names = await _load_plain(backend, raw, key, modules, strict)
-        else:
-            results, base = typed
-    except StateLoadError as err:
-        raise positioned(err, raw, backend.codec, backend.source(key), backend.companion_source(key)) from None
-    except StateVersionError as err:
-        raise err.located(backend.source(key)) from err.__cause__
-    seen = Expected(raw=raw, base=base, names=names)
+    results, base, names, history = await load_bytes(backend, key, raw, modules, strict)
+    seen = Expected(raw=raw, base=base, names=names, history=history)
     backend.revisions.remember(key, seen)
     log_timed("loaded", list(modules), lambda: backend.source(key), len(raw), started)
     return results, seen
 
 
+async def load_bytes(
+    backend: Backend,
+    key: SessionKey,
+    raw: bytes,
+    modules: Mapping[str, SupportsState],
+    strict: bool,
+    source: tuple[str, str] | None = None,
+) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str], HeadHistory | None]:
+    """Load the modules from stored bytes, all or nothing (remembering nothing).
+
+    Args:
+        source: How errors name the document and its deltas (by default, the session's head).
+
+    Returns:
+        The load results, the delta base (append-only lists), the document's module names
+        and its history index (``None``: it keeps none).
+    """
+    names = frozenset(modules)
+    try:
+        typed = await _load_typed(backend, raw, key, modules, strict)
+        if typed is None:
+            return await _load_plain(backend, raw, key, modules, strict)
+        results, base, history = typed
+    except StateLoadError as err:
+        where, log_where = source or (backend.source(key), backend.companion_source(key))
+        raise positioned(err, raw, backend.codec, where, log_where) from None
+    except StateVersionError as err:
+        raise err.located(source[0] if source else backend.source(key)) from err.__cause__
+    return results, base, names, history
+
+
 async def _load_typed(
     backend: Backend, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
-) -> tuple[dict[str, LoadResult], DeltaBase | None] | None:
+) -> tuple[dict[str, LoadResult], DeltaBase | None, HeadHistory | None] | None:
     """The fast load (see :mod:`statekit.state.typed`), deltas included (see :mod:`._typed_appends`).
 
     Returns:
-        The results and the delta base (append-only lists); ``None``, nothing
-        changed, when the typed load does not apply.
+        The results, the delta base (append-only lists) and the history index; ``None``,
+        nothing changed, when the typed load does not apply.
     """
     seen = backend.revisions.get(key)
     if not backend.codec.fast or not _may_hold_only(seen, modules):
@@ -103,6 +126,7 @@ async def _load_typed(
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
+    history = history_of_typed(document, lambda: backend.source(key))
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
@@ -111,19 +135,21 @@ async def _load_typed(
         own = token_of_typed(document)
         if own is None or migrations_run() != migrated:
             # data a migration upgraded (inside plain JSON) stays in the document as stored: the next save rewrites it
-            return results, None
-        return results, base_after_typed_load(modules, document, raw, own)
+            return results, None, history
+        return results, base_after_typed_load(modules, document, raw, own), history
 
 
 async def _load_plain(
     backend: Backend, raw: bytes, key: SessionKey, modules: Mapping[str, SupportsState], strict: bool
-) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str]]:
+) -> tuple[dict[str, LoadResult], DeltaBase | None, frozenset[str], HeadHistory | None]:
     """The full load: decode to plain data, plan and report every problem, commit.
 
     Returns:
-        The results, the delta base (append-only lists) and the document's module names.
+        The results, the delta base (append-only lists), the document's module names and its history index.
     """
     document = await decode_stored(backend, raw, key)
+    meta = document.get(META_KEY)
+    history = index_of(meta, backend.source(key)) if isinstance(meta, dict) and HISTORY_KEY in meta else None
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_many(modules, document, strict=strict, fresh=backend.codec.fast)
@@ -132,9 +158,9 @@ async def _load_plain(
         # keys a lenient load ignored, or data a migration upgraded (an item too), stay in the document
         # as stored: the next save rewrites it (the skeleton check covers missing module keys; an
         # item's missing keys took defaults it may omit)
-        return results, None, names
+        return results, None, names, history
     with secrets_with(backend.secret_box):  # saved with append-only lists: what the next save compares with
-        return results, base_after_load(modules, document, raw), names
+        return results, base_after_load(modules, document, raw), names, history
 
 
 async def decode_stored(backend: Backend, raw: bytes, key: SessionKey) -> Mapping[str, Any]:

@@ -2,8 +2,9 @@
 
 All writes are here, each one statement (so one atomic step, and one round trip)
 that checks the session's lease first (:data:`FENCE`): a later check (history)
-is added in one place. ``{t}`` is the sessions table, ``{d}`` its deltas table,
-``{l}`` its leases table, ``{s}`` the schema-version table; placeholders are
+is added in one place; a save that keeps history is the same statement with two
+more parts (:data:`KEEPING`). ``{t}`` is the sessions table, ``{d}`` its deltas table,
+``{l}`` its leases table, ``{h}`` its history, ``{s}`` the schema-version table; placeholders are
 psycopg's (``%(name)s`` text, ``%(name)b`` binary).
 """
 
@@ -13,8 +14,12 @@ from typing import Final, LiteralString
 
 from psycopg import sql
 
-SCHEMA_VERSION: Final = 2
-"""The version of the tables this statekit writes (recorded in ``statekit_schema``): 2 added the leases table."""
+SCHEMA_VERSION: Final = 3
+"""The version of the tables this statekit writes (recorded in ``statekit_schema``): 2 added the leases table,
+3 the history table."""
+
+ADDED: Final = {2: "the leases table", 3: "the history table"}
+"""What each version of the schema added (for the message that asks to upgrade older tables)."""
 
 SCHEMA_TABLE: Final = "statekit_schema"
 
@@ -53,6 +58,17 @@ CREATE TABLE IF NOT EXISTS {l} (
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (user_id, session_id)
 );
+CREATE TABLE IF NOT EXISTS {h} (
+    user_id    text        NOT NULL,
+    session_id text        NOT NULL,
+    revision   text        NOT NULL,
+    raw        bytea       NOT NULL,
+    token      text,
+    deltas     integer     NOT NULL DEFAULT 0,
+    lines      bytea,
+    kept_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, session_id, revision)
+);
 CREATE OR REPLACE FUNCTION {f}(u text, s text) RETURNS TABLE (token bigint, ends float8, now float8)
 LANGUAGE plpgsql VOLATILE AS $fence$
 BEGIN
@@ -68,14 +84,18 @@ INSERT INTO {s} AS v (table_name, version) VALUES ({name}, {version})
 
 Run again over tables of an older version, it upgrades them in place: every
 table is ``IF NOT EXISTS`` and the recorded version is raised, never lowered
-(version 1 had no leases table). The leases live in a table of their own, with
+(version 1 had no leases table, version 2 no history table). The leases live in a table of their own, with
 no foreign key, so that a lease exists before its session does and its last
 token outlives a delete of the session (tokens only grow). The fence function
-(``<table>_fence``) is what every write reads the lease through (:data:`FENCE`)."""
+(``<table>_fence``) is what every write reads the lease through (:data:`FENCE`). ``<table>_history`` holds the
+kept past revisions of sessions that keep history (docs/history.md), each a row as a read of the session then
+returned it: the document's bytes and its deltas joined (``lines``); no foreign key either, so that a
+delete removes them in its own statement (:data:`DELETE`) and a blob may be put before its session's head."""
 
 FAST_COMPRESSION: Final[LiteralString] = """
 ALTER TABLE {t} ALTER COLUMN raw SET COMPRESSION lz4, ALTER COLUMN document SET COMPRESSION lz4;
 ALTER TABLE {d} ALTER COLUMN line SET COMPRESSION lz4, ALTER COLUMN delta SET COMPRESSION lz4;
+ALTER TABLE {h} ALTER COLUMN raw SET COMPRESSION lz4, ALTER COLUMN lines SET COMPRESSION lz4;
 """
 """Run after the DDL where the server has lz4 (PostgreSQL 14+ built with it, as Debian's and the Docker
 images are): large documents are compressed several times faster than by the default pglz (a 10,000-message
@@ -129,14 +149,33 @@ WRITE_KINDS: Final[dict[str, LiteralString]] = {
 """A full write: unconditional, only if nothing is stored, only over a revision, only over a delta base;
 each only if the fence lets it."""
 
-WRITE: Final[LiteralString] = (
-    "WITH " + FENCE + ", written AS ({write}), "
+_WRITTEN: Final[LiteralString] = (
     "dropped AS (DELETE FROM {d} WHERE " + _KEY + " AND EXISTS (SELECT FROM written)) "
     "SELECT (SELECT count(*) FROM written), (SELECT revision IS NULL FROM {t} WHERE " + _KEY + "), " + _VERDICT
 )
+WRITE: Final[LiteralString] = "WITH " + FENCE + ", written AS ({write}), " + _WRITTEN
 """The fence, a full write and the removal of the deltas it replaces, in one statement. Answers whether it
 wrote, whether the row it found (when it did not) has deltas, so no revision to compare in SQL, and the lease
 row with the server's clock (:data:`_VERDICT`)."""
+
+_LINES: Final[LiteralString] = (
+    "CASE WHEN s.deltas > 0 THEN (SELECT string_agg(d.line, ''::bytea ORDER BY d.seq) "
+    "FROM {d} d WHERE d.user_id = s.user_id AND d.session_id = s.session_id AND d.token = s.token) END"
+)
+"""The deltas of the session row ``s``, joined in order (NULL: none)."""
+_BLOB_COLUMNS: Final[LiteralString] = "INSERT INTO {h} (user_id, session_id, revision, raw, token, deltas, lines) "
+KEEPING: Final[LiteralString] = (
+    "WITH " + FENCE + ", written AS ({write}), "
+    "kept AS (" + _BLOB_COLUMNS + "SELECT s.user_id, s.session_id, %(keep_as)s, s.raw, s.token, s.deltas, " + _LINES
+    + " FROM {t} s WHERE s.user_id = %(user)s AND s.session_id = %(session)s AND %(keep_as)s::text IS NOT NULL "
+    "AND EXISTS (SELECT FROM written) ON CONFLICT DO NOTHING), "
+    "pruned AS (DELETE FROM {h} WHERE " + _KEY + " AND revision = ANY(%(drop)s::text[]) AND EXISTS (SELECT FROM written)), "
+    + _WRITTEN
+)
+""":data:`WRITE` keeping history: when the write is done, the row it replaced (with its deltas) is kept as the blob
+``keep_as`` and the blobs ``drop`` removed, in the same statement. Every part of a statement reads the one
+snapshot taken at its start, so ``kept`` copies the row as it was before ``written`` replaced it, inside the
+server (the bytes never travel), and only when it did (a blob of that name already kept holds the same bytes)."""
 
 APPEND: Final[LiteralString] = (
     "WITH " + FENCE + ", "
@@ -157,10 +196,26 @@ AT_BASE: Final[LiteralString] = (
 """A save after appends that adds nothing: whether the session is still the base, and the lease row with the clock."""
 
 DELETE: Final[LiteralString] = (
-    "WITH " + FENCE + ", gone AS (DELETE FROM {t} WHERE " + _KEY + " AND " + _FENCED + " RETURNING 1) "
+    "WITH " + FENCE + ", gone AS (DELETE FROM {t} WHERE " + _KEY + " AND " + _FENCED + " RETURNING 1), "
+    "erased AS (DELETE FROM {h} WHERE " + _KEY + " AND " + _FENCED + ") "
     "SELECT (SELECT count(*) FROM gone), " + _VERDICT
 )
-"""The fence and the session's row (its deltas by the foreign key; its lease row stays: tokens only grow)."""
+"""The fence, the session's row (its deltas by the foreign key) and its kept revisions (its lease row stays:
+tokens only grow)."""
+
+PUT_BLOB: Final[LiteralString] = (
+    "WITH " + FENCE + ", put AS (" + _BLOB_COLUMNS
+    + "SELECT %(user)s, %(session)s, %(name)s, %(raw)b, %(token)s, %(deltas)s, %(lines)b WHERE " + _FENCED
+    + " ON CONFLICT DO NOTHING) SELECT " + _VERDICT
+)
+"""A blob stored, behind the fence, unless one of that name is there (it holds the same bytes)."""
+DROP_BLOBS: Final[LiteralString] = (
+    "WITH " + FENCE + ", pruned AS (DELETE FROM {h} WHERE " + _KEY + " AND revision = ANY(%(drop)s::text[]) AND "
+    + _FENCED + ") SELECT " + _VERDICT
+)
+BLOB: Final[LiteralString] = "SELECT raw, token, deltas, lines FROM {h} WHERE " + _KEY + " AND revision = %(name)s"
+"""A blob, as :data:`READ` answers a session."""
+BLOBS: Final[LiteralString] = "SELECT revision FROM {h} WHERE " + _KEY
 
 _EPOCH: Final[LiteralString] = "extract(epoch FROM expires_at)::float8"
 TAKE_LEASE: Final[LiteralString] = (
@@ -187,9 +242,7 @@ RELEASE_LEASE: Final[LiteralString] = (
 so the next one is greater."""
 
 READ: Final[LiteralString] = (
-    "SELECT s.raw, s.token, s.deltas, CASE WHEN s.deltas > 0 THEN (SELECT string_agg(d.line, ''::bytea ORDER BY d.seq) "
-    "FROM {d} d WHERE d.user_id = s.user_id AND d.session_id = s.session_id AND d.token = s.token) END "
-    "FROM {t} s WHERE s.user_id = %(user)s AND s.session_id = %(session)s"
+    "SELECT s.raw, s.token, s.deltas, " + _LINES + " FROM {t} s WHERE s.user_id = %(user)s AND s.session_id = %(session)s"
 )
 READ_LOCKED: Final[LiteralString] = READ + " FOR UPDATE OF s"
 
@@ -209,6 +262,7 @@ class Statements:
             "t": sql.Identifier(table),
             "d": sql.Identifier(f"{table}_deltas"),
             "l": sql.Identifier(f"{table}_leases"),
+            "h": sql.Identifier(f"{table}_history"),
             "f": sql.Identifier(f"{table}_fence"),
             "s": sql.Identifier(SCHEMA_TABLE),
             "t_by_session": sql.Identifier(f"{table}_session_id"),
@@ -221,6 +275,9 @@ class Statements:
         self.fast_compression = composed(FAST_COMPRESSION)
         self.version = composed(VERSION)
         self.writes = {kind: composed(WRITE, write=sql.SQL(text).format(**names)) for kind, text in WRITE_KINDS.items()}
+        self.keeping = {kind: composed(KEEPING, write=sql.SQL(text).format(**names)) for kind, text in WRITE_KINDS.items()}
+        self.put_blob, self.drop_blobs = composed(PUT_BLOB), composed(DROP_BLOBS)
+        self.blob, self.blobs = composed(BLOB), composed(BLOBS)
         self.append, self.at_base = composed(APPEND), composed(AT_BASE)
         self.read, self.read_locked = composed(READ), composed(READ_LOCKED)
         self.exists, self.delete = composed(EXISTS), composed(DELETE)
@@ -237,6 +294,7 @@ def ddl_text(table: str = "statekit_sessions") -> str:
         "t": table,
         "d": f"{table}_deltas",
         "l": f"{table}_leases",
+        "h": f"{table}_history",
         "f": f"{table}_fence",
         "t_by_session": f"{table}_session_id",
     }

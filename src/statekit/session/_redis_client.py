@@ -124,3 +124,19 @@ def address(client: Client) -> str:
     if "path" in settings:
         return f"unix:{settings['path']}"
     return f"{settings.get('host', 'localhost')}:{settings.get('port', 6379)}/{settings.get('db', 0)}"
+
+
+def checked_timeout(value: object) -> float:
+    """A session's ``timeout=``, checked.
+
+    Raises:
+        SessionError: Not a positive number of seconds.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise SessionError(f"timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def is_positive_int(value: object) -> bool:
+    """Whether ``value`` is an integer (not a bool) above 0."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

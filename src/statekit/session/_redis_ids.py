@@ -48,7 +48,15 @@ NOT_DONE, DONE, UNKNOWN = 0, 1, 2
 """The scripts' answers: the write was refused (a conflict, or no value to delete), it was done,
 or a retry's id may have been pushed out of the companion (:data:`KEPT` later writes)."""
 
-MINE = """
+ALIGN = """
+local function align(value, other)
+  local ttl = redis.call('PTTL', value)
+  if ttl > 0 then redis.call('PEXPIRE', other, ttl) else redis.call('PERSIST', other) end
+end
+"""
+"""``align(value, other)``: key ``other`` expires when key ``value`` does (never, when ``value`` does not)."""
+
+MINE = ALIGN + """
 local id, kept = ARGV[#ARGV - 2], tonumber(ARGV[#ARGV - 1])
 local function seen()
   local kind = redis.call('TYPE', KEYS[2])['ok']
@@ -78,16 +86,18 @@ local function push()
 end
 local function stamp()
   push()
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) else redis.call('PERSIST', KEYS[2]) end
+  align(KEYS[1], KEYS[2])
+  if KEYS[4] then align(KEYS[1], KEYS[4]) end
 end
 """
 """Prepended to the write scripts (KEYS[2]: the companion; ARGV[#ARGV - 2]: the write id, ARGV[#ARGV - 1]:
 how many ids are kept, ARGV[#ARGV]: 'retry' or ''): a retry whose id is kept answers 1 ("done"), one whose id
-may have been pushed out answers 2; ``stamp()`` pushes the id, the companion expiring with the value. A
-companion of the previous format (a string) is one id, replaced by a list at the next write."""
+may have been pushed out answers 2; ``stamp()`` pushes the id, the companion (and KEYS[4], the session's kept
+revisions, see :mod:`._redis_history`) expiring with the value. A companion of the previous format (a string)
+is one id, replaced by a list at the next write."""
 
 DELETE = """
+redis.call('DEL', KEYS[4])
 if redis.call('DEL', KEYS[1]) == 0 then
   if redis.call('PTTL', KEYS[2]) == -1 then redis.call('DEL', KEYS[2]) end
   return 0
@@ -96,9 +106,10 @@ push()
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
-"""After :data:`MINE` (and the lease fence): delete KEYS[1]; when there was one, push the delete's id and keep the
-ids for ARGV[1] seconds. When there was none, a companion left without expiry (its value deleted by another
-program) goes too; one that expires may hold another delete's id, which its own retry may still look for."""
+"""After :data:`MINE` (and the lease fence): delete KEYS[1] and its kept revisions (KEYS[4]); when there was a
+value, push the delete's id and keep the ids for ARGV[1] seconds. When there was none, a companion left without
+expiry (its value deleted by another program) goes too; one that expires may hold another delete's id, which its
+own retry may still look for."""
 
 
 def id_args(write_id: str, retried: bool) -> tuple[str, str, str]:
@@ -181,12 +192,17 @@ def pushed(pipe: Pipeline | ClusterPipeline, companion: str, write: tuple[str, b
         pipe.delete(companion)
     pipe.lpush(companion, write_id)
     pipe.ltrim(companion, 0, KEPT - 1)
+    expire_as(pipe, companion, expiry)
+
+
+def expire_as(pipe: Pipeline | ClusterPipeline, name: str, expiry: dict[str, Any]) -> None:
+    """Queue giving key ``name`` the expiry :func:`companion_expiry` gave (none: persist)."""
     if "ex" in expiry:
-        pipe.expire(companion, expiry["ex"])
+        pipe.expire(name, expiry["ex"])
     elif "px" in expiry:
-        pipe.pexpire(companion, expiry["px"])
+        pipe.pexpire(name, expiry["px"])
     else:
-        pipe.persist(companion)
+        pipe.persist(name)
 
 
 async def companion_expiry(
@@ -211,20 +227,21 @@ Planned = tuple[Callable[[Pipe], object], dict[str, Any]] | None
 
 async def watched(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str],
+    keys: tuple[str, ...],
     write: tuple[str, bool, Sending, int | None],
     reads: Callable[[Pipe], Awaitable[Planned]],
 ) -> Answer:
     """A conditional write with ``WATCH``/``MULTI``, for servers that run no Lua; it answers as the scripts do.
 
-    ``keys``: the value's, its companion's and its lease's; ``write``: the id, whether it is sent again,
+    ``keys``: the value's, its companion's, its lease's and (optional) its kept revisions', which expire
+    with the value as the companion does; ``write``: the id, whether it is sent again,
     its ``Sending``, the lease token it carries; ``reads``: reads the watched value (its last read just
     before ``EXEC``) and plans the write. The lease fence is checked first (:func:`fence_watching`), then
     ``reads``. A failed ``EXEC`` (the value or the lease changed) looks again, within the timeout: a
     retry's first send may land at any point meanwhile: before the value is read, then a value that does
     not match sends the retry to the ids again; after it, then the retry's ``EXEC`` fails, and it looks again.
     """
-    (name, companion, lease), (write_id, retried, sending, token) = keys, write
+    (name, companion, lease, *history), (write_id, retried, sending, token) = keys, write
     while True:
         async with client.pipeline(transaction=True) as pipe:
             await pipe.watch(name, lease)
@@ -241,6 +258,8 @@ async def watched(
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
             queue(pipe)
             pushed(pipe, companion, (write_id, replace), expiry)
+            for kept in history:
+                expire_as(pipe, kept, expiry)
             if await executed(pipe, sending):
                 return DONE
         # the value or the lease changed before EXEC (maybe by this write's first send): look again
@@ -248,18 +267,19 @@ async def watched(
 
 async def deleted_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str],
+    keys: tuple[str, str, str, str],
     delete: tuple[str, int, int | None],
     attempt: tuple[bool, Sending],
 ) -> Answer:
-    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: the value's, its companion's and its lease's;
-    ``delete``: the delete's id, how long the ids stay, the lease token it carries; ``attempt``: sent again?,
-    its ``Sending``)."""
-    (name, companion, _), (write_id, seconds, token), (retried, sending) = keys, delete, attempt
+    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: the value's, its companion's, its lease's and its kept
+    revisions', which go with the value; ``delete``: the delete's id, how long the ids stay, the lease token it
+    carries; ``attempt``: sent again?, its ``Sending``)."""
+    (name, companion, _, history), (write_id, seconds, token), (retried, sending) = keys, delete, attempt
 
     async def reads(pipe: Pipe) -> Planned:
         if await pipe.exists(name):
-            return (lambda queued: queued.delete(name)), {"ex": seconds}
+            return (lambda queued: queued.delete(name, history)), {"ex": seconds}
+        await pipe.delete(history)  # kept revisions whose value is gone (deleted by another program)
         if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
             await pipe.delete(companion)
         return None

@@ -7,18 +7,20 @@ from typing import Any
 from redis.asyncio.connection import Connection
 
 LARGE = 6000
-"""Bytes from which an argument is left to redis-py's own packing, which sends it without copying
-(its ``buffer_cutoff``); smaller commands are joined once here instead of once per argument."""
+"""Bytes from which an argument is sent as a chunk of its own, without copying it (as redis-py's
+``buffer_cutoff`` does); the smaller parts around it are joined once."""
 
 
 def packed(connection: Connection, command: tuple[Any, ...]) -> list[bytes]:
     """``command`` as ``connection.pack_command(*command)`` packs it (its encoder's encoding of each
-    ``str``), as one ``bytes``: redis-py copies what it packed so far at every argument, the document
-    included, which costs a save as much as the rest of sending it."""
+    ``str``), in as few chunks as can be: redis-py copies what it packed so far at every argument, the
+    document included, which costs a save as much as the rest of sending it. A large argument (a
+    document) is a chunk of its own, sent without a copy."""
     encoding, errors = connection.encoder.encoding, connection.encoder.encoding_errors
     name = command[0]
     if type(name) is not str or " " in name:
         return connection.pack_command(*command)  # redis-py splits a name holding arguments
+    chunks: list[bytes] = []
     parts = [b"*%d\r\n" % len(command)]
     for arg in command:
         kind = type(arg)
@@ -31,6 +33,10 @@ def packed(connection: Connection, command: tuple[Any, ...]) -> list[bytes]:
         else:  # floats, memoryviews...: as redis-py packs them
             return connection.pack_command(*command)
         if len(value) > LARGE:
-            return connection.pack_command(*command)
-        parts += (b"$%d\r\n" % len(value), value, b"\r\n")
-    return [b"".join(parts)]
+            parts.append(b"$%d\r\n" % len(value))
+            chunks += (b"".join(parts), value)
+            parts = [b"\r\n"]
+        else:
+            parts += (b"$%d\r\n" % len(value), value, b"\r\n")
+    chunks.append(b"".join(parts))
+    return chunks

@@ -1,9 +1,10 @@
-"""A session's read (``GET``, or ``GETEX`` sliding its expiry) on a pooled connection, without redis-py's per-command layers."""
+"""A session's read (``GET``, or ``GETEX`` sliding its and its history's expiry) on a pooled connection, without redis-py's per-command layers."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
@@ -11,8 +12,9 @@ from statekit.session._redis_once import connection_of
 from statekit.session._redis_packing import packed
 
 
-async def read_value(client: Redis | RedisCluster, name: str, ttl: int | None) -> Any:
-    """The value of key ``name`` (``ttl``: read with ``GETEX ... EX ttl``), as ``client.get``/``client.getex`` answer.
+async def read_value(client: Redis | RedisCluster, name: str, ttl: int | None, follower: str = "") -> Any:
+    """The value of key ``name`` (``ttl``: read with ``GETEX ... EX ttl``, and key ``follower`` given the same
+    expiry in the same round trip), as ``client.get``/``client.getex`` answer.
 
     A plain ``Redis`` client's command goes out on a connection of its pool, retried
     by the connection's ``Retry`` after a lost connection (a read may be sent again)
@@ -20,17 +22,35 @@ async def read_value(client: Redis | RedisCluster, name: str, ttl: int | None) -
     wrappers (a quarter of a small read's cost). Any other client (a cluster, a
     subclass, a single-connection client) reads through its own ``get``/``getex``.
     """
+    if ttl is None:
+        command: tuple[Any, ...] = ("GET", name)
+        commands = [command]
+    else:
+        command = ("GETEX", name, "EX", ttl)
+        commands = [command, ("EXPIRE", follower, ttl)] if follower else [command]
     if type(client) is not Redis or client.connection is not None:
-        return await (client.get(name) if ttl is None else client.getex(name, ex=ttl))
-    command: tuple[Any, ...] = ("GET", name) if ttl is None else ("GETEX", name, "EX", ttl)
+        if len(commands) == 1:
+            return await (client.get(name) if ttl is None else client.getex(name, ex=ttl))
+        async with client.pipeline(transaction=False) as pipe:
+            for each in commands:
+                pipe.execute_command(*each)
+            return (await pipe.execute())[0]
     pool = client.connection_pool
     connection = await connection_of(pool, command[0])
     try:
-        message = packed(connection, command)
+        message = [part for each in commands for part in packed(connection, each)]
 
         async def once() -> Any:
             await connection.send_packed_command(message)  # checks its health first, as send_command does
-            return await connection.read_response()
+            replies: list[Any] = []
+            for _ in commands:  # every reply read, so that none is left for the connection's next command
+                try:
+                    replies.append(await connection.read_response())
+                except redis_errors.ResponseError as err:
+                    replies.append(err)
+            if isinstance(replies[0], redis_errors.ResponseError):
+                raise replies[0]
+            return replies[0]
 
         async def lost(error: Exception) -> None:
             await connection.disconnect()  # sent again on a new connection (as redis-py's retry does)

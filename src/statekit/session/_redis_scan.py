@@ -67,6 +67,54 @@ async def _scan_cluster(client: RedisCluster, pattern: str, limit: int) -> tuple
     return keys, bool(cursors)
 
 
+Keys = tuple[str, str]
+"""How a store names its session keys: its ``key_prefix`` and its pattern (``RedisSession.SESSION_KEY``)."""
+
+
+async def sessions_of(client: Redis | RedisCluster, keys: Keys, user_id: str) -> list[str]:
+    """The session ids stored for ``user_id`` (every key of the pattern, on every master)."""
+    prefix, template = keys
+    head, tail = template.split("{session_id}")
+    head = prefix + head.format(user_id=quote(user_id))
+    return session_ids(await scan_all(client, glob(head) + "*" + tail), head, tail)
+
+
+async def some_sessions_of(
+    client: Redis | RedisCluster, keys: Keys, user_id: str, limit: int
+) -> tuple[list[str], bool]:
+    """Up to ``limit`` session ids of ``user_id`` from a bounded scan (:func:`scan_some`), and whether there are more."""
+    prefix, template = keys
+    head, tail = template.split("{session_id}")
+    return await _some(client, prefix + head.format(user_id=quote(user_id)), tail, limit)
+
+
+async def some_owners_of(
+    client: Redis | RedisCluster, keys: Keys, session_id: str, limit: int
+) -> tuple[list[str], bool]:
+    """Up to ``limit`` user ids holding ``session_id``, from a bounded scan, and whether there are more."""
+    prefix, template = keys
+    head, tail = template.split("{user_id}")
+    return await _some(client, prefix + head, tail.format(session_id=quote(session_id)), limit)
+
+
+async def _some(client: Redis | RedisCluster, head: str, tail: str, limit: int) -> tuple[list[str], bool]:
+    """The middles of keys ``head*tail``, from at most :data:`SCAN_ROUNDS` ``SCAN`` calls
+    (a Redis Cluster: rounds, each one ``SCAN`` per master), and whether the scan stopped before the end."""
+    found, more = await scan_some(client, glob(head) + "*" + glob(tail), limit)
+    names = session_ids(found, head, tail)
+    return names[:limit], more or len(names) > limit
+
+
+async def users_of(client: Redis | RedisCluster, keys: Keys) -> list[str]:
+    """The user ids that have sessions, sorted, once each."""
+    prefix, template = keys
+    head, rest = template.split("{user_id}")
+    middle, tail = rest.split("{session_id}")
+    head = prefix + head
+    pattern = "*".join(glob(part) for part in (head, middle, tail))
+    return user_ids(await scan_all(client, pattern), head, middle, tail)
+
+
 def session_ids(keys: list[Any], head: str, tail: str) -> list[str]:
     """The ids between ``head`` and ``tail`` in ``keys``, unquoted (keys with a ``:`` there are not ours)."""
     return [_unquote(middle) for middle in _middles(keys, head, tail)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -9,8 +10,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.client import NEVER_DECODE
 
 from statekit.session._appends import DeltaBase
+from statekit.session._archive import Archive
 from statekit.session._redis_fence import Answer, fence_watching
-from statekit.session._redis_ids import DONE, Pipe, Planned, companion_expiry, watched
+from statekit.session._redis_ids import DONE, Pipe, Planned, companion_expiry, expire_as, watched
 from statekit.session._redis_once import Sending, executed
 from statekit.session._revisions import Expected
 from statekit.session.document import HEAD_BYTES, doc_token
@@ -18,7 +20,7 @@ from statekit.session.document import HEAD_BYTES, doc_token
 
 async def if_base_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str],
+    keys: tuple[str, str, str, str],
     base: DeltaBase,
     data: bytes,
     change: tuple[str, tuple[int, bytes] | None],
@@ -26,8 +28,8 @@ async def if_base_watching(
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
     """The same as ``IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
-    (``keys``: the value's, its companion's and its lease's; ``change``: the mode and the header's count
-    to write; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry; ``attempt``:
+    (``keys``: the value's, its companion's, its lease's and its kept revisions'; ``change``: the mode and
+    the header's count to write; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry; ``attempt``:
     the write's id, whether it is sent again, its ``Sending``, the lease token it carries)."""
     name, (mode, count), (key_ttl, keep_ttl) = keys[0], change, ttl
 
@@ -56,7 +58,7 @@ async def if_base_watching(
 
 async def compare_and_set_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str],
+    keys: tuple[str, str, str, str],
     data: bytes,
     expected: Expected,
     ttl: tuple[int | None, bool],
@@ -75,24 +77,118 @@ async def compare_and_set_watching(
     return await watched(client, keys, attempt, reads)
 
 
-async def set_watching(
+async def keep_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str],
-    data: bytes,
+    keys: tuple[str, str, str, str],
+    write: tuple[bytes, Expected, Archive],
     ttl: tuple[int | None, bool],
-    attempt: tuple[int | None, Sending],
+    attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
-    """``SET_SCRIPT`` with ``WATCH``/``MULTI`` (``keys``: the value's and its lease's; ``attempt``: the lease
-    token the write carries, its ``Sending``): the lease fence, then the write; a lease changed meanwhile looks again."""
-    (name, lease), (token, sending) = keys, attempt
+    """``KEEP`` (:mod:`._redis_history`) with ``WATCH``/``MULTI``: the compare-and-set (or, after a delta save,
+    the base's check) that keeps the old value as a field of the kept revisions' key (``keys[3]``) and removes
+    the pruned ones (``write``: the new value, what is expected, the :class:`Archive`)."""
+    (name, history), (data, expected, archive), (key_ttl, keep_ttl) = (keys[0], keys[3]), write, ttl
+
+    async def reads(pipe: Pipe) -> Planned:
+        expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
+        current: Any = await pipe.execute_command("GET", name, **{NEVER_DECODE: True})  # bytes or None
+        if not _holds(current, expected):
+            return None
+
+        def queue(queued: Pipe) -> None:
+            queued.set(name, data, **_expiry(key_ttl, keep_ttl))
+            if current is not None and archive.keep_as is not None:
+                queued.hsetnx(history, archive.keep_as, current)
+            if archive.drop:
+                queued.hdel(history, *archive.drop)
+
+        return queue, expiry
+
+    return await watched(client, keys, attempt, reads)
+
+
+def _holds(current: bytes | None, expected: Expected) -> bool:
+    """Whether the stored value ``current`` is the one ``expected`` (after a delta save: its base)."""
+    if not expected.only_base:
+        return expected.matches(current)
+    base = expected.base
+    assert base is not None
+    if current is None or len(current) != base.doc_len + base.log_len:
+        return False
+    return doc_token(current[:HEAD_BYTES]) == base.token
+
+
+def blob_put_plan(keys: tuple[str, str, str], blob: str, data: bytes) -> Plan:
+    """``PUT``'s twin (for :func:`fenced_watching`): field ``blob`` of ``keys[2]`` set to ``data`` unless it is
+    there, the key expiring with the value ``keys[0]``."""
+
+    async def plan(pipe: Pipe) -> Callable[[Pipe], object]:
+        expiry = await companion_expiry(pipe, keys[0], None, True)
+
+        def queued(later: Pipe) -> None:
+            later.hsetnx(keys[2], blob, data)
+            expire_as(later, keys[2], expiry)
+
+        return queued
+
+    return plan
+
+
+def blob_drop_plan(keys: tuple[str, str, str], blobs: tuple[str, ...]) -> Plan:
+    """``DROP``'s twin (for :func:`fenced_watching`): the fields ``blobs`` of ``keys[2]`` removed."""
+
+    async def plan(pipe: Pipe) -> Callable[[Pipe], object]:
+        return lambda later: later.hdel(keys[2], *blobs)
+
+    return plan
+
+
+def set_plan(keys: tuple[str, str, str], data: bytes, ttl: tuple[int | None, bool]) -> Plan:
+    """``SET_SCRIPT``'s twin (for :func:`fenced_watching`; ``keys``: the value's, its lease's and its kept
+    revisions', which expire with it; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own)."""
+    name, history, (key_ttl, keep_ttl) = keys[0], keys[2], ttl
+
+    async def plan(pipe: Pipe) -> Callable[[Pipe], object]:
+        expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
+
+        def queued(later: Pipe) -> None:
+            later.set(name, data, **_expiry(key_ttl, keep_ttl))
+            expire_as(later, history, expiry)
+
+        return queued
+
+    return plan
+
+
+Twin = Callable[
+    [tuple[str, str, str, str], tuple[int | None, bool], tuple[str, bool, Sending, int | None]], Awaitable[Answer]
+]
+"""A conditional write's ``WATCH``/``MULTI`` twin, given the keys, ``(key_ttl, keep_ttl)`` and the attempt
+``(write id, retried, Sending, lease token)``."""
+
+Plan = Callable[[Pipe], Awaitable[Callable[[Pipe], object]]]
+"""A lease-fenced write's reads on the ``WATCH`` path (before ``MULTI``), giving what to queue after it."""
+
+
+async def fenced_watching(
+    client: Redis | RedisCluster,
+    lease: str,
+    attempt: tuple[int | None, Sending],
+    plan: Plan,
+) -> Answer:
+    """A write that checks only the lease fence, with ``WATCH``/``MULTI``: the fence (``lease`` watched), then
+    ``plan`` (its reads, before ``MULTI``) gives what to queue; a lease changed meanwhile looks again.
+    ``attempt``: the lease token the write carries, its ``Sending``."""
+    token, sending = attempt
     while True:
         async with client.pipeline(transaction=True) as pipe:
             await pipe.watch(lease)
             refused = await fence_watching(pipe, lease, token)
             if refused is not None:
                 return refused
+            queue = await plan(pipe)
             pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
-            pipe.set(name, data, **_expiry(*ttl))
+            queue(pipe)
             if await executed(pipe, sending):
                 return DONE
 

@@ -8,12 +8,24 @@ revision), and a Redis script can compute it server-side with
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import random
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+
+from statekit.session._history_index import HeadHistory
+
+class Unknown(enum.Enum):
+    """The type of :data:`UNKNOWN`."""
+
+    UNKNOWN = "unknown"
+
+
+UNKNOWN: Final = Unknown.UNKNOWN
+"""What an :class:`Expected` knows of the stored head's history before anyone read its metadata."""
 
 if TYPE_CHECKING:
     from statekit.session._appends import DeltaBase
@@ -84,7 +96,7 @@ class Expected:
     fail on them (see :mod:`statekit.state.typed`).
     """
 
-    __slots__ = ("_revision", "base", "names", "raw")
+    __slots__ = ("_revision", "base", "history", "names", "raw")
 
     def __init__(
         self,
@@ -93,6 +105,7 @@ class Expected:
         revision: str | None = None,
         base: DeltaBase | None = None,
         names: frozenset[str] | None = None,
+        history: HeadHistory | None | Unknown = UNKNOWN,
     ) -> None:
         if raw is None and revision is None and base is None:
             raise TypeError("Expected needs the raw bytes, their revision, or a delta base")
@@ -100,6 +113,8 @@ class Expected:
         self._revision = revision
         self.base = base
         self.names = names
+        self.history = history
+        """The stored head's history index (``None``: it keeps no history; :data:`UNKNOWN`: not read yet)."""
 
     @property
     def only_base(self) -> bool:
@@ -125,10 +140,12 @@ class Expected:
 
     def without_bytes(self) -> Expected:
         """The same expectation, keeping only the revision (to free memory)."""
-        return self if self.raw is None else Expected(revision=self.revision, base=self.base, names=self.names)
+        if self.raw is None:
+            return self
+        return Expected(revision=self.revision, base=self.base, names=self.names, history=self.history)
 
 
-MISSING: Final = Expected(revision=MISSING_REVISION)
+MISSING: Final = Expected(revision=MISSING_REVISION, history=None)
 """The expectation "nothing is stored"."""
 
 MEMORY_BYTES = 32 * 2**20

@@ -9,7 +9,9 @@ and check the opened file, so a file swapped in after the check cannot make a
 load follow a link or wait on a FIFO. ``save_dir`` itself may be a link.
 A session file (or a file beside it) with more than one hard link is refused
 the same way: a write in place (a delta appended) would change the linked copy
-too, and a read would read another file's content.
+too, and a read would read another file's content. The one exception is a link
+between a session's files and its own history folder, which a save that keeps
+history makes (:mod:`._file_twins`): reads and checks allow it, writes in place never.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from statekit.errors import SessionError
+from statekit.session._file_twins import own_links
 
 _READ_FLAGS = (
     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -53,19 +56,19 @@ def check_path(save_dir: Path, path: Path, *, folder: bool = False) -> bool:
         SessionError: A part of the path below ``save_dir`` is a symbolic link,
             or the session file is not a regular file.
     """
-    mode, links = stat.S_IFDIR, 1
+    status = None
     for current in _below(save_dir, path):
         try:
             status = os.lstat(current)
         except (FileNotFoundError, NotADirectoryError):
             return False
-        mode, links = status.st_mode, status.st_nlink
-        if stat.S_ISLNK(mode):
+        if stat.S_ISLNK(status.st_mode):
             raise SessionError(f"{current} is a symbolic link; statekit never follows links inside {save_dir}")
+    mode = stat.S_IFDIR if status is None else status.st_mode
     if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
         raise not_a_file(path, mode)
-    if not folder:
-        refuse_linked(path, links)
+    if not folder and status is not None:
+        refuse_linked(path, status.st_nlink, status)
     return True
 
 
@@ -102,17 +105,21 @@ def refuse_odd(path: Path) -> bool:
         raise SessionError(f"{path} is a symbolic link; statekit never follows links inside its folder")
     if not stat.S_ISREG(status.st_mode):
         raise not_a_file(path, status.st_mode)
-    refuse_linked(path, status.st_nlink)
+    refuse_linked(path, status.st_nlink, status)
     return True
 
 
-def refuse_linked(path: Path, links: int) -> None:
+def refuse_linked(path: Path, links: int, status: os.stat_result | None = None) -> None:
     """Refuse a regular file with another hard link (a name outside the session folder, maybe).
+
+    With the file's ``status`` given (a read, a check), the links between a session's
+    files and its history folder are not refused (:func:`._file_twins.own_links`);
+    without it (a write in place), every other link is.
 
     Raises:
         SessionError: Naming it and how many links it has.
     """
-    if links > 1:
+    if links > 1 and (status is None or not own_links(path, status)):
         raise SessionError(
             f"{path} has {links} hard links; statekit never reads or writes a session file that "
             "another name shares (copy it instead of linking it)"
@@ -261,7 +268,7 @@ def _open_regular(path: Path) -> tuple[io.BufferedReader, os.stat_result] | None
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             raise not_a_file(path, status.st_mode)
-        refuse_linked(path, status.st_nlink)
+        refuse_linked(path, status.st_nlink, status)
         file = open(fd, "rb")  # noqa: SIM115 - the caller's with block closes it
     except BaseException:
         os.close(fd)

@@ -20,9 +20,11 @@ from statekit.state.dump import dump_many
 from statekit.state.foreign import SupportsState
 from statekit.state.gc import paused_gc, without_gc
 from statekit.values.secrets import secrets_with
-from statekit.errors import ConflictError, LeaseError, SessionNotFoundError
+from statekit.errors import ConflictError, DocumentError, LeaseError, SessionNotFoundError
 from statekit.session._backend import Backend
+from statekit.session._archive import Step
 from statekit.session._delta_save import save_with_appends
+from statekit.session._history import head_of, plan
 from statekit.session._ids import SessionKey
 from statekit.session._keyless import refuse_secret_fields
 from statekit.session._kept import BLIND_ATTEMPTS, Others, json_names, others, refuse_removal, save_basis
@@ -54,12 +56,16 @@ async def save_modules(
         scan = json_names if backend.codec.fast else None
         kept = partial(others, names, basis, fetch, partial(decode_stored, backend, key=key), source, scan=scan)
         try:
-            if backend.saves_deltas():
-                size = await save_with_appends(backend, key, modules, basis.expected, kept)
+            history, expected = (None, basis.expected)
+            if backend.supports_history:
+                history, expected = await head_of(backend, key, basis.expected)
+            if backend.saves_deltas() and history is None and backend.keep_history == 0:
+                size = await save_with_appends(backend, key, modules, expected, kept)
             else:
                 found = await kept()
-                raw = await _encode(backend, modules, found)
-                await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules))
+                step, _ = await plan(backend, key, found.expected, _order(found, modules))
+                raw = await _encode(backend, modules, found, step)
+                await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules), step=step)
                 size = len(raw)
             break
         except ConflictError as err:
@@ -75,15 +81,23 @@ def _tries_again(error: ConflictError, blind: bool, attempt: int) -> bool:
     return blind and attempt < BLIND_ATTEMPTS and not isinstance(error, LeaseError)
 
 
-async def _encode(backend: Backend, modules: Mapping[str, SupportsState], found: Others) -> bytes:
-    """The document of ``modules`` with the ``found`` stored modules kept, encoded
-    (a ``StateDumpError`` names any bad value)."""
+def _order(found: Others, modules: Mapping[str, SupportsState]) -> tuple[str, ...]:
+    """The module names of the document a save writes, in its order (see :meth:`Others.merged`)."""
+    if not found.states:
+        return tuple(modules)
+    return (*found.order, *(name for name in modules if name not in found.order))
+
+
+async def _encode(backend: Backend, modules: Mapping[str, SupportsState], found: Others, step: Step | None) -> bytes:
+    """The document of ``modules`` with the ``found`` stored modules kept (and the history's index),
+    encoded (a ``StateDumpError`` names any bad value)."""
     codec = backend.codec
+    history = None if step is None else step.meta(json=backend.codec.fast)
     if codec.fast:  # straight from the live objects, before anything can change them
         with paused_gc(), secrets_with(backend.secret_box):
-            return codec.dumps(plain_document(found.merged(dump_many(modules, live=True))))
+            return codec.dumps(plain_document(found.merged(dump_many(modules, live=True)), history))
     with paused_gc(), secrets_with(backend.secret_box):
-        document = plain_document(found.merged(dump_many(modules)))  # a snapshot: encoded in another thread
+        document = plain_document(found.merged(dump_many(modules)), history)  # a snapshot: encoded in another thread
     return await backend.run_codec(without_gc(codec.dumps), document)
 
 
@@ -105,9 +119,11 @@ async def remove_modules(backend: Backend, key: SessionKey, gone: frozenset[str]
         decode = partial(decode_stored, backend, key=key)
         found = await others(gone, basis, fetch, decode, source, read=True)
         refuse_removal(gone, found.order, source())
-        raw = await backend.run_codec(backend.codec.dumps, plain_document(found.states))
         try:
-            await backend.store(key, raw, found.expected, overwrite=False, names=frozenset(found.states))
+            step, _ = await plan(backend, key, found.expected, tuple(found.states))
+            history = None if step is None else step.meta(json=backend.codec.fast)
+            raw = await backend.run_codec(backend.codec.dumps, plain_document(found.states, history))
+            await backend.store(key, raw, found.expected, overwrite=False, names=frozenset(found.states), step=step)
             break
         except ConflictError as err:
             if not _tries_again(err, basis.blind, attempt):
@@ -130,8 +146,41 @@ async def write_document(
     source = partial(backend.source, key)
     document = with_meta(data, source())
     refuse_non_json(document)  # orjson would write NaN as null and tuples as lists, without a word
-    raw = await backend.run_codec(backend.codec.dumps, document)
     expected = None if expected_revision is None else Expected(revision=expected_revision)
-    revision = (await backend.store(key, raw, expected, overwrite=overwrite)).revision
-    log_timed("saved", [name for name in document if name != META_KEY], source, len(raw), started)
+    if backend.supports_history:
+        revision, size = await _write_keeping_history(backend, key, document, expected, overwrite=overwrite)
+    else:
+        raw = await backend.run_codec(backend.codec.dumps, document)
+        revision, size = (await backend.store(key, raw, expected, overwrite=overwrite)).revision, len(raw)
+    log_timed("saved", [name for name in document if name != META_KEY], source, size, started)
     return revision
+
+
+async def _write_keeping_history(
+    backend: Backend, key: SessionKey, document: dict[str, Any], expected: Expected | None, *, overwrite: bool
+) -> tuple[str, int]:
+    """``write_document()`` on a backend that keeps history: over the stored head (read when nothing
+    is expected), carrying its history on; a blind write that lost a race reads again. The revision
+    written and its size. With ``overwrite=True`` a stored head whose index cannot be read is replaced whole."""
+    fetch = partial(backend.fetch, key)
+    states = {name: state for name, state in document.items() if name != META_KEY}
+    for attempt in itertools.count(1):
+        basis = await save_basis(expected if expected is not None else backend.revisions.get(key), overwrite, fetch)
+        try:
+            try:
+                step, seen = await plan(backend, key, basis.expected, tuple(states))
+            except DocumentError:
+                if not overwrite:
+                    raise
+                step, seen = None, basis.expected
+            if step is None:
+                raw = await backend.run_codec(backend.codec.dumps, document)
+            else:
+                raw = await backend.run_codec(backend.codec.dumps, plain_document(states, step.meta(json=backend.codec.fast)))
+            stored = await backend.store(key, raw, seen, overwrite=False, names=frozenset(states), step=step)
+            return stored.revision, len(raw)
+        except ConflictError as err:
+            if not _tries_again(err, basis.blind, attempt):
+                raise
+        await asyncio.sleep(backoff(attempt))
+    raise AssertionError("unreachable")

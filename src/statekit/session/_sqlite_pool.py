@@ -256,6 +256,12 @@ def commit(connection: sqlite3.Connection) -> None:
     connection.execute("COMMIT")
 
 
+def rollback(connection: sqlite3.Connection) -> None:
+    """Roll back, no longer interrupted by the deadline (a write that found its condition false: nothing kept)."""
+    connection.set_progress_handler(None, 0)
+    connection.execute("ROLLBACK")
+
+
 def _make_private(path: Path) -> None:
     """Make the database file, readable by its owner only, unless it exists: SQLite gives its ``-wal`` and
     ``-shm`` files the same mode (as session files are private, mode 0600)."""

@@ -3,9 +3,9 @@
 Every write of a session goes through :data:`WRITE_KINDS` (a whole document) or
 :data:`APPEND` (one delta), each one statement that compares and sets at once,
 inside a ``BEGIN IMMEDIATE`` transaction that first reads the session's lease
-(:data:`LEASE`, the fence): a later check (a history row) is added in one
-place. ``{t}`` is the sessions table, ``{d}`` its deltas table, ``{l}`` its
-leases table; placeholders are sqlite3's named ones. Documents and delta lines are bound as bytes and stored as TEXT
+(:data:`LEASE`, the fence); a save that keeps history adds :data:`DROP_BLOB` and :data:`KEEP`
+before it, in the same transaction. ``{t}`` is the sessions table, ``{d}`` its deltas
+table, ``{l}`` its leases table, ``{h}`` its history (the blobs of past revisions); placeholders are sqlite3's named ones. Documents and delta lines are bound as bytes and stored as TEXT
 (``CAST(... AS TEXT)``: the bytes kept exactly, and ``json_extract`` works on them).
 """
 
@@ -16,8 +16,9 @@ from typing import Final
 
 from statekit.errors import SessionError
 
-SCHEMA_VERSION: Final = 2
-"""The version of the tables this statekit writes (recorded in ``statekit_schema``): 2 added the leases table."""
+SCHEMA_VERSION: Final = 3
+"""The version of the tables this statekit writes (recorded in ``statekit_schema``): 2 added the leases table,
+3 the history table."""
 
 SCHEMA_TABLE: Final = "statekit_schema"
 """The table recording, per sessions table, the version of its schema."""
@@ -37,6 +38,20 @@ LEASES_DDL: Final = """CREATE TABLE "{l}" (
     PRIMARY KEY (user_id, session_id)
 )"""
 """The leases of the sessions (issue 29), one row per session ever leased, outliving the session's row."""
+
+HISTORY_DDL: Final = """CREATE TABLE "{h}" (
+    user_id    TEXT    NOT NULL,
+    session_id TEXT    NOT NULL,
+    revision   TEXT    NOT NULL, -- the blob's name: the revision of the session it kept (docs/history.md)
+    seq        INTEGER NOT NULL, -- 0: the document, then 1, 2, ...: its deltas, as the session held them
+    token      TEXT,             -- the document's token (seq 0; append-only lists), else NULL
+    saved_at   TEXT    NOT NULL, -- UTC, ISO 8601: when it was kept
+    data       TEXT    NOT NULL, -- the document (seq 0) or a delta line, the bytes as they were
+    PRIMARY KEY (user_id, session_id, revision, seq)
+)"""
+"""The kept past revisions of the sessions that keep history (issue 30): each one the rows of a read of the
+session then (its document and its deltas, as :data:`READ` gives them), copied in the transaction that
+replaced them (:data:`KEEP`), so that a blob reads back as the session's bytes did."""
 
 TABLES_DDL: Final = (
     """CREATE TABLE "{t}" (
@@ -58,6 +73,7 @@ TABLES_DDL: Final = (
     PRIMARY KEY (user_id, session_id, seq)
 )""",
     LEASES_DDL,
+    HISTORY_DDL,
 )
 """The tables of one sessions table name, made with its ``statekit_schema`` row (docs/sessions.md shows them).
 
@@ -67,7 +83,7 @@ highest ``seq``, found in the primary key's index). The leases live in a table o
 reason (a lease taken or renewed would rewrite the document), and so that a lease's row outlives a delete
 of the session's row and exists before the session does."""
 
-UPGRADES: Final = {1: (LEASES_DDL,)}
+UPGRADES: Final = {1: (LEASES_DDL,), 2: (HISTORY_DDL,)}
 """What brings the tables of a version up to the next one, run in place on first use (in one transaction)."""
 
 _NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
@@ -112,6 +128,23 @@ READ: Final = 'SELECT 0, document, token FROM "{t}" WHERE ' + _KEY + ' UNION ALL
 """A session's document (``seq`` 0) and its deltas, in one statement (so from one snapshot)."""
 EXISTS: Final = 'SELECT 1 FROM "{t}" WHERE ' + _KEY
 DELETE: Final = 'DELETE FROM "{t}" WHERE ' + _KEY
+KEEP: Final = (
+    'INSERT OR IGNORE INTO "{h}" (user_id, session_id, revision, seq, token, saved_at, data) '
+    'SELECT user_id, session_id, :name, 0, token, ' + _NOW + ', document FROM "{t}" WHERE ' + _KEY + " UNION ALL "
+    'SELECT user_id, session_id, :name, seq, NULL, ' + _NOW + ', line FROM "{d}" WHERE ' + _KEY
+)
+"""The session as stored (its document and deltas) kept as the blob ``:name``, copied inside SQLite, in the
+transaction of the write that replaces it (before it); a blob of that name already kept holds the same bytes."""
+PUT_BLOB: Final = (
+    'INSERT OR IGNORE INTO "{h}" (user_id, session_id, revision, seq, token, saved_at, data) '
+    "VALUES (:user, :session, :name, :seq, :token, " + _NOW + ", CAST(:data AS TEXT))"
+)
+BLOB: Final = 'SELECT seq, data, token FROM "{h}" WHERE ' + _KEY + " AND revision = :name"
+"""A blob's rows, as :data:`READ` gives a session's (the document at ``seq`` 0)."""
+BLOBS: Final = 'SELECT revision FROM "{h}" WHERE ' + _KEY + " AND seq = 0"
+DROP_BLOB: Final = 'DELETE FROM "{h}" WHERE ' + _KEY + " AND revision = :name"
+DROP_HISTORY: Final = 'DELETE FROM "{h}" WHERE ' + _KEY
+"""A delete of the session: its blobs too, in its transaction."""
 LIST: Final = 'SELECT session_id FROM "{t}" WHERE user_id = :user'
 LIST_SOME: Final = LIST + " ORDER BY session_id LIMIT :limit"
 OWNERS: Final = 'SELECT user_id FROM "{t}" WHERE session_id = :session ORDER BY user_id LIMIT :limit'
@@ -150,10 +183,12 @@ class Statements:
         self.exists, self.delete = EXISTS.format(**names), DELETE.format(**names)
         self.list, self.list_some, self.owners, self.users = (s.format(**names) for s in (LIST, LIST_SOME, OWNERS, USERS))
         self.lease, self.set_lease, self.end_lease = (s.format(**names) for s in (LEASE, SET_LEASE, END_LEASE))
+        self.keep, self.put_blob, self.blob = KEEP.format(**names), PUT_BLOB.format(**names), BLOB.format(**names)
+        self.blobs, self.drop_blob, self.drop_history = (s.format(**names) for s in (BLOBS, DROP_BLOB, DROP_HISTORY))
 
 
 def _names(table: str) -> dict[str, str]:
-    return {"t": table, "d": f"{table}_deltas", "l": f"{table}_leases"}
+    return {"t": table, "d": f"{table}_deltas", "l": f"{table}_leases", "h": f"{table}_history"}
 
 
 def ddl_text(table: str = "statekit_sessions") -> str:

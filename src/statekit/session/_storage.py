@@ -17,7 +17,8 @@ from statekit.values.secrets import SecretBox
 from statekit.codecs import JSON, Codec
 from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
-from statekit.session._backend import Backend
+from statekit.session._archive import Archive
+from statekit.session._backend import Backend, Blobs
 from statekit.session._faults import BackendFaults, read_bytes
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
@@ -56,7 +57,10 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     async def _delete(self, key: SessionKey) -> bool:
-        """Remove the session; ``True`` when there was one."""
+        """Remove the session; ``True`` when there was one.
+
+        A backend with ``supports_history`` removes the session's blobs too, in the same step where its
+        store allows (the caller also drops what :meth:`_list_blobs` still lists afterwards)."""
 
     @abc.abstractmethod
     async def _list(self, user_id: str) -> list[str]:
@@ -104,6 +108,56 @@ class Storage(abc.ABC):
             session is not ``base`` any more (then nothing was written).
         """
         raise NotImplementedError(f"{type(self).__name__} does not store deltas")
+
+    keep_history: int | None = 0
+    """How many past revisions of each session this object keeps at least (``None``: all; see docs/history.md).
+    Set by the constructor's ``keep_history=`` (:func:`~._archive.checked_keep`)."""
+
+    supports_history: ClassVar[bool] = False
+    """Whether the backend keeps past revisions (``keep_history``, docs/history.md): it stores blobs
+    (``_put_blob``...) and its ``_write_keeping`` keeps the old head in the compare-and-set's own step."""
+
+    async def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> bool:
+        """:meth:`_write_if`, keeping the old head as a blob and dropping pruned ones, all in one atomic step.
+
+        Only called on backends whose ``supports_history`` is true, and only for sessions that keep
+        history. When the stored bytes are still ``expected``: store exactly those bytes (what
+        :meth:`_read` returns, deltas included) as the blob ``archive.keep_as`` (unless ``None``),
+        replace them with ``data``, and remove the blobs ``archive.drop``. A reader never sees the new
+        head without its kept blob. This default reads, compares and writes, which is atomic only
+        when nothing else writes the storage in between; a backend overrides it with its storage's
+        own transaction (and may keep the old head without copying it, e.g. a hard link).
+
+        Returns:
+            ``True`` when written; ``False`` when the stored revision differs (nothing written).
+        """
+        stored = await self._fetch(key)
+        if not expected.matches(stored):
+            return False
+        if archive.keep_as is not None and stored is not None:
+            await self._put_blob(key, archive.keep_as, stored)
+        with self._faults("_write", key):
+            await self._write(key, data)
+        if archive.drop:
+            await self._drop_blobs(key, archive.drop)
+        return True
+
+    async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
+        """Store ``data`` as the session's blob ``name`` (durably, before returning; idempotent:
+        a blob of that name always holds the same bytes). ``data`` may carry deltas (``data.log``)."""
+        raise SessionError(f"{type(self).__name__} does not keep history (supports_history is false)")
+
+    async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
+        """The session's blob ``name``, as :meth:`_read` would return those bytes; ``None``: no such blob."""
+        raise SessionError(f"{type(self).__name__} does not keep history (supports_history is false)")
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        """Remove the session's blobs ``names`` (those that do not exist are ignored)."""
+        raise SessionError(f"{type(self).__name__} does not keep history (supports_history is false)")
+
+    async def _list_blobs(self, key: SessionKey) -> list[str]:
+        """The names of the session's blobs, in any order (``[]`` when none)."""
+        raise SessionError(f"{type(self).__name__} does not keep history (supports_history is false)")
 
     supports_leases: ClassVar[bool] = False
     """Whether the backend keeps leases (``_take_lease``...) and fences every write with them (docs/leases.md)."""
@@ -207,4 +261,9 @@ class Storage(abc.ABC):
             self._revisions,
             self._saves_deltas,
             self.writes_in_threads,
+            Blobs(
+                self.keep_history,
+                self.supports_history,
+                (self._write_keeping, self._get_blob, self._drop_blobs, self._list_blobs),
+            ),
         )

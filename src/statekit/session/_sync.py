@@ -138,7 +138,9 @@ class AsyncSession(Protocol):
     ) -> dict[str, LoadResult]: ...
     async def aremove_modules(self, session_id: str, *names: str, user_id: str | None = None) -> None: ...
     async def arevision(self, session_id: str, user_id: str | None = None) -> str | None: ...
-    async def aread_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None: ...
+    async def aread_document(
+        self, session_id: str, user_id: str | None = None, *, at: str | None = None
+    ) -> StoredDocument | None: ...
     async def awrite_document(
         self,
         session_id: str,
@@ -228,9 +230,9 @@ class BlockingTwins:
         """Blocking :meth:`arevision`."""
         return self._block("revision", lambda: self._async.arevision(session_id, user_id))
 
-    def read_document(self, session_id: str, user_id: str | None = None) -> StoredDocument | None:
+    def read_document(self, session_id: str, user_id: str | None = None, *, at: str | None = None) -> StoredDocument | None:
         """Blocking :meth:`aread_document`."""
-        return self._block("read_document", lambda: self._async.aread_document(session_id, user_id))
+        return self._block("read_document", lambda: self._async.aread_document(session_id, user_id, at=at))
 
     def write_document(
         self,

@@ -9,14 +9,18 @@ else declines, and the full load says what is wrong, with positions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from statekit._limits import too_deep_below
 from statekit.errors import DocumentError
 from statekit.state.typed import meta_as, meta_of
 from statekit.state.typed_lists import extend_at
 from statekit.session._appends import deltas, is_delta
-from statekit.session.document import TypedMeta, doc_token
+from statekit.session._history_index import HeadHistory, parse_index_json
+from statekit.session.document import HISTORY_FORMAT, TypedMeta, doc_token
 
 
 def with_deltas(document: Any, body: bytes, log: bytes, token: str | None) -> Any:
@@ -46,6 +50,18 @@ def token_of_typed(document: Any) -> str | None:
     meta = meta_of(document)
     token: str | None = None if meta is None else meta.token
     return token
+
+
+def history_of_typed(document: Any, source: Callable[[], str]) -> HeadHistory | None:
+    """The history index in a typed document's metadata (``None``: it keeps none).
+
+    Raises:
+        DocumentError: A malformed index.
+    """
+    meta = meta_of(document)
+    if meta is None or meta.history is None:
+        return None
+    return parse_index_json(bytes(meta.history), source) if meta.format == HISTORY_FORMAT else None
 
 
 def _appended(document: Any, log: bytes, token: str) -> bool:

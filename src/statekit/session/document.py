@@ -16,6 +16,11 @@ the deltas (see :mod:`._proofs` for the delta lines)::
 
     {"statekit_log":2,"document":"9f2c4e1a0b7d3c55","deltas":2           }
 
+A session that keeps history (format 3) carries its history's index after the
+token (see :mod:`._history_index` for what ``"history"`` holds)::
+
+    {"__statekit__": {"format": 3, "history": {"keep": 20, "saved_at": "...", "kept": [...]}}, "agent": {...}}
+
 The token must come within the document's first :data:`HEAD_BYTES` bytes,
 where readers (and the Redis scripts, :func:`token_mark`) find it without
 decoding the document.
@@ -46,6 +51,13 @@ APPENDS_FORMAT: Final = 2
 """The session format of a document with a token: older statekits refuse it
 instead of loading it without its deltas."""
 
+HISTORY_FORMAT: Final = 3
+"""The session format of a document that keeps history: older statekits refuse it instead of
+writing over it without its history."""
+
+HISTORY_KEY: Final = "history"
+"""The metadata key holding the history's index (a document of :data:`HISTORY_FORMAT`), after the token."""
+
 TOKEN_KEY: Final = "log"
 """The metadata key holding the document's token (a document with deltas)."""
 
@@ -57,7 +69,7 @@ DELTAS_KEY: Final = "deltas"
 HEAD_BYTES: Final = 512
 """The document's metadata (and so its token) must come within its first bytes."""
 
-_FORMATS: Any = Literal[FORMAT_VERSION, APPENDS_FORMAT]
+_FORMATS: Any = Literal[FORMAT_VERSION, APPENDS_FORMAT, HISTORY_FORMAT]
 
 TypedMeta: Any = msgspec.defstruct(
     "TypedMeta",
@@ -65,6 +77,7 @@ TypedMeta: Any = msgspec.defstruct(
         ("format", _FORMATS, msgspec.field(name=FORMAT_KEY)),
         ("token", str | None, msgspec.field(name=TOKEN_KEY, default=None)),
         ("deltas", int, msgspec.field(name=DELTAS_KEY, default=0)),
+        ("history", msgspec.Raw, msgspec.field(name=HISTORY_KEY, default=None)),  # None when absent
     ],
     forbid_unknown_fields=True,
 )
@@ -95,6 +108,7 @@ def _in_meta(key: str, value: bytes) -> re.Pattern[bytes]:
     return re.compile(rb'\A(?:%s)?\s*\{\s*"%s"\s*:\s*\{[^{}]*?"%s"\s*:\s*%s' % (re.escape(BOM), meta, name, value))
 
 
+_FORMAT = _in_meta(FORMAT_KEY, rb"([0-9]+)\b")
 _HEAD = _in_meta(TOKEN_KEY, rb'"([0-9a-f]{1,64})"')
 _FLAG = _in_meta(DELTAS_KEY, rb"([01])\b")
 _COUNT = re.compile(rb'"%s":([0-9]+ *)\}$' % re.escape(LOG_COUNT_KEY.encode()))
@@ -103,9 +117,12 @@ _COUNT = re.compile(rb'"%s":([0-9]+ *)\}$' % re.escape(LOG_COUNT_KEY.encode()))
 # -- the document ------------------------------------------------------------------------
 
 
-def plain_document(states: Mapping[str, Any]) -> dict[str, Any]:
-    """A session document without deltas: statekit's metadata, then the module states."""
-    return {META_KEY: {FORMAT_KEY: FORMAT_VERSION}, **states}
+def plain_document(states: Mapping[str, Any], history: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A session document without deltas: statekit's metadata (with the history's index, if it
+    keeps history), then the module states."""
+    if history is None:
+        return {META_KEY: {FORMAT_KEY: FORMAT_VERSION}, **states}
+    return {META_KEY: {FORMAT_KEY: HISTORY_FORMAT, HISTORY_KEY: history}, **states}
 
 
 def appends_document(token: str, states: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,13 +138,21 @@ def token_of(document: Mapping[str, Any]) -> str | None:
 
 
 def without_token(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A document to show or write whole: its metadata without the token (and so without deltas)."""
+    """A document to show or write whole: its metadata without the token (and so without deltas)
+    and without the history's index (past revisions are the stored session's, not the document's)."""
     out = dict(data)
     meta = out.get(META_KEY)
-    if isinstance(meta, dict) and TOKEN_KEY in meta:
-        kept = {k: v for k, v in meta.items() if k not in (TOKEN_KEY, DELTAS_KEY)}
+    if isinstance(meta, dict) and (TOKEN_KEY in meta or HISTORY_KEY in meta):
+        kept = {k: v for k, v in meta.items() if k not in (TOKEN_KEY, DELTAS_KEY, HISTORY_KEY)}
         out[META_KEY] = {**kept, FORMAT_KEY: FORMAT_VERSION}
     return out
+
+
+def meta_format(head: bytes) -> int | None:
+    """The format a JSON document's metadata names, from its first :data:`HEAD_BYTES` bytes
+    (``None``: not found there, e.g. not JSON, or no metadata)."""
+    found = _FORMAT.match(head[:HEAD_BYTES])
+    return None if found is None else int(found.group(1))
 
 
 def with_meta(data: object, source: str) -> dict[str, Any]:
@@ -168,9 +193,9 @@ def check_meta(meta: object, source: str) -> None:
     version = meta.get(FORMAT_KEY)
     if not isinstance(version, int) or isinstance(version, bool):
         raise DocumentError(f"{META_KEY}.{FORMAT_KEY} should be an integer, got {version!r}", source=source)
-    if version > APPENDS_FORMAT:
+    if version > HISTORY_FORMAT:
         raise DocumentError(
-            f"written in session format {version} by a newer statekit; this one reads up to {APPENDS_FORMAT}",
+            f"written in session format {version} by a newer statekit; this one reads up to {HISTORY_FORMAT}",
             source=source,
         )
 

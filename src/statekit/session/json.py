@@ -15,6 +15,8 @@ class JSONSession(FileSession):
         save_dir: The folder (created on the first save).
         layout: ``"statekit"`` or ``"agentscope"`` (AgentScope 1.x's file
             names ``{user_id}_{session_id}.json``, to open its folders).
+        keep_history: How many past revisions of each session to keep (``None``: all;
+            ``0``, the default: none), in ``.<name>.json.history/`` beside it (docs/history.md).
     """
 
     codec: ClassVar[Codec] = JSON

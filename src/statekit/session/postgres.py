@@ -32,10 +32,10 @@ from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import MissingExtraError, SessionError
 from statekit.session._base import SessionBase
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import joined
+from statekit.session._archive import Archive, checked_keep
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
-from statekit.session.document import doc_token, header
+from statekit.session.document import header
 from statekit.session._revisions import MISSING_REVISION, Expected, revision_of
 
 try:
@@ -57,7 +57,9 @@ try:
         url_password,
     )
     from statekit.session._pg_leases import refused, release, renew, take
-    from statekit.session._pg_sql import LOCK, SCHEMA_VERSION, Statements, ddl_text
+    from statekit.session._pg_rows import NUL_ESCAPE, blob_of, row_of, stored
+    from statekit.session._pg_schema import ensure_schema
+    from statekit.session._pg_sql import SCHEMA_VERSION, Statements, ddl_text
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without psycopg
     raise MissingExtraError("PostgresSession needs psycopg 3: pip install 'statekit[postgres]'") from _missing
 
@@ -74,8 +76,6 @@ POOL_SIZE = 10
 
 
 SCHEMES = ("postgresql", "postgres")
-
-_NUL_ESCAPE = b"\\u0000"
 
 
 class PostgresSession(SessionBase):
@@ -98,15 +98,19 @@ class PostgresSession(SessionBase):
         pool_size: Connections kept open at most (a connection string only).
         create_schema: Create the tables on first use when missing (``False``:
             they must exist, made by ``statekit init-db``).
+        keep_history: How many past revisions of each session a save keeps besides the
+            head (``None``: all; ``0``, the default: none, stored exactly as without
+            history), as rows of ``<table>_history`` (see docs/history.md).
         **connect_options: More ``psycopg.AsyncConnection.connect`` arguments.
 
     Raises:
-        SessionError: A bad table name, timeout or pool size.
+        SessionError: A bad table name, timeout, pool size or ``keep_history``.
     """
 
     codec: ClassVar[Codec] = JSON_COMPACT
     supports_appends: ClassVar[bool] = True
     supports_leases: ClassVar[bool] = True
+    supports_history: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -118,6 +122,7 @@ class PostgresSession(SessionBase):
         omit_secrets: bool = False,
         pool_size: int = POOL_SIZE,
         create_schema: bool = True,
+        keep_history: int | None = 0,
         **connect_options: Any,
     ) -> None:
         check_table(table)
@@ -126,6 +131,7 @@ class PostgresSession(SessionBase):
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
         self.create_schema = check_flag(create_schema, "create_schema", SessionError)
+        self.keep_history = checked_keep(keep_history, type(self), supports=self.supports_history)
         self.table = table
         self._sql = Statements(table)
         self._schema_ready = False
@@ -160,7 +166,7 @@ class PostgresSession(SessionBase):
         Args:
             url: Where the database is.
             **options: ``table``, ``timeout``, ``secret_key``, ``omit_secrets``, ``pool_size``,
-                ``create_schema``; the rest go to ``psycopg.AsyncConnection.connect``.
+                ``create_schema``, ``keep_history``; the rest go to ``psycopg.AsyncConnection.connect``.
 
         Raises:
             SessionError: The URL is not a usable PostgreSQL URL (the password is never echoed).
@@ -202,28 +208,36 @@ class PostgresSession(SessionBase):
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._conn(key) as conn:
             row = await self._one(conn, self._sql.read, _params(key))
-        return None if row is None else _stored(row)
+        return None if row is None else stored(row)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         await self._write_kind(key, data, "always", {})
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
+        return await self._compare_and_set(key, data, expected, {})
+
+    async def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> bool:
+        return await self._compare_and_set(key, data, expected, {"keep_as": archive.keep_as, "drop": list(archive.drop)})
+
+    async def _compare_and_set(self, key: SessionKey, data: bytes, expected: Expected, keeping: dict[str, Any]) -> bool:
+        """``_write_if``, and with ``keeping`` (``_pg_sql.KEEPING``'s parameters) ``_write_keeping``."""
         base = expected.base
         if expected.only_base or (base is not None and base.log_len > 0):
             assert base is not None
-            return await self._write_kind(key, data, "base", _base(base))
+            return await self._write_kind(key, data, "base", _base(base) | keeping)
         if expected.revision == MISSING_REVISION:
-            return await self._write_kind(key, data, "missing", {})
-        return await self._write_kind(key, data, "revision", {"expected": expected.revision}, expected)
+            return await self._write_kind(key, data, "missing", keeping)
+        return await self._write_kind(key, data, "revision", {"expected": expected.revision} | keeping, expected)
 
     async def _write_kind(
         self, key: SessionKey, data: bytes, kind: str, more: dict[str, Any], expected: Expected | None = None
     ) -> bool:
-        """One full write, fenced (see ``_pg_sql.WRITE_KINDS``); ``expected``: compare revisions in Python
-        when the row found has deltas (its revision is not a column then)."""
-        params = {**_params(key), **_row(data), **more, "fence": self._fence(key)}
+        """One full write, fenced (see ``_pg_sql.WRITE_KINDS``), keeping history when ``more`` has ``keep_as``;
+        ``expected``: compare revisions in Python when the row found has deltas (its revision is not a column then)."""
+        params = {**_params(key), **row_of(data), **more, "fence": self._fence(key)}
+        writes = self._sql.keeping if "keep_as" in more else self._sql.writes
         async with self._conn(key, writing=True) as conn:
-            row = await self._one(conn, self._sql.writes[kind], params)
+            row = await self._one(conn, writes[kind], params)
             assert row is not None
             refused(row, self._source(key), params["fence"])
             written, has_deltas = bool(row[0]), bool(row[1])
@@ -231,9 +245,9 @@ class PostgresSession(SessionBase):
                 return written
             async with conn.transaction():  # a row with deltas: lock it, hash it, write it (fenced again)
                 found = await self._one(conn, self._sql.read_locked, params)
-                if found is None or revision_of(_stored(found)) != expected.revision:
+                if found is None or revision_of(stored(found)) != expected.revision:
                     return False
-                again = await self._one(conn, self._sql.writes["always"], params)
+                again = await self._one(conn, writes["always"], params)
                 assert again is not None
                 refused(again, self._source(key), params["fence"])
             return True
@@ -241,7 +255,7 @@ class PostgresSession(SessionBase):
     async def _append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         params = {**_params(key), **_base(base), "fence": self._fence(key)}
         grew = len(line) + (len(header(base.token, 1)) + 1 if base.log_len == 0 else 0) if line else 0
-        params |= {"grew": grew, "line": line, "queryable": _NUL_ESCAPE not in line}
+        params |= {"grew": grew, "line": line, "queryable": NUL_ESCAPE not in line}
         async with self._conn(key, writing=True) as conn:
             row = await self._one(conn, self._sql.append if line else self._sql.at_base, params)
         assert row is not None
@@ -255,6 +269,30 @@ class PostgresSession(SessionBase):
         assert row is not None
         refused(row, self._source(key), params["fence"])
         return bool(row[0])
+
+    async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
+        params = {**_params(key), **blob_of(data, f"{self._source(key)} blob {name}"), "name": name}
+        await self._fenced(key, self._sql.put_blob, params)
+
+    async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
+        async with self._conn(key) as conn:
+            row = await self._one(conn, self._sql.blob, {**_params(key), "name": name})
+        return None if row is None else stored(row)
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        await self._fenced(key, self._sql.drop_blobs, {**_params(key), "drop": list(names)})
+
+    async def _list_blobs(self, key: SessionKey) -> list[str]:
+        async with self._conn(key) as conn:
+            return [row[0] for row in await (await execute(conn, self._sql.blobs, _params(key))).fetchall()]
+
+    async def _fenced(self, key: SessionKey, query: bytes, params: dict[str, Any]) -> None:
+        """Run a write that answers only the fence's verdict; raise its refusal."""
+        params["fence"] = self._fence(key)
+        async with self._conn(key, writing=True) as conn:
+            row = await self._one(conn, query, params)
+        assert row is not None
+        refused(row, self._source(key), params["fence"])
 
     async def _take_lease(self, key: SessionKey, ttl: float) -> LeaseGrant | LeaseBusy:
         async with self._conn(key, writing=True) as conn:
@@ -319,43 +357,9 @@ class PostgresSession(SessionBase):
             raise translated(err, self._where(key), self.timeout, self._password, writing=sent) from None
 
     async def _ensure_schema(self, conn: psycopg.AsyncConnection[Any], *, create: bool) -> int:
-        """The tables' schema version, after creating them, or upgrading an older version in place (the DDL
-        again: every table ``IF NOT EXISTS``, the version raised), under an advisory lock, when ``create``."""
-        version = await self._schema_version(conn)
-        if (version is None or version < SCHEMA_VERSION) and create:
-            async with conn.transaction():
-                await execute(conn, LOCK)
-                await execute(conn, self._sql.ddl, binary=False)
-                with contextlib.suppress(psycopg.errors.FeatureNotSupported, psycopg.errors.SyntaxError):
-                    async with conn.transaction():  # a savepoint: a server without lz4 keeps pglz
-                        await execute(conn, self._sql.fast_compression, binary=False)
-            version = await self._schema_version(conn)
-        if version is None:
-            raise SessionError(
-                f"PostgreSQL at {self.address} has no table {self.table!r}: create it with `statekit init-db URL` "
-                "(or let the first use create it: create_schema=True)"
-            )
-        if version < SCHEMA_VERSION:
-            raise SessionError(
-                f"the table {self.table!r} at {self.address} has schema version {version}, older than this "
-                f"statekit's {SCHEMA_VERSION} (which adds the leases table): upgrade it in place with "
-                "`statekit init-db URL` (or create_schema=True); nothing was changed"
-            )
-        if version > SCHEMA_VERSION:
-            raise SessionError(
-                f"the table {self.table!r} at {self.address} has schema version {version}, newer than this "
-                f"statekit's {SCHEMA_VERSION}: upgrade statekit"
-            )
+        version = await ensure_schema(conn, self._sql, self.address, create=create)
         self._schema_ready = True
         return version
-
-    async def _schema_version(self, conn: psycopg.AsyncConnection[Any]) -> int | None:
-        try:
-            async with conn.transaction():
-                row = await self._one(conn, self._sql.version, {"name": self.table})
-        except psycopg.errors.UndefinedTable:
-            return None
-        return None if row is None else int(row[0])
 
     @staticmethod
     async def _one(conn: psycopg.AsyncConnection[Any], query: bytes, params: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -372,21 +376,3 @@ def _params(key: SessionKey) -> dict[str, Any]:
 
 def _base(base: DeltaBase) -> dict[str, Any]:
     return {"base_token": base.token, "base_bytes": base.log_len}
-
-
-def _row(data: bytes) -> dict[str, Any]:
-    """The columns of a full write of ``data``."""
-    return {
-        "raw": data,
-        "revision": revision_of(data),
-        "token": doc_token(data),
-        "queryable": _NUL_ESCAPE not in data,
-    }
-
-
-def _stored(row: tuple[Any, ...]) -> bytes:
-    """The bytes a read returns: the document, carrying its deltas (as a Redis value holds them) when it has any."""
-    raw, token, count, lines = bytes(row[0]), row[1], row[2], row[3]
-    if not count or token is None:
-        return raw
-    return joined(raw, b"\n" + header(token, count) + bytes(lines or b""), token)

@@ -24,6 +24,7 @@ a write whose reply is lost gets one more ``timeout`` to learn whether it landed
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
@@ -38,6 +39,7 @@ from statekit.session._companion import joined
 from statekit.session.document import count_at, count_field, doc_token, header, token_mark
 from statekit.session._revisions import Expected
 from statekit.session._fence import LeaseBusy, LeaseGrant
+from statekit.session._archive import Archive, checked_keep
 
 try:
     from redis.asyncio import ConnectionPool, Redis
@@ -49,19 +51,24 @@ try:
         SOCKET_TIMEOUT as SOCKET_TIMEOUT,
         Client as Client,
         address,
+        checked_timeout,
         client_from_url,
         defaults,
+        is_positive_int,
     )
     from statekit.session._redis_cluster import is_cluster
     from statekit.session._redis_guard import Guard
     from statekit.session._redis_fence import carried, fenced
+    from statekit.session._redis_history import DROP, KEEP, PUT, blob_names, blob_text, history_key, keep_args
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
     from statekit.session._redis_reads import read_value
-    from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, glob, quote, scan_all, scan_some, session_ids, user_ids
-    from statekit.session._redis_scripts import COMPARE_AND_SET, DELETE_SCRIPT, IF_BASE, SET_SCRIPT, Scripting
-    from statekit.session._redis_watch import compare_and_set_watching, if_base_watching, set_watching
+    from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, quote
+    from statekit.session._redis_scan import sessions_of, some_owners_of, some_sessions_of, users_of
+    from statekit.session._redis_scripts import COMPARE_AND_SET, DELETE_SCRIPT, IF_BASE, SET_SCRIPT, Script, Scripting
+    from statekit.session._redis_watch import Plan, Twin, compare_and_set_watching, fenced_watching, if_base_watching
+    from statekit.session._redis_watch import blob_drop_plan, blob_put_plan, keep_watching, set_plan
 except ImportError as _missing:  # pragma: no cover - exercised in a venv without redis
     raise MissingExtraError(
         "RedisSession needs the redis package: pip install 'statekit[redis]'"
@@ -101,17 +108,17 @@ class RedisSession(SessionBase):
             :meth:`SessionBase.use_secret_key`).
         omit_secrets: Without a key, leave secret fields out of what is saved;
             ``False`` (the default): such a save is refused with ``SecretError``.
-        keep_ttl: With no ``key_ttl``, a save keeps the expiry the key already
-            has (``SET ... KEEPTTL``) instead of clearing it: for tools that
-            rewrite the keys of an app that lets them expire (``statekit
-            compact`` and ``migrate`` set it).
+        keep_history: How many past revisions of each session to keep (``None``:
+            all; ``0``, the default: none). They live in a hash beside the
+            session's key, expiring with it (docs/history.md, docs/backends.md).
         **kwargs: Passed to ``redis.asyncio.Redis``. Unless given,
             ``socket_connect_timeout`` and ``socket_timeout`` are 2 s and
             ``retry`` two quick retries (of reads: writes are never re-sent
             blindly), so that a server that is down is reported within a few seconds.
 
     Raises:
-        SessionError: ``key_ttl`` or ``timeout`` is not a positive number of seconds.
+        SessionError: ``key_ttl`` or ``timeout`` is not a positive number of seconds,
+            or ``keep_history`` is neither ``None`` nor an integer >= 0.
     """
 
     SESSION_KEY: ClassVar[str] = "user_id:{user_id}:session:{session_id}:state"
@@ -120,6 +127,7 @@ class RedisSession(SessionBase):
     codec: ClassVar[Codec] = JSON_COMPACT
     supports_appends: ClassVar[bool] = True
     supports_leases: ClassVar[bool] = True
+    supports_history: ClassVar[bool] = True
     default_user_id: ClassVar[str] = "default_user"
     """The ``user_id`` of calls that give none, as in the reference."""
 
@@ -137,13 +145,15 @@ class RedisSession(SessionBase):
         secret_key: SecretKeys | None = None,
         omit_secrets: bool = False,
         keep_ttl: bool = False,
+        keep_history: int | None = 0,
         **kwargs: Any,
     ) -> None:
-        if key_ttl is not None and not _is_positive_int(key_ttl):
+        if key_ttl is not None and not is_positive_int(key_ttl):
             raise SessionError(f"key_ttl must be a positive whole number of seconds or None, got {key_ttl!r}")
-        self.timeout = _check_timeout(timeout)
+        self.timeout = checked_timeout(timeout)
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
+        self.keep_history = checked_keep(keep_history, type(self), supports=self.supports_history)
         self.key_ttl = key_ttl
         self.key_prefix = key_prefix
         self._owns_client = client is None
@@ -173,13 +183,14 @@ class RedisSession(SessionBase):
         Args:
             url: Where Redis is; query options of redis-py are understood.
             cluster: Build a ``RedisCluster`` client even for a ``redis://`` URL.
-            **options: ``key_prefix``, ``key_ttl``, ``timeout``, ``secret_key``, ``omit_secrets`` and ``keep_ttl`` go to the
-                session; the rest to the redis-py client (``socket_timeout``...).
+            **options: ``key_prefix``, ``key_ttl``, ``timeout``, ``secret_key``, ``omit_secrets``, ``keep_ttl`` and
+                ``keep_history`` go to the session; the rest to the redis-py client (``socket_timeout``...).
 
         Raises:
             SessionError: The URL is not one of these (the password is never echoed).
         """
-        own = {name: options.pop(name) for name in ("key_prefix", "key_ttl", "timeout", "secret_key", "omit_secrets", "keep_ttl") if name in options}
+        names = ("key_prefix", "key_ttl", "timeout", "secret_key", "omit_secrets", "keep_ttl", "keep_history")
+        own = {name: options.pop(name) for name in names if name in options}
         client = client_from_url(url, cluster, options)
         session = cls(client=client, **own)
         session._owns_client = True
@@ -208,19 +219,28 @@ class RedisSession(SessionBase):
 
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
-            value = await read_value(self._client, self._key(key), self.key_ttl)
+            name, ttl = self._key(key), self.key_ttl  # with a TTL, the kept revisions' expiry slides too
+            value = await read_value(self._client, name, ttl, "" if ttl is None else self._keys(key)[3])
         value = value.encode("utf-8") if isinstance(value, str) else value
         return None if value is None else self._joined(value)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
-        name, token, sent = self._key(key), self._fence(key), [False]
-        keys = (name, self._lease_key(name))
+        expiry = (self.key_ttl, self._keep_ttl)
+        await self._fenced(key, SET_SCRIPT, (data, self._ttl_arg()), lambda keys: set_plan(keys, data, expiry))
+
+    async def _fenced(
+        self, key: SessionKey, script: Script, args: tuple[Any, ...], plan: Callable[[tuple[str, str, str]], Plan]
+    ) -> None:
+        """A write that checks only the lease fence (a plain save, a blob's), on the value's, its lease's and its
+        kept revisions' keys: ``script`` with ``args`` and the token carried, or ``plan(keys)`` without Lua."""
+        name, cluster, token, sent = self._key(key), is_cluster(self._client), self._fence(key), [False]
+        keys = (name, lease_key(name, cluster), history_key(name, cluster))
 
         async def attempt(retried: bool, sending: Sending) -> Any:
             sent[0] = retried  # no write id: a refused resend cannot tell whether the first send landed
             return await self._scripting.run(
-                SET_SCRIPT, sending, keys, (data, self._ttl_arg(), carried(token)),
-                lambda: set_watching(self._client, keys, data, (self.key_ttl, self._keep_ttl), (token, sending)),
+                script, sending, keys, (*args, carried(token)),
+                lambda: fenced_watching(self._client, keys[1], (token, sending), plan(keys)),
             )
 
         fenced(await write_once(lambda: self._errors(key), attempt), lambda: self._source(key), token, sent[0])
@@ -239,32 +259,35 @@ class RedisSession(SessionBase):
     ) -> bool:
         """Append ``data`` (or set it, ``mode="set"``) if the stored value is still ``base``
         (``count``: then write these bytes at this offset)."""
-        ttl = self._ttl_arg()
         at, field = ("", b"") if count is None else (str(count[0]), count[1])
-        write_id, token = new_id(), self._fence(key)
-        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, ttl, at, field, carried(token))
-        keys = self._keys(key)
+        args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, self._ttl_arg(), at, field)
+        return await self._conditional(
+            key, IF_BASE, args,
+            lambda keys, ttl, write: if_base_watching(self._client, keys, base, data, (mode, count), ttl, write),
+        )
+
+    async def _conditional(self, key: SessionKey, script: Script, args: tuple[Any, ...], twin: Twin) -> bool:
+        """A conditional write with a write id (see _redis_once): ``script`` on :meth:`_keys` with ``args``, the
+        token carried and the id; without Lua, ``twin(keys, (key_ttl, keep_ttl), (id, retried, sending, token))``."""
+        write_id, token, keys = new_id(), self._fence(key), self._keys(key)
 
         async def attempt(retried: bool, sending: Sending) -> Any:
             expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending, token)
             return await self._scripting.run(
-                IF_BASE, sending, keys, (*args, *id_args(write_id, retried)),
-                lambda: if_base_watching(self._client, keys, base, data, (mode, count), expiry, write),
+                script, sending, keys, (*args, carried(token), *id_args(write_id, retried)),
+                lambda: twin(keys, expiry, write),
             )
 
         return self._answered(key, await write_once(lambda: self._errors(key), attempt), token)
 
-    def _keys(self, key: SessionKey) -> tuple[str, str, str]:
-        """The keys a conditional write touches: the session's, its write ids' and its lease's."""
+    def _keys(self, key: SessionKey) -> tuple[str, str, str, str]:
+        """The keys a conditional write touches: the session's, its write ids', its lease's and its kept revisions'."""
         name, cluster = self._key(key), is_cluster(self._client)
-        return name, id_key(name, cluster), lease_key(name, cluster)
+        return name, id_key(name, cluster), lease_key(name, cluster), history_key(name, cluster)
 
     def _answered(self, key: SessionKey, answer: Any, token: int | None) -> bool:
         """A conditional write's answer (a script's or a twin's) as a bool, a refusal of the lease fence raised."""
         return answered(fenced(answer, lambda: self._source(key), token), self._where(key))
-
-    def _lease_key(self, name: str) -> str:
-        return lease_key(name, is_cluster(self._client))
 
     def _ttl_arg(self) -> str:
         """The scripts' TTL argument: seconds, ``"keep"`` (the key's own expiry) or ``""`` (none)."""
@@ -282,17 +305,32 @@ class RedisSession(SessionBase):
         if expected.only_base:
             assert expected.base is not None
             return await self._if_base(key, expected.base, data, "set")
-        write_id, token, keys = new_id(), self._fence(key), self._keys(key)
+        return await self._conditional(
+            key, COMPARE_AND_SET, (data, expected.revision, self._ttl_arg()),
+            lambda keys, ttl, write: compare_and_set_watching(self._client, keys, data, expected, ttl, write),
+        )
 
-        async def attempt(retried: bool, sending: Sending) -> Any:
-            args = (data, expected.revision, self._ttl_arg(), carried(token), *id_args(write_id, retried))
-            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending, token)
-            return await self._scripting.run(
-                COMPARE_AND_SET, sending, keys, args,
-                lambda: compare_and_set_watching(self._client, keys, data, expected, expiry, write),
-            )
+    async def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> bool:
+        return await self._conditional(
+            key, KEEP, keep_args(data, expected, self._ttl_arg(), archive),
+            lambda keys, ttl, write: keep_watching(self._client, keys, (data, expected, archive), ttl, write),
+        )
 
-        return self._answered(key, await write_once(lambda: self._errors(key), attempt), token)
+    async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
+        await self._fenced(key, PUT, (name, data), lambda keys: blob_put_plan(keys, name, data))
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        if names:
+            await self._fenced(key, DROP, names, lambda keys: blob_drop_plan(keys, names))
+
+    async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
+        async with self._errors(key):
+            value = blob_text(await self._client.execute_command("HGET", self._keys(key)[3], name))
+        return None if value is None else self._joined(value)
+
+    async def _list_blobs(self, key: SessionKey) -> list[str]:
+        async with self._errors(key):
+            return blob_names(await self._client.execute_command("HKEYS", self._keys(key)[3]))
 
     async def _delete(self, key: SessionKey) -> bool:
         write_id, seconds, token, keys = new_id(), tombstone_seconds(self.timeout), self._fence(key), self._keys(key)
@@ -322,39 +360,20 @@ class RedisSession(SessionBase):
             return bool(await self._client.exists(self._key(key)))
 
     async def _list(self, user_id: str) -> list[str]:
-        head, tail = self.SESSION_KEY.split("{session_id}")
-        head = self.key_prefix + head.format(user_id=quote(user_id))
-        pattern = glob(head) + "*" + tail
         async with self._errors():
-            keys = await scan_all(self._client, pattern)
-        return session_ids(keys, head, tail)
+            return await sessions_of(self._client, (self.key_prefix, self.SESSION_KEY), user_id)
 
     async def _list_some(self, user_id: str, limit: int) -> tuple[list[str], bool]:
-        head, tail = self.SESSION_KEY.split("{session_id}")
-        head = self.key_prefix + head.format(user_id=quote(user_id))
-        return await self._scan_some(head, tail, limit)
+        async with self._errors():
+            return await some_sessions_of(self._client, (self.key_prefix, self.SESSION_KEY), user_id, limit)
 
     async def _owners(self, session_id: str, limit: int) -> tuple[list[str], bool]:
-        head, tail = self.SESSION_KEY.split("{user_id}")
-        return await self._scan_some(self.key_prefix + head, tail.format(session_id=quote(session_id)), limit)
-
-    async def _scan_some(self, head: str, tail: str, limit: int) -> tuple[list[str], bool]:
-        """The middles of keys ``head*tail``, from at most :data:`SCAN_ROUNDS` ``SCAN`` calls
-        (a Redis Cluster: rounds, each one ``SCAN`` per master), and whether the scan stopped before the end."""
-        pattern = glob(head) + "*" + glob(tail)
         async with self._errors():
-            keys, more = await scan_some(self._client, pattern, limit)
-        names = session_ids(keys, head, tail)
-        return names[:limit], more or len(names) > limit
+            return await some_owners_of(self._client, (self.key_prefix, self.SESSION_KEY), session_id, limit)
 
     async def _list_users(self) -> list[str]:
-        head, rest = self.SESSION_KEY.split("{user_id}")
-        middle, tail = rest.split("{session_id}")
-        head = self.key_prefix + head
-        pattern = "*".join(glob(part) for part in (head, middle, tail))
         async with self._errors():
-            keys = await scan_all(self._client, pattern)
-        return user_ids(keys, head, middle, tail)
+            return await users_of(self._client, (self.key_prefix, self.SESSION_KEY))
 
     async def _close(self) -> None:
         if not self._owns_client:
@@ -379,12 +398,3 @@ class RedisSession(SessionBase):
             return self.address
         return f"cluster node {node.name}" if node is not None else self.address
 
-
-def _check_timeout(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise SessionError(f"timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _is_positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0

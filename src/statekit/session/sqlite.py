@@ -25,14 +25,17 @@ from statekit.values.secrets import SecretKeys
 from statekit.codecs import JSON_COMPACT, Codec
 from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
+from statekit.session._archive import Archive, checked_keep
 from statekit.session._base import SessionBase
 from statekit.session._companion import joined
+from statekit.session._delta_rows import delta_rows
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
 from statekit.session.document import doc_token, header
 from statekit.session._revisions import MISSING_REVISION, Expected, revision_of
+from statekit.session._sqlite_blobs import drop_blobs, keep, prune, put_blob
 from statekit.session._sqlite_leases import fence, release, renew, take
-from statekit.session._sqlite_pool import Connections, check_library, commit
+from statekit.session._sqlite_pool import Connections, check_library, commit, rollback
 from statekit.session._sqlite_sql import Statements, check_table
 
 __all__ = ["SQLiteSession"]
@@ -63,11 +66,15 @@ class SQLiteSession(SessionBase):
         timeout: Seconds one call may take in all (default :data:`TIMEOUT`,
             10 s), waiting for another writer's lock included; then it raises
             ``BackendUnavailableError`` and nothing was written.
+        keep_history: How many past revisions of each session a save keeps besides the
+            head (``None``: all; ``0``, the default: none, stored exactly as without
+            history), as rows of ``{table}_history`` (see docs/history.md).
 
     Raises:
         SessionError: A path that cannot name a database file (``:memory:``, empty,
             a folder), a table name that is not a plain SQL name, a ``timeout``
-            that is not a positive number of seconds, an SQLite library older than 3.35.
+            that is not a positive number of seconds, an SQLite library older than 3.35,
+            a ``keep_history`` that is not ``None`` or an integer >= 0.
     """
 
     codec: ClassVar[Codec] = JSON_COMPACT
@@ -75,6 +82,7 @@ class SQLiteSession(SessionBase):
     writes_in_threads: ClassVar[bool] = True
     supports_appends: ClassVar[bool] = True
     supports_leases: ClassVar[bool] = True
+    supports_history: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -84,6 +92,7 @@ class SQLiteSession(SessionBase):
         secret_key: SecretKeys | None = None,
         omit_secrets: bool = False,
         timeout: float = TIMEOUT,
+        keep_history: int | None = 0,
     ) -> None:
         check_library()
         self.path = _check_path(path)
@@ -91,6 +100,7 @@ class SQLiteSession(SessionBase):
         self.timeout = _check_timeout(timeout)
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
+        self.keep_history = checked_keep(keep_history, type(self), supports=self.supports_history)
         self._sql = Statements(self.table)
         self._connections = Connections(self.path, self._sql, self.timeout)
 
@@ -153,19 +163,31 @@ class SQLiteSession(SessionBase):
         await self._put(key, data, "always", dict)
 
     async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
+        return await self._compare_and_set(key, data, expected, None)
+
+    async def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> bool:
+        return await self._compare_and_set(key, data, expected, archive)
+
+    async def _compare_and_set(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive | None) -> bool:
+        """``_write_if``, and with an ``archive`` ``_write_keeping``: one transaction either way."""
         base, raw = expected.base, expected.raw
         if expected.only_base and base is not None:
-            return await self._put(key, data, "base", lambda: {"base_token": base.token, "base_count": base.count})
+            return await self._put(key, data, "base", lambda: {"base_token": base.token, "base_count": base.count}, archive)
         log = getattr(raw, "log", b"")
         if log:  # what was read: a document and its deltas, named by its token and their count
             count = base.count if base is not None else log.count(b"\n") - 2  # the log's first newline, the header's
-            return await self._put(key, data, "base", lambda: {"base_token": getattr(raw, "token", ""), "base_count": count})
+            token = getattr(raw, "token", "")
+            return await self._put(key, data, "base", lambda: {"base_token": token, "base_count": count}, archive)
         if raw is None and expected.revision == MISSING_REVISION:
-            return await self._put(key, data, "missing", dict)
-        return await self._put(key, data, "revision", lambda: {"expected": expected.revision})
+            return await self._put(key, data, "missing", dict, archive)
+        return await self._put(key, data, "revision", lambda: {"expected": expected.revision}, archive)
 
-    async def _put(self, key: SessionKey, data: bytes, kind: str, condition: Callable[[], dict[str, Any]]) -> bool:
-        """Write a whole document if ``condition()`` holds (``kind``: see ``WRITE_KINDS``), dropping the old deltas.
+    async def _put(
+        self, key: SessionKey, data: bytes, kind: str, condition: Callable[[], dict[str, Any]], archive: Archive | None = None
+    ) -> bool:
+        """Write a whole document if ``condition()`` holds (``kind``: see ``WRITE_KINDS``), dropping the old deltas;
+        with an ``archive``, first dropping the pruned blobs and keeping the stored session as its blob (the copy
+        reuses the pages the drop freed), all in the one transaction (rolled back when the condition fails).
         The hashes (the document's revision, an expected one) are computed in the worker thread, off the event loop."""
         sql, carried, source = self._sql, self._fence(key), self._source(key)
 
@@ -173,9 +195,15 @@ class SQLiteSession(SessionBase):
             values = {**_where(key), **condition(), "document": data, "revision": revision_of(data), "token": doc_token(data)}
             connection.execute("BEGIN IMMEDIATE")
             fence(connection, sql, values, carried, source)
+            if archive is not None:  # the pruned first: the copy then fills the pages they free
+                prune(connection, sql, values, archive.drop)
+                keep(connection, sql, values, archive)
             written = connection.execute(sql.writes[kind], values).rowcount == 1
             if not written and kind == "revision":
                 written = _over_deltas(connection, sql, values)
+            if not written and archive is not None:
+                rollback(connection)
+                return False
             if written:
                 connection.execute(sql.drop_deltas, values)
             commit(connection)
@@ -210,10 +238,31 @@ class SQLiteSession(SessionBase):
             fence(connection, sql, _where(key), carried, source)  # the lease's row stays: tokens only grow
             found = connection.execute(sql.delete, _where(key)).rowcount == 1
             connection.execute(sql.drop_deltas, _where(key))
+            connection.execute(sql.drop_history, _where(key))  # its kept revisions: erasure means erasure
             commit(connection)
             return found
 
         return await self._call(delete)
+
+    # -- history: blobs of past revisions, rows of <table>_history (see _sqlite_blobs) ---------
+
+    async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
+        sql, fenced = self._sql, (self._fence(key), self._source(key))
+        document, token, lines = delta_rows(data, f"{self._source(key)} blob {name}")
+        rows = [(0, document, token), *((seq, line, None) for seq, line in enumerate(lines, 1))]
+        await self._call(lambda connection: put_blob(connection, sql, {**_where(key), "name": name}, rows, fenced))
+
+    async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
+        sql, where = self._sql.blob, {**_where(key), "name": name}
+        return await self._call(lambda connection: _joined(connection.execute(sql, where).fetchall()))
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        sql, fenced = self._sql, (self._fence(key), self._source(key))
+        await self._call(lambda connection: drop_blobs(connection, sql, _where(key), names, fenced))
+
+    async def _list_blobs(self, key: SessionKey) -> list[str]:
+        sql = self._sql.blobs
+        return await self._call(lambda connection: _texts(connection.execute(sql, _where(key))))
 
     async def _close(self) -> None:
         await asyncio.to_thread(self._connections.close)

@@ -16,6 +16,8 @@ class YAMLSession(FileSession):
 
     Args:
         save_dir: The folder (created on the first save).
+        keep_history: How many past revisions of each session to keep (``None``: all;
+            ``0``, the default: none), in ``.<name>.yaml.history/`` beside it (docs/history.md).
     """
 
     codec: ClassVar[Codec] = YAML

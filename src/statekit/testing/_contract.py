@@ -8,12 +8,13 @@ from collections.abc import Awaitable, Callable
 from statekit.errors import SessionError
 from statekit.session import SessionBase
 from statekit.testing._checks import BASIC_CHECKS, expect
+from statekit.testing._history import HISTORY_CHECKS
 from statekit.testing._leases import LEASE_CHECKS, check_blocking_lease
 from statekit.testing._models import Check, Counter, SessionFactory, fresh_user
 from statekit.testing._modules import MODULE_CHECKS
 from statekit.testing._revisions import REVISION_CHECKS
 
-CHECKS: dict[str, Check] = BASIC_CHECKS | REVISION_CHECKS | MODULE_CHECKS | LEASE_CHECKS
+CHECKS: dict[str, Check] = BASIC_CHECKS | REVISION_CHECKS | MODULE_CHECKS | LEASE_CHECKS | HISTORY_CHECKS
 """Every async check of the contract, by name."""
 
 
@@ -161,6 +162,21 @@ class SessionContract:
 
     def test_lease_appends(self) -> None:  # noqa: D102
         self._run("lease_appends")
+
+    def test_history_keeps_and_prunes(self) -> None:  # noqa: D102 - see statekit.testing._history
+        self._run("history_keeps_and_prunes")
+
+    def test_history_is_recorded_with_the_session(self) -> None:  # noqa: D102
+        self._run("history_is_recorded_with_the_session")
+
+    def test_rollback_and_fork(self) -> None:  # noqa: D102
+        self._run("rollback_and_fork")
+
+    def test_delete_erases_history(self) -> None:  # noqa: D102
+        self._run("delete_erases_history")
+
+    def test_history_with_appends(self) -> None:  # noqa: D102
+        self._run("history_with_appends")
 
     def test_blocking_lease(self) -> None:  # noqa: D102
         check_blocking_lease(self.make_session)

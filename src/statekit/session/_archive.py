@@ -1,0 +1,68 @@
+"""History's storage contract: what a save that keeps history asks its store to do atomically, and what ``keep_history=`` accepts.
+
+A session that keeps history (docs/history.md) stores its past revisions as
+blobs beside the head, each named by its revision and holding exactly the bytes
+the head held then (what ``Storage._read`` returned, deltas included). Blobs
+never change once written, so a blob of a given name is always right.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from statekit.errors import SessionError
+from statekit.session._history_index import HeadHistory
+
+
+@attrs.frozen
+class Archive:
+    """The history part of one compare-and-set (:meth:`~._storage.Storage._write_keeping`).
+
+    Attributes:
+        keep_as: Store the bytes stored now (the old head) as the blob of this name
+            before replacing them (``None``: the old head is not kept, e.g. nothing is stored).
+        drop: Blobs to remove once the new head is written (revisions pruned by it).
+    """
+
+    keep_as: str | None
+    drop: tuple[str, ...] = ()
+
+
+def checked_keep(keep_history: Any, backend: type, *, supports: bool) -> int | None:
+    """``keep_history=`` as given to a session's constructor (or ``open()``), checked.
+
+    ``0`` (the default) keeps no past revision, ``N`` the N most recent, ``None`` all of them.
+
+    Raises:
+        SessionError: Not ``None`` or an integer >= 0, or the backend keeps no history.
+    """
+    if keep_history is not None and (
+        not isinstance(keep_history, int) or isinstance(keep_history, bool) or keep_history < 0
+    ):
+        raise SessionError(
+            f"keep_history should be an integer >= 0 (how many past revisions to keep) or None (keep all), "
+            f"got {keep_history!r}"
+        )
+    if keep_history != 0 and not supports:
+        raise SessionError(f"{backend.__name__} does not keep history (supports_history is false): use keep_history=0")
+    return keep_history
+
+
+@attrs.frozen
+class Step:
+    """What one write does to a session's history (planned by :func:`~._history.plan`).
+
+    Attributes:
+        archive: What the backend's ``_write_keeping`` keeps and drops.
+        head: The new head's history index (``None``: the head keeps no history any more).
+    """
+
+    archive: Archive
+    head: HeadHistory | None
+
+    def meta(self, *, json: bool) -> dict[str, Any] | None:
+        """The history index the new head document's metadata holds (``None``: none); ``json``: for an
+        orjson codec (see :meth:`~._history_index.HeadHistory.as_meta`)."""
+        return None if self.head is None else self.head.as_meta(json=json)

@@ -1,0 +1,183 @@
+"""How a save keeps history: read the stored head's index, plan the new one (what is kept, what is pruned).
+
+Every write of a session (a save, ``update()``, ``remove_modules()``,
+``write_document()``, a rollback, a fork) asks :func:`plan` before it encodes
+its document: for a session that keeps no history and an object with
+``keep_history=0`` the answer is ``None`` and the write is exactly what it was
+without history. Otherwise the plan holds the new head's index (written into
+the document's metadata) and the :class:`~._archive.Archive` the backend's
+``_write_keeping`` carries out in the compare-and-set's own step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from statekit.errors import ConflictError, DocumentError
+from statekit.session._archive import Archive, Step
+from statekit.session._backend import Backend
+from statekit.session._companion import split
+from statekit.session._history_index import HeadHistory, Revision, index_of, now, parse_index_json, widest
+from statekit.session._ids import SessionKey
+from statekit.session._loading import decode_stored
+from statekit.session._revisions import MISSING_REVISION, UNKNOWN, Expected, Unknown, conflict_message
+from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, meta_format
+
+_TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+_META: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(
+    msgspec.defstruct("_HistoryMeta", [("history", msgspec.Raw, None)])  # a Raw | None field would read null only
+)
+
+
+async def plan(
+    backend: Backend,
+    key: SessionKey,
+    expected: Expected,
+    modules: tuple[str, ...],
+    *,
+    keep: int | None | Unknown = UNKNOWN,
+    forked_from: tuple[str, str, str] | None = None,
+) -> tuple[Step | None, Expected]:
+    """What a write over ``expected`` does to the session's history.
+
+    Args:
+        backend: The session's storage.
+        key: The session.
+        expected: What the write must find stored.
+        modules: The module names of the document it writes, in order.
+        keep: The retention to record (``prune_history()``); by default the session's,
+            raised to the object's ``keep_history``.
+        forked_from: The revision a fork starts from.
+
+    Returns:
+        ``None`` when the write keeps no history (the document is written as without it), else the
+        new head's index and the archive; and ``expected``, with its bytes if they had to be read.
+
+    Raises:
+        ConflictError: Only a revision was expected and the stored one is another.
+        DocumentError: The stored head's history index is malformed.
+    """
+    head, expected = await head_of(backend, key, expected)
+    if not backend.supports_history:
+        return None, expected
+    retention = widest(head.keep if head is not None else 0, backend.keep_history) if keep is UNKNOWN else keep
+    if retention == 0 and forked_from is None and head is None:
+        return None, expected  # keeps no history, and is to keep none: the write is as without history
+    stored = expected.revision != MISSING_REVISION
+    if stored and expected.raw is None:  # its bytes were forgotten (a large session): their size is needed
+        expected = await _with_bytes(backend, key, expected)
+    kept: tuple[Revision | bytes, ...] = ()
+    if stored:
+        raw = expected.raw
+        assert raw is not None
+        size = len(raw) + len(split(raw)[1])
+        if head is not None:
+            old = head.head(expected.revision, size)
+        else:
+            old = Revision(expected.revision, None, None, size, await _stored_modules(backend, key, raw))
+        kept = (old, *(head.entries if head is not None else ()))
+    if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
+        assert head is not None
+        return Step(Archive(None, _names(head, 0)), None), expected
+    drop: tuple[str, ...] = ()
+    if retention is not None and len(kept) > retention:
+        drop = _names(head, retention - 1) if head is not None else ()
+        kept = kept[:retention]
+    keep_as = expected.revision if stored and retention != 0 else None
+    new = HeadHistory(
+        keep=retention,
+        saved_at=now(),
+        parent=expected.revision if stored else None,
+        forked_from=forked_from,
+        modules=modules,
+        entries=kept,
+        source=lambda: backend.source(key),
+    )
+    return Step(Archive(keep_as, drop), new), expected
+
+
+def _names(head: HeadHistory, start: int) -> tuple[str, ...]:
+    """The revisions the head keeps from ``start`` on (0: the newest), which a write drops.
+
+    Raises:
+        DocumentError: Their records are malformed.
+    """
+    return tuple(dict.fromkeys(head.name(index) for index in range(max(start, 0), len(head.entries))))
+
+
+async def head_of(backend: Backend, key: SessionKey, expected: Expected) -> tuple[HeadHistory | None, Expected]:
+    """The history index of the head ``expected`` stands for (``None``: it keeps none), reading it if need be.
+
+    Raises:
+        ConflictError: Only a revision is known and the stored head is another.
+    """
+    known = expected.history
+    if known is not UNKNOWN:
+        return known, expected
+    if expected.only_base:  # a delta save's: a session that keeps history takes no deltas
+        expected.history = None
+        return None, expected
+    raw = expected.raw
+    if raw is None:
+        if expected.revision == MISSING_REVISION:
+            expected.history = None
+            return None, expected
+        expected = await _with_bytes(backend, key, expected)
+        raw = expected.raw
+        assert raw is not None
+    expected.history = await read_index(backend, key, raw)
+    return expected.history, expected
+
+
+async def _with_bytes(backend: Backend, key: SessionKey, expected: Expected) -> Expected:
+    """``expected`` with the stored bytes it stands for, read now.
+
+    Raises:
+        ConflictError: The stored head is another.
+    """
+    raw = await backend.fetch(key)
+    if raw is None or not expected.matches(raw):
+        source = backend.source(key)
+        raise ConflictError(conflict_message(source, created=False), source=source)
+    return Expected(raw=raw, revision=expected.revision, base=expected.base, names=expected.names, history=expected.history)
+
+
+async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHistory | None:
+    """The history index in stored bytes (``None``: the document keeps no history).
+
+    A JSON document whose first bytes name a format without history costs a pattern match;
+    one with history has only its metadata decoded.
+
+    Raises:
+        DocumentError: The index is malformed.
+    """
+    doc = split(raw)[0]
+    body = doc[len(BOM) :] if doc.startswith(BOM) else doc
+    found = meta_format(body)
+    if found is not None and found != HISTORY_FORMAT:
+        return None
+    if found is not None:
+        try:
+            history: Any = _META.decode(_TOP.decode(body)[META_KEY]).history  # Raw, or None when absent
+        except (msgspec.DecodeError, KeyError):
+            pass
+        else:
+            return None if history is None else parse_index_json(bytes(history), lambda: backend.source(key))
+    try:
+        meta = (await decode_stored(backend, raw, key)).get(META_KEY)
+    except DocumentError:
+        return None  # a damaged document: the write says what is wrong (or overwrite=True replaces it)
+    return index_of(meta, backend.source(key))
+
+
+async def _stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple[str, ...]:
+    """The module names of a stored head that kept no history (read once, when history starts)."""
+    try:
+        document = await decode_stored(backend, raw, key)
+    except DocumentError:
+        return ()
+    return tuple(name for name in document if name != META_KEY)

@@ -1,0 +1,335 @@
+"""The history's index a head document carries (``__statekit__.history``): its retention, its own record and the kept revisions.
+
+A session that keeps history (docs/history.md) writes, in its head document's
+metadata::
+
+    "history": {
+        "keep": 20,                          # how many past revisions the session keeps (null: all)
+        "saved_at": "2026-11-27T12:00:00.000001+00:00",
+        "parent": "3f2a...",                 # the revision this head was saved over (null: first)
+        "forked_from": ["user", "session", "9c1e..."],   # only in a fork's first revision
+        "modules": ["agent", "notes"],
+        "kept": [{"revision": "3f2a...", "parent": ..., "saved_at": ..., "size": 1234,
+                  "modules": [...], "forked_from": ...}, ...]    # newest first
+    }
+
+The index rides inside the head, so the compare-and-set that writes the head
+writes the index too: what is kept and what is pruned changes atomically with
+the save. Each kept revision's bytes are a blob named by its revision (:mod:`._archive`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, Final
+
+import attrs
+import msgspec
+import orjson
+
+from statekit.errors import DocumentError
+from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
+
+_WHERE: Final = f"__statekit__.{HISTORY_KEY}"
+
+KEEP_ALL: Final = None
+"""``keep_history=None``: keep every past revision."""
+
+
+@attrs.frozen
+class Revision:
+    """One revision of a stored session, as :meth:`~statekit.session.SessionBase.history` lists it.
+
+    Attributes:
+        revision: Its revision (the string :meth:`~statekit.session.SessionBase.revision` returned
+            while it was the head).
+        parent: The revision it was saved over (``None``: the session's first revision, or a fork's).
+        saved_at: When it was saved (UTC). ``None`` for a revision saved while the session kept no history.
+        size: Bytes of the stored document (its deltas included).
+        modules: The module names it holds, in the stored order.
+        forked_from: ``(user_id, session_id, revision)`` of the revision a fork started from
+            (only on a fork's first revision).
+    """
+
+    revision: str
+    parent: str | None
+    saved_at: datetime | None
+    size: int
+    modules: tuple[str, ...]
+    forked_from: tuple[str, str, str] | None = None
+
+
+@attrs.frozen
+class HeadHistory:
+    """A head document's history index, decoded (its kept revisions' records only when asked for).
+
+    Attributes:
+        keep: How many past revisions the session keeps (``None``: all).
+        saved_at: When the head was saved.
+        parent: The revision the head was saved over.
+        forked_from: Where a fork's first revision came from.
+        modules: The head's module names.
+        entries: The kept past revisions, newest first: each a :class:`Revision`, or the JSON of
+            its record as stored (decoded and checked by :meth:`kept`; a save carries it on as is).
+        source: Says where the head is stored, for the error a malformed record raises (called only then).
+    """
+
+    keep: int | None
+    saved_at: datetime | None
+    parent: str | None
+    forked_from: tuple[str, str, str] | None
+    modules: tuple[str, ...]
+    entries: tuple[Revision | bytes | msgspec.Raw, ...] = ()
+    source: Callable[[], str] = str
+
+    def head(self, revision: str, size: int) -> Revision:
+        """The head's own record, given its revision and size (which the head cannot hold)."""
+        return Revision(revision, self.parent, self.saved_at, size, self.modules, self.forked_from)
+
+    def kept(self) -> tuple[Revision, ...]:
+        """The kept past revisions, newest first.
+
+        Raises:
+            DocumentError: A record is malformed (naming it).
+        """
+        return tuple(self.record(index) for index in range(len(self.entries)))
+
+    def record(self, index: int) -> Revision:
+        """The kept revision at ``index`` (0: the newest).
+
+        Raises:
+            DocumentError: Its record is malformed.
+        """
+        entry = self.entries[index]
+        if isinstance(entry, Revision):
+            return entry
+        try:
+            data = msgspec.json.decode(entry)
+        except msgspec.DecodeError as err:
+            raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source()) from None
+        return _revision(data, f"{_WHERE}.kept[{index}]", self.source())
+
+    def name(self, index: int) -> str:
+        """The revision of the kept record at ``index``, read without checking the rest of it.
+
+        Raises:
+            DocumentError: The record holds no revision string.
+        """
+        entry = self.entries[index]
+        if isinstance(entry, Revision):
+            return entry.revision
+        try:
+            return _NAME.decode(entry).revision
+        except msgspec.DecodeError:
+            return self.record(index).revision  # says what is wrong, where
+
+    def find(self, revision: str) -> Revision | None:
+        """The kept revision of that name (``None``: not kept)."""
+        return next((kept for kept in self.kept() if kept.revision == revision), None)
+
+    def as_meta(self, *, json: bool) -> dict[str, Any]:
+        """The index as the head document's metadata holds it (``json``: for an orjson codec, which
+        writes the records carried on as they are stored, without decoding them)."""
+        meta: dict[str, Any] = {"keep": self.keep, "saved_at": _time(self.saved_at), "parent": self.parent}
+        if self.forked_from is not None:
+            meta["forked_from"] = list(self.forked_from)
+        meta["modules"] = list(self.modules)
+        if json:  # one fragment: the records carried on are joined as they are stored
+            chunks = [orjson.dumps(_entry(entry)) if isinstance(entry, Revision) else entry for entry in self.entries]
+            meta["kept"] = orjson.Fragment(b"[%s]" % b",".join(chunks))
+        else:
+            meta["kept"] = [_entry(entry) if isinstance(entry, Revision) else msgspec.json.decode(entry) for entry in self.entries]
+        return meta
+
+
+def widest(a: int | None, b: int | None) -> int | None:
+    """The larger of two retentions (``None``, keep all, is the largest)."""
+    return None if a is None or b is None else max(a, b)
+
+
+def now() -> datetime:
+    """The time a save records (UTC)."""
+    return datetime.now(timezone.utc)
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _entry(kept: Revision) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "revision": kept.revision,
+        "parent": kept.parent,
+        "saved_at": _time(kept.saved_at),
+        "size": kept.size,
+        "modules": list(kept.modules),
+    }
+    if kept.forked_from is not None:
+        entry["forked_from"] = list(kept.forked_from)
+    return entry
+
+
+# -- reading an index: every field checked, so a hand-edited head fails with its path -------------------
+
+
+class _Index(msgspec.Struct):
+    """The index as the fast path decodes it: its own fields checked, the records left as JSON."""
+
+    keep: int | None = None
+    saved_at: str | None = None
+    parent: str | None = None
+    forked_from: tuple[str, str, str] | None = None
+    modules: list[str] = msgspec.field(default_factory=list)
+    kept: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
+
+
+_INDEX = msgspec.json.Decoder(_Index)
+_RECORDS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+class _Name(msgspec.Struct):
+    revision: str
+
+
+_NAME = msgspec.json.Decoder(_Name)
+
+
+def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
+    """The history index from the JSON of ``"history"``, its records left as JSON until asked for.
+
+    Raises:
+        DocumentError: It is not a well-formed index (saying which part, where).
+    """
+    try:
+        index = _INDEX.decode(raw)
+        records = _RECORDS.decode(bytes(index.kept))  # a copy of the records alone: not the whole document kept alive
+    except msgspec.DecodeError:  # a malformed index: the full check names what and where
+        try:
+            data = msgspec.json.decode(raw)
+        except msgspec.DecodeError as err:
+            raise DocumentError(f"{_WHERE} is not JSON: {err}", source=source()) from None
+        return parse_index(data, source())
+    if index.keep is not None and index.keep < 0:
+        raise DocumentError(f"{_WHERE}.keep should be an integer >= 0 or null, got {index.keep!r}", source=source())
+    try:
+        saved_at = None if index.saved_at is None else datetime.fromisoformat(index.saved_at)
+    except ValueError:
+        saved_at = None
+    if (saved_at is None) != (index.saved_at is None) or (saved_at is not None and saved_at.tzinfo is None):
+        saved_at = _parsed_time(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
+    elif saved_at is not None and saved_at.utcoffset():
+        saved_at = saved_at.astimezone(timezone.utc)
+    return HeadHistory(
+        keep=index.keep,
+        saved_at=saved_at,
+        parent=index.parent,
+        forked_from=index.forked_from,
+        modules=tuple(index.modules),
+        entries=tuple(records),
+        source=source,
+    )
+
+
+def parse_index(meta: object, source: str) -> HeadHistory:
+    """The history index of a head's metadata (the value of ``"history"``), decoded: its own fields
+    checked, its records when asked for (:meth:`HeadHistory.kept`).
+
+    Raises:
+        DocumentError: It is not a well-formed index (saying which part, where).
+    """
+    where = _WHERE
+    data = _mapping(meta, where, source)
+    keep = data.get("keep")
+    if keep is not None and (type(keep) is not int or keep < 0):
+        raise DocumentError(f"{where}.keep should be an integer >= 0 or null, got {keep!r}", source=source)
+    kept_list = data.get("kept", [])
+    if not isinstance(kept_list, list):
+        raise DocumentError(f"{where}.kept should be a list, got {type(kept_list).__name__}", source=source)
+    kept = tuple(_as_json(item, f"{where}.kept[{index}]", source) for index, item in enumerate(kept_list))
+    return HeadHistory(
+        keep=keep,
+        saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        parent=_optional_str(data.get("parent"), f"{where}.parent", source),
+        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
+        modules=_names(data.get("modules", []), f"{where}.modules", source),
+        entries=kept,
+        source=lambda: source,
+    )
+
+
+def _as_json(item: object, where: str, source: str) -> bytes:
+    """A record as JSON, checked when asked for (as on the fast path)."""
+    try:
+        return orjson.dumps(item)
+    except orjson.JSONEncodeError:
+        raise DocumentError(f"{where} should be an object of JSON data, got {type(item).__name__}", source=source) from None
+
+
+def _revision(item: object, where: str, source: str) -> Revision:
+    data = _mapping(item, where, source)
+    revision = data.get("revision")
+    if not isinstance(revision, str) or not revision:
+        raise DocumentError(f"{where}.revision should be a revision string, got {revision!r}", source=source)
+    size = data.get("size")
+    if type(size) is not int or size < 0:
+        raise DocumentError(f"{where}.size should be an integer >= 0, got {size!r}", source=source)
+    return Revision(
+        revision=revision,
+        parent=_optional_str(data.get("parent"), f"{where}.parent", source),
+        saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        size=size,
+        modules=_names(data.get("modules", []), f"{where}.modules", source),
+        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
+    )
+
+
+def _mapping(value: object, where: str, source: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise DocumentError(f"{where} should be an object, got {type(value).__name__}", source=source)
+    return value
+
+
+def _optional_str(value: object, where: str, source: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise DocumentError(f"{where} should be a revision string or null, got {value!r}", source=source)
+    return value
+
+
+def _parsed_time(value: object, where: str, source: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise DocumentError(f"{where} should be an ISO 8601 time with its offset, got {value!r}", source=source)
+    return parsed.astimezone(timezone.utc)
+
+
+def _names(value: object, where: str, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise DocumentError(f"{where} should be a list of module names, got {value!r}", source=source)
+    return tuple(value)
+
+
+def _fork(value: object, where: str, source: str) -> tuple[str, str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 3 or not all(
+        isinstance(part, str) for part in value
+    ):
+        raise DocumentError(f"{where} should be [user_id, session_id, revision], got {value!r}", source=source)
+    return (value[0], value[1], value[2])
+
+
+def index_of(meta: object, source: str) -> HeadHistory | None:
+    """The history index in a decoded document's metadata (``None``: it keeps none).
+
+    Raises:
+        DocumentError: A malformed index.
+    """
+    if not isinstance(meta, dict) or meta.get(FORMAT_KEY) != HISTORY_FORMAT or HISTORY_KEY not in meta:
+        return None
+    return parse_index(meta[HISTORY_KEY], source)

@@ -1,0 +1,198 @@
+"""History's operations on a session's Backend: list the revisions, read one, roll back to one, fork, prune.
+
+Each reads the head once; a kept revision's bytes come from its blob and are
+checked against its name (a blob holds exactly the bytes whose revision it is
+named by). Writes (rollback, fork, prune) are compare-and-sets planned by
+:func:`~._history.plan`, like every save.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from statekit.errors import ConflictError, DocumentError, LeaseError, SessionNotFoundError
+from statekit.session._archive import Step
+from statekit.session._backend import Backend
+from statekit.session._history import head_of, plan
+from statekit.session._history_index import HeadHistory, Revision, widest
+from statekit.session._ids import SessionKey
+from statekit.session._loading import decode_stored
+from statekit.session._log import log_timed
+from statekit.session._delta_save import is_joined
+from statekit.session._revisions import MISSING, UNKNOWN, Expected, StoredDocument, Unknown, revision_of
+from statekit.session.document import META_KEY, plain_document, without_token
+
+
+async def list_history(backend: Backend, key: SessionKey, limit: int | None) -> list[Revision]:
+    """The session's revisions, newest first, the head first (``[]``: no such session)."""
+    raw = await backend.fetch(key)
+    if raw is None:
+        return []
+    expected = Expected(raw=raw)
+    index, _ = await head_of(backend, key, expected)
+    if index is None:
+        document = await decode_stored(backend, raw, key)
+        modules = tuple(name for name in document if name != META_KEY)
+        revisions = [Revision(expected.revision, None, None, _size(raw), modules)]
+    else:
+        revisions = [index.head(expected.revision, _size(raw)), *index.kept()]
+    return revisions if limit is None else revisions[:limit]
+
+
+async def read_at(backend: Backend, key: SessionKey, revision: str) -> tuple[bytes, Expected, HeadHistory | None]:
+    """The bytes of a revision the session holds (its head, or a kept one), the head as read, and its index.
+
+    Raises:
+        SessionNotFoundError: No such session, or it holds no such revision (never kept, or pruned).
+        DocumentError: The kept bytes are not the revision they are named by.
+    """
+    raw = await backend.fetch(key)
+    source = backend.source(key)
+    if raw is None:
+        raise SessionNotFoundError(f"no {source}")
+    head = Expected(raw=raw)
+    index, head = await head_of(backend, key, head)
+    if head.revision == revision:
+        return raw, head, index
+    kept = None if index is None else index.find(revision)
+    if kept is None:
+        raise SessionNotFoundError(_not_kept(source, revision, index))
+    blob = await backend.blobs.get(backend.faults, key, revision)
+    if blob is None:
+        raise SessionNotFoundError(
+            f"{source} lists revision {revision} but its stored bytes are gone (pruned by a writer just now?)"
+        )
+    if revision_of(blob) != revision:
+        raise DocumentError(f"the kept bytes of revision {revision} are not that revision (damaged)", source=source)
+    return blob, head, index
+
+
+def _not_kept(source: str, revision: str, index: HeadHistory | None) -> str:
+    if index is None:
+        return f"{source} holds no revision {revision}: it keeps no history (see keep_history, docs/history.md)"
+    return (
+        f"{source} holds no revision {revision}: it keeps the head and {len(index.entries)} past revision(s) "
+        f"(keep_history={index.keep}); history() lists them"
+    )
+
+
+async def states_at(backend: Backend, key: SessionKey, raw: bytes) -> dict[str, Any]:
+    """The module states of stored bytes (deltas merged in, metadata left out), as stored (secrets sealed)."""
+    document = await decode_stored(backend, raw, key)
+    return {name: state for name, state in document.items() if name != META_KEY}
+
+
+async def stored_at(backend: Backend, key: SessionKey, revision: str) -> StoredDocument:
+    """A revision the session holds, as ``read_document(at=...)`` gives it: without the token
+    and the history's index (deltas folded in).
+
+    Raises:
+        SessionNotFoundError: No such session or revision.
+    """
+    raw, _, _ = await read_at(backend, key, revision)
+    data = without_token(await decode_stored(backend, raw, key))
+    shown = raw if not is_joined(raw) else await backend.run_codec(backend.codec.dumps, data)
+    return StoredDocument(data, shown, f"{backend.source(key)} at revision {revision}", revision)
+
+
+async def rollback(backend: Backend, key: SessionKey, revision: str) -> str:
+    """Make a new head whose modules equal ``revision``'s, over the head read; the new revision.
+
+    The object does not remember the new head: a save from objects still holding the state
+    they loaded before conflicts (load again after a rollback).
+
+    Raises:
+        SessionNotFoundError: No such session or revision.
+        ConflictError: The head changed since it was read; nothing was written.
+    """
+    started = time.perf_counter()
+    raw, head, _ = await read_at(backend, key, revision)
+    states = await states_at(backend, key, raw)
+    written = await _write(backend, key, states, head, remember=False)
+    log_timed("rolled back", list(states), lambda: backend.source(key), len(written), started)
+    return revision_of(written)
+
+
+async def fork(
+    backend: Backend, source: SessionKey, target: SessionKey, at: str | None
+) -> str:
+    """Write a new session ``target`` whose first revision holds ``source``'s head (or revision ``at``).
+
+    Raises:
+        SessionNotFoundError: No such source session or revision.
+        ConflictError: ``target`` exists; nothing was written.
+    """
+    started = time.perf_counter()
+    if at is None:
+        raw = await backend.fetch(source)
+        if raw is None:
+            raise SessionNotFoundError(f"no {backend.source(source)}")
+        at = revision_of(raw)
+        index, _ = await head_of(backend, source, Expected(raw=raw))
+    else:
+        raw, _, index = await read_at(backend, source, at)
+    states = await states_at(backend, source, raw)
+    forked_from = (source.user_id, source.session_id, at)
+    keep = widest(0 if index is None else index.keep, backend.keep_history)  # the fork keeps what its source keeps
+    try:
+        written = await _write(backend, target, states, MISSING, remember=False, forked_from=forked_from, keep=keep)
+    except LeaseError:
+        raise
+    except ConflictError:
+        where = backend.source(target)
+        raise ConflictError(f"{where} exists: a fork makes a new session; delete it first or fork to another id", source=where) from None
+    log_timed("forked", list(states), lambda: backend.source(target), len(written), started)
+    return revision_of(written)
+
+
+async def prune(backend: Backend, key: SessionKey, keep: int | None) -> str | None:
+    """Set the session's retention to ``keep`` (lowering it too), dropping what it no longer keeps.
+
+    Writes the head again with the new retention (a new revision with the same modules); the
+    new revision, or ``None`` when the session does not exist.
+
+    Raises:
+        ConflictError: The head changed since it was read; nothing was written.
+    """
+    raw = await backend.fetch(key)
+    if raw is None:
+        return None
+    head = Expected(raw=raw)
+    index, head = await head_of(backend, key, head)
+    if index is None and not keep:
+        return revision_of(raw)  # keeps none, and is to keep none
+    states = await states_at(backend, key, raw)
+    written = await _write(backend, key, states, head, remember=True, keep=keep)
+    return revision_of(written)
+
+
+async def _write(
+    backend: Backend,
+    key: SessionKey,
+    states: Mapping[str, Any],
+    expected: Expected,
+    *,
+    remember: bool,
+    forked_from: tuple[str, str, str] | None = None,
+    keep: int | None | Unknown = UNKNOWN,
+) -> bytes:
+    step: Step | None
+    step, expected = await plan(backend, key, expected, tuple(states), forked_from=forked_from, keep=keep)
+    document = plain_document(states, None if step is None else step.meta(json=backend.codec.fast))
+    raw: bytes = await backend.run_codec(backend.codec.dumps, document)
+    await backend.store(key, raw, expected, overwrite=False, names=frozenset(states), step=step, remember=remember)
+    return raw
+
+
+async def sweep(backend: Backend, key: SessionKey) -> None:
+    """Drop every blob of a session that is gone (after a delete: erasure includes its history)."""
+    names = await backend.blobs.listed(backend.faults, key)
+    if names:
+        await backend.blobs.drop(backend.faults, key, tuple(names))
+
+
+def _size(raw: bytes) -> int:
+    return len(raw) + len(getattr(raw, "log", b""))
+

@@ -1,0 +1,96 @@
+"""RedisSession's kept revisions (docs/history.md): one hash beside the session's key, kept in the save's own script.
+
+A session key ``K`` that keeps history has ``K:history`` (on a Redis Cluster,
+plus a hash tag when needed to sit in ``K``'s slot, as the write ids and leases
+do: :func:`._redis_ids.beside`), a hash from each kept blob's name (a revision)
+to the bytes ``K`` held then, deltas included. :data:`KEEP` is the
+compare-and-set of ``COMPARE_AND_SET`` (or of ``IF_BASE`` after a delta save)
+that also copies the old value into the hash and removes the pruned fields, in
+one script: the value never travels to the client and back. The hash expires
+with ``K`` (every write aligns its expiry, a read that slides ``K``'s slides it
+too), a delete of ``K`` deletes it, and its name never ends in ``:state``, so
+listing sessions never sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statekit.session._archive import Archive
+from statekit.session._redis_fence import FENCE
+from statekit.session._redis_ids import ALIGN, MINE, beside
+from statekit.session._redis_scripts import SAVE, Script
+from statekit.session._revisions import Expected
+from statekit.session.document import HEAD_BYTES, token_mark
+
+HISTORY_SUFFIX = ":history"
+"""What follows the session key in its kept revisions' key (never ``:state``: listing does not see it)."""
+
+KEEP = Script(MINE + FENCE + SAVE + f"""
+local refused = fence(KEYS[3], ARGV[#ARGV - 3])
+if refused then return refused end
+local current = redis.call('GET', KEYS[1])
+if ARGV[4] == 'base' then
+  if not current or #current ~= tonumber(ARGV[5]) then return 0 end
+  if not string.find(string.sub(current, 1, {HEAD_BYTES}), ARGV[2], 1, true) then return 0 end
+else
+  local revision = ''
+  if current then revision = redis.sha1hex(current) end
+  if revision ~= ARGV[2] then return 0 end
+end
+save(ARGV[1], ARGV[3])
+if current and ARGV[6] ~= '' then redis.call('HSETNX', KEYS[4], ARGV[6], current) end
+for index = 7, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
+stamp()
+return 1
+""")
+"""``COMPARE_AND_SET`` keeping the old value: write ARGV[1] (ARGV[3]: TTL, '' or 'keep') if the stored value is
+still the one expected: ARGV[4] 'revision': its SHA-1 is ARGV[2] ('' = no value); ARGV[4] 'base': its head holds
+ARGV[2] (the document's token) and its length is ARGV[5]. Then the old value (if any) becomes field ARGV[6] of
+KEYS[4] (unless ARGV[6] is ''), the fields ARGV[7..] are removed, and KEYS[4] expires with the value. Then the
+lease token and the write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
+
+PUT = Script(FENCE + ALIGN + """
+local refused = fence(KEYS[2], ARGV[3])
+if refused then return refused end
+redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2])
+align(KEYS[1], KEYS[3])
+return 1
+""")
+"""Store ARGV[2] as field ARGV[1] of KEYS[3] (the value KEYS[1]'s kept revisions; a field of that name already
+holds the same bytes) unless the lease fence (KEYS[2], ARGV[3]: the token carried) refuses it. Answers 1 or the
+refusal; sent again, it changes nothing more."""
+
+DROP = Script(FENCE + """
+local refused = fence(KEYS[2], ARGV[#ARGV])
+if refused then return refused end
+for index = 1, #ARGV - 1 do redis.call('HDEL', KEYS[3], ARGV[index]) end
+return 1
+""")
+"""Remove the fields ARGV[1..#ARGV - 1] of KEYS[3] unless the lease fence (KEYS[2], ARGV[#ARGV]: the token
+carried) refuses it. Answers 1 or the refusal; sent again, it changes nothing more."""
+
+
+def history_key(name: str, cluster: bool) -> str:
+    """The key of session key ``name``'s kept revisions; on a cluster, in ``name``'s slot."""
+    return beside(name, HISTORY_SUFFIX, cluster)
+
+
+def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tuple[Any, ...]:
+    """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument)."""
+    keep_as = archive.keep_as or ""
+    if expected.only_base:
+        base = expected.base
+        assert base is not None
+        return (data, token_mark(base.token), ttl, "base", str(base.doc_len + base.log_len), keep_as, *archive.drop)
+    return (data, expected.revision, ttl, "revision", "", keep_as, *archive.drop)
+
+
+def blob_text(value: Any) -> bytes | None:
+    """A field's value as Redis answered it (bytes, or text from a ``decode_responses`` client), as bytes."""
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def blob_names(names: Any) -> list[str]:
+    """``HKEYS``'s answer as names."""
+    return [name.decode("utf-8") if isinstance(name, bytes) else str(name) for name in names]

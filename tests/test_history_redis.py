@@ -1,0 +1,378 @@
+"""RedisSession's kept revisions (issue 30's storage side), through the blob primitives: on the real redis-server,
+on one that runs no Lua (the ``WATCH``/``MULTI`` twins), and on a real three-master Redis Cluster (slow)."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+
+from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
+from statekit.session._archive import Archive
+from statekit.session._redis_cluster import is_cluster
+from statekit.session._redis_history import history_key
+from statekit.session._revisions import Expected
+from statekit.session.redis import RedisSession
+from statekit.testing import Counter, RedisCluster, RedisServer, local_redis_cluster
+from append_models import Memory, Msg
+from redis_proxy import LosingProxy
+
+pytestmark = pytest.mark.redis
+
+Make = Callable[..., RedisSession]
+"""A new RedisSession on the test's store (all of one test share a key prefix); options go to the constructor."""
+
+REV_A, REV_B = "a" * 40, "b" * 40
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisCluster]:
+    with local_redis_cluster() as running:
+        yield running
+
+
+@pytest.fixture(params=["redis", "scriptless", pytest.param("cluster", marks=pytest.mark.slow)])
+def make(request: pytest.FixtureRequest) -> Make:
+    prefix = f"hist-{uuid.uuid4().hex}:"
+    if request.param == "cluster":
+        url = request.getfixturevalue("cluster").url
+        return lambda **options: RedisSession.from_url(url, key_prefix=prefix, timeout=60, **options)
+    server: RedisServer = request.getfixturevalue("redis_server" if request.param == "redis" else "scriptless_server")
+    return lambda **options: RedisSession(server.host, server.port, key_prefix=prefix, timeout=60, **options)
+
+
+def sha1(data: bytes) -> str:
+    return hashlib.sha1(data + getattr(data, "log", b"")).hexdigest()
+
+
+async def document(session: RedisSession, count: int) -> bytes:
+    """The bytes a save of ``Counter(count)`` stores (saved as another session, then read).
+
+    The sessions of these tests keep no history themselves (``keep_history=0``): they call the
+    primitives directly, which do only what the test asks."""
+    scratch = session.key(f"scratch-{uuid.uuid4().hex}", "u")
+    await session.asave(scratch.session_id, "u", counter=Counter(count=count))
+    raw = await session._read(scratch)
+    assert raw is not None
+    await session.adelete(scratch.session_id, "u")
+    return raw
+
+
+async def loads_as(session: RedisSession, blob: bytes, **modules: Any) -> dict[str, Any]:
+    """What a load of a session holding exactly ``blob`` (document and deltas) gives: the blob as the core sees it."""
+    key = session.key(f"loaded-{uuid.uuid4().hex}", "u")
+    await session._write(key, bytes(blob) + getattr(blob, "log", b""))
+    await session.aload(key.session_id, "u", **modules)
+    return {name: module.state_dict() for name, module in modules.items()}
+
+
+async def all_keys(session: RedisSession) -> list[str]:
+    client = session.get_client()
+    found = [key async for key in client.scan_iter(match=session.key_prefix + "*", count=1000)]
+    return sorted(key.decode() if isinstance(key, bytes) else key for key in found)
+
+
+async def test_a_keeping_save_keeps_the_exact_old_bytes_under_its_name(make: Make) -> None:
+    async with make(keep_history=0) as session:
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        old, new = await session._read(key), await document(session, 2)
+        assert old is not None
+        revision = await session.arevision("s", "u")
+        assert revision == sha1(old)
+        assert await session._write_keeping(key, new, Expected(raw=old), Archive(revision)) is True
+        assert await session._read(key) == new
+        blob = await session._get_blob(key, revision)
+        assert blob == old and sha1(blob) == revision
+        assert await session._list_blobs(key) == [revision]
+        assert await loads_as(session, blob, counter=Counter()) == {"counter": {"count": 1}}
+        counter = Counter()
+        await session.aload("s", "u", counter=counter)
+        assert counter.count == 2
+
+
+async def test_a_kept_blob_carries_the_deltas_of_append_only_lists(make: Make) -> None:
+    """After a delta save only the base is known (``Expected.only_base``): the script checks it, and the
+    blob holds the document and its deltas, decoded as a read of the head then was (a session saved with
+    deltas before it kept history: one that keeps history saves in full)."""
+    async with make(keep_history=0) as session:
+        memory = Memory(content=[Msg("user", "hi")], note="n")
+        await session.asave("s", "u", memory=memory)
+        memory.content.append(Msg("agent", "hello"))
+        memory.content.append(Msg("user", "more"))
+        await session.asave("s", "u", memory=memory)
+        key = session.key("s", "u")
+        old = await session._read(key)
+        assert old is not None
+        assert len(getattr(old, "log", b"")) > 0  # the appends are deltas after the document
+        expected = session._revisions.get(key)
+        assert expected is not None and expected.only_base
+        revision = sha1(old)
+        assert await session._write_keeping(key, await document(session, 7), expected, Archive(revision)) is True
+        blob = await session._get_blob(key, revision)
+        assert blob is not None
+        assert (bytes(blob), getattr(blob, "log", None), getattr(blob, "token", None)) == (
+            bytes(old), getattr(old, "log", None), getattr(old, "token", None)
+        )
+        assert await loads_as(session, blob, memory=Memory()) == {"memory": memory.state_dict()}
+
+
+async def test_a_stale_expectation_writes_nothing_and_keeps_nothing(make: Make) -> None:
+    async with make(keep_history=0) as session, make(keep_history=0) as other:
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        stale = await session._read(key)
+        assert stale is not None
+        await session._put_blob(key, REV_A, b"kept before")
+        await other.asave("s", "u", counter=Counter(count=2), overwrite=True)
+        now, blobs = await session._read(key), sorted(await session._list_blobs(key))
+        assert REV_A in blobs  # besides the head the other writer's save kept
+        archive = Archive(sha1(stale), drop=(REV_A,))
+        assert await session._write_keeping(key, await document(session, 3), Expected(raw=stale), archive) is False
+        assert await session._read(key) == now
+        assert sorted(await session._list_blobs(key)) == blobs
+        assert await session._get_blob(key, REV_A) == b"kept before"
+
+
+async def test_a_stale_delta_base_writes_nothing_and_keeps_nothing(make: Make) -> None:
+    async with make(keep_history=0) as session, make(keep_history=0) as other:
+        memory = Memory(content=[Msg("user", "hi")])
+        await session.asave("s", "u", memory=memory)
+        memory.content.append(Msg("agent", "hello"))
+        await session.asave("s", "u", memory=memory)
+        key = session.key("s", "u")
+        base = session._revisions.get(key)
+        assert base is not None and base.only_base
+        theirs = Memory()
+        await other.aload("s", "u", memory=theirs)
+        theirs.content.append(Msg("user", "theirs"))
+        await other.asave("s", "u", memory=theirs)  # one more delta: same document, longer value
+        now = await session._read(key)
+        assert await session._write_keeping(key, await document(session, 3), base, Archive(sha1(now or b""))) is False
+        assert await session._read(key) == now
+        assert await session._list_blobs(key) == []
+
+
+async def test_nothing_stored_keeps_nothing_and_the_write_creates_the_session(make: Make) -> None:
+    async with make(keep_history=0) as session:
+        key = session.key("new", "u")
+        data = await document(session, 5)
+        assert await session._write_keeping(key, data, Expected(raw=None, revision=""), Archive(None)) is True
+        assert await session._read(key) == data
+        assert await session._list_blobs(key) == []
+        assert await session._write_keeping(key, data, Expected(raw=None, revision=""), Archive(None)) is False
+
+
+async def test_drop_removes_the_named_blobs_with_the_write_and_after(make: Make) -> None:
+    async with make(keep_history=0) as session:
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        old = await session._read(key)
+        assert old is not None
+        for name in (REV_A, REV_B):
+            await session._put_blob(key, name, name.encode())
+        await session._put_blob(key, REV_A, REV_A.encode())  # the same blob again: harmless
+        archive = Archive(sha1(old), drop=(REV_A, "c" * 40))  # a name that is not there is ignored
+        assert await session._write_keeping(key, await document(session, 2), Expected(raw=old), archive) is True
+        assert sorted(await session._list_blobs(key)) == sorted([sha1(old), REV_B])
+        assert await session._get_blob(key, REV_A) is None
+        await session._drop_blobs(key, (REV_B, sha1(old)))
+        assert await session._list_blobs(key) == []
+        assert not any(name.endswith(":history") or ":history{" in name for name in await all_keys(session))
+
+
+async def test_delete_removes_the_blobs(make: Make) -> None:
+    async with make(keep_history=0) as session:
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        old = await session._read(key)
+        assert old is not None
+        assert await session._write_keeping(key, await document(session, 2), Expected(raw=old), Archive(sha1(old)))
+        await session._put_blob(key, REV_A, b"more")
+        assert await session.adelete("s", "u") is True
+        assert await session._list_blobs(key) == []
+        assert await session._get_blob(key, sha1(old)) is None
+        assert not any(":history" in name for name in await all_keys(session))
+
+
+async def test_delete_of_a_missing_head_removes_blobs_left_behind(make: Make) -> None:
+    async with make(keep_history=0) as session:
+        key = session.key("gone", "u")
+        await session._put_blob(key, REV_A, b"orphan")
+        assert await session._list_blobs(key) == [REV_A]
+        assert await session.adelete("gone", "u") is False
+        assert await session._list_blobs(key) == []
+
+
+async def test_blobs_are_never_sessions(make: Make) -> None:
+    async with make(keep_history=0) as session:
+        for count in (1, 2, 3):
+            await session.asave("s", "u", counter=Counter(count=count), overwrite=True)
+            key = session.key("s", "u")
+            old = await session._read(key)
+            assert old is not None
+            new = await document(session, count + 10)
+            assert await session._write_keeping(key, new, Expected(raw=old), Archive(sha1(old)))
+        assert len(await session._list_blobs(key)) == 3
+        names = await all_keys(session)
+        assert any(":history" in name for name in names), names  # the blobs are stored ...
+        assert await session.alist_sessions("u") == ["s"]  # ... and never listed
+        assert await session.alist_users() == ["u"]
+        kept = await session._list_blobs(key)
+        for session_id in ("s:history", "s:state:history", "s%3Astate%3Ahistory", "history", *kept):
+            assert await session.aexists(session_id, "u") is False
+            assert await session.aread_document(session_id, "u") is None
+            assert await session.arevision(session_id, "u") is None
+
+
+async def test_a_session_id_of_another_user_sees_none_of_its_blobs(make: Make) -> None:
+    async with make(keep_history=0) as session:
+        for user in ("alice", "bob"):
+            await session.asave("s", user, counter=Counter(count=1))
+        alice, bob = session.key("s", "alice"), session.key("s", "bob")
+        old = await session._read(alice)
+        assert old is not None
+        assert await session._write_keeping(alice, await document(session, 2), Expected(raw=old), Archive(sha1(old)))
+        assert await session._list_blobs(bob) == []
+        assert await session._get_blob(bob, sha1(old)) is None
+        await session._put_blob(bob, REV_B, b"bob's")
+        assert await session.adelete("s", "bob") is True
+        assert await session._list_blobs(alice) == [sha1(old)]
+        assert await session._get_blob(alice, sha1(old)) == old
+        assert await session._get_blob(alice, REV_B) is None
+
+
+async def test_a_non_holder_is_fenced_off_while_a_lease_is_held(make: Make) -> None:
+    async with make(keep_history=0) as holder, make(keep_history=0) as other:
+        await holder.asave("s", "u", counter=Counter(count=1))
+        key = holder.key("s", "u")
+        old = await holder._read(key)
+        assert old is not None
+        new = await document(holder, 2)
+        async with holder.alease("s", "u", ttl=60):
+            with pytest.raises(LeaseHeldError):
+                await other._write_keeping(key, new, Expected(raw=old), Archive(sha1(old)))
+            with pytest.raises(LeaseHeldError):
+                await other._put_blob(key, REV_A, b"x")
+            assert await holder._read(key) == old and await holder._list_blobs(key) == []
+            await holder._put_blob(key, REV_B, b"y")
+            with pytest.raises(LeaseHeldError):
+                await other._drop_blobs(key, (REV_B,))
+            assert await holder._list_blobs(key) == [REV_B]
+            assert await holder._write_keeping(key, new, Expected(raw=old), Archive(sha1(old), drop=(REV_B,)))
+        assert await holder._list_blobs(key) == [sha1(old)]
+
+
+async def test_a_holder_whose_lease_was_taken_over_is_fenced_off(make: Make) -> None:
+    async with make(keep_history=0) as first, make(keep_history=0) as second:
+        await first.asave("s", "u", counter=Counter(count=1))
+        key = first.key("s", "u")
+        old = await first._read(key)
+        assert old is not None
+        await first.alease("s", "u", ttl=0.2)  # kept, not released: it expires
+        async with second.alease("s", "u", ttl=60, wait=60):  # taken once the first one expired
+            with pytest.raises(LeaseLostError):
+                await first._write_keeping(key, await document(second, 2), Expected(raw=old), Archive(sha1(old)))
+            with pytest.raises(LeaseLostError):
+                await first._drop_blobs(key, (REV_A,))
+            assert await second._read(key) == old and await second._list_blobs(key) == []
+
+
+async def test_the_blobs_expire_with_the_session(make: Make) -> None:
+    """With ``key_ttl``, the kept revisions expire with the session: a keeping save, a load (which slides the
+    session's expiry) and a delta save give them the session's expiry; without, neither expires."""
+    async with make(keep_history=0, key_ttl=1000) as session:
+        client = session.get_client()
+        await session.asave("s", "u", counter=Counter(count=1))
+        key, name = session.key("s", "u"), session.session_key("s", "u")
+        kept = history_key(name, is_cluster(client))
+        old = await session._read(key)
+        assert old is not None
+        assert await session._write_keeping(key, await document(session, 2), Expected(raw=old), Archive(sha1(old)))
+        assert 0 < await client.pttl(kept) <= 1000 * 1000
+        await client.expire(name, 500)
+        await client.expire(kept, 500)
+        await session.aload("s", "u", counter=Counter())
+        assert await client.pttl(kept) > 500 * 1000
+        memory = Memory(content=[Msg("user", "hi")])
+        await session.asave("m", "u", memory=memory)
+        await session._put_blob(session.key("m", "u"), REV_A, b"x")
+        deltas = history_key(session.session_key("m", "u"), is_cluster(client))
+        await client.expire(deltas, 500)
+        memory.content.append(Msg("agent", "hello"))
+        await session.asave("m", "u", memory=memory)  # a delta save (an append to the value)
+        assert await client.pttl(deltas) > 500 * 1000
+        await client.expire(kept, 500)
+        await session.asave("s", "u", counter=Counter(count=3), overwrite=True)  # a save that checks nothing
+        assert await client.pttl(kept) > 500 * 1000
+    async with make(keep_history=0) as forever:
+        await forever.asave("s", "u", counter=Counter(count=4), overwrite=True)  # no key_ttl: neither expires
+        client = forever.get_client()
+        assert (await client.pttl(name), await client.pttl(kept)) == (-1, -1)
+        old = await forever._read(key)
+        assert old is not None
+        assert await forever._write_keeping(key, await document(forever, 5), Expected(raw=old), Archive(sha1(old)))
+        assert (await client.pttl(name), await client.pttl(kept)) == (-1, -1)
+        assert len(await forever._list_blobs(key)) == 2
+
+
+async def test_the_blobs_sit_in_the_session_keys_slot(make: Make) -> None:
+    """On a cluster the blobs' key carries a hash tag when needed, so that the scripts touch it with the session's."""
+    async with make(keep_history=0) as session:
+        for session_id in ("s", "{tagged}", "x{", "\N{SNOWMAN}"):
+            key, name = session.key(session_id, "u"), session.session_key(session_id, "u")
+            await session._put_blob(key, REV_A, b"x")
+            (kept,) = [found for found in await all_keys(session) if found.startswith(name + ":history")]
+            assert key_slot(kept.encode()) == key_slot(name.encode()) or not is_cluster(session.get_client())
+            assert await session._get_blob(key, REV_A) == b"x"
+            await session._drop_blobs(key, (REV_A,))
+
+
+@pytest.mark.parametrize("lua", [True, False], ids=["script", "watch-multi"])
+async def test_a_keeping_save_whose_reply_was_lost_is_told_done_and_kept_once(
+    redis_server: RedisServer, scriptless_server: RedisServer, lua: bool
+) -> None:
+    """The save lands, its reply is lost, another writer saves over it before the retry asks: the retry finds
+    its own write id and answers "done" (not a conflict), and the blob holds the head it replaced."""
+    server, prefix = (redis_server if lua else scriptless_server), f"hist-{uuid.uuid4().hex}:"
+    async with (
+        LosingProxy(server) as proxy,
+        RedisSession("127.0.0.1", proxy.port, key_prefix=prefix, keep_history=0, timeout=60) as session,
+        RedisSession(server.host, server.port, key_prefix=prefix, keep_history=0, timeout=60) as other,
+    ):
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        first = await session._read(key)
+        assert first is not None
+        second, third = await document(session, 2), await document(session, 3)
+        assert await session._write_keeping(key, second, Expected(raw=first), Archive(sha1(first)))  # the script known
+
+        async def other_saves_over_it() -> None:
+            await other.asave("s", "u", counter=Counter(count=4), overwrite=True)
+
+        proxy.lose(b"EVALSHA" if lua else b"EXEC", then=other_saves_over_it)
+        archive = Archive(sha1(second), drop=(sha1(first),))
+        assert await session._write_keeping(key, third, Expected(raw=second), archive)
+        assert proxy.lost == 1
+        assert await session._list_blobs(key) == [sha1(second)]
+        assert await session._get_blob(key, sha1(second)) == second
+        counter = Counter()
+        await session.aload("s", "u", counter=counter)
+        assert counter.count == 4
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "3", True, [2]])
+def test_keep_history_is_checked(redis_server: RedisServer, value: object) -> None:
+    with pytest.raises(SessionError, match=f"keep_history should be .*got {value!r}".replace("[", r"\[")):
+        RedisSession(redis_server.host, redis_server.port, keep_history=value)  # type: ignore[arg-type]
+    with pytest.raises(SessionError, match="keep_history should be"):
+        RedisSession.from_url(f"redis://{redis_server.host}:{redis_server.port}/0", keep_history=value)
+    for good in (0, 5, None):
+        with RedisSession(redis_server.host, redis_server.port, keep_history=good) as session:
+            assert session.keep_history == good and session.supports_history
+        with RedisSession.from_url(f"redis://{redis_server.host}:{redis_server.port}/0", keep_history=good) as session:
+            assert session.keep_history == good
