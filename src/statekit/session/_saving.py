@@ -160,8 +160,10 @@ async def _write_keeping_history(
     backend: Backend, key: SessionKey, document: dict[str, Any], expected: Expected | None, *, overwrite: bool
 ) -> tuple[str, int]:
     """``write_document()`` on a backend that keeps history: over the stored head (read when nothing
-    is expected), carrying its history on; a blind write that lost a race reads again. The revision
-    written and its size. With ``overwrite=True`` a stored head whose index cannot be read is replaced whole."""
+    is expected), carrying its history on; a blind write that lost a race reads again. A head that keeps
+    no history, written by an object that keeps none, is written as without history (``overwrite=True``
+    unconditionally). The revision written and its size. With ``overwrite=True`` a stored head whose
+    index cannot be read is replaced whole."""
     fetch = partial(backend.fetch, key)
     states = {name: state for name, state in document.items() if name != META_KEY}
     for attempt in itertools.count(1):
@@ -173,10 +175,10 @@ async def _write_keeping_history(
                 if not overwrite:
                     raise
                 step, seen = None, basis.expected
-            if step is None:
+            if step is None:  # the head keeps no history, nor does this object: written as without history
                 raw = await backend.run_codec(backend.codec.dumps, document)
-            else:
-                raw = await backend.run_codec(backend.codec.dumps, plain_document(states, step.meta(json=backend.codec.fast)))
+                return (await backend.store(key, raw, expected, overwrite=overwrite)).revision, len(raw)
+            raw = await backend.run_codec(backend.codec.dumps, plain_document(states, step.meta(json=backend.codec.fast)))
             stored = await backend.store(key, raw, seen, overwrite=False, names=frozenset(states), step=step)
             return stored.revision, len(raw)
         except ConflictError as err:
