@@ -13,6 +13,13 @@ strategies, AgentScope) are moved out of the garbage collector's reach with
 full collection of the run walks them again. Objects a test makes are
 collected as ever.
 
+Where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``, set to keep a
+tree clean), every interpreter a test starts (crash savers, worker processes,
+examples, ``python -m statekit``) would compile statekit from its source again:
+they keep their bytecode in a folder of the run's own instead
+(``PYTHONPYCACHEPREFIX``, removed at the end), so the first compiles for the rest.
+Nothing is written in the tree, and each is still a fresh interpreter.
+
 Hypothesis runs the ``dev`` profile unless ``HYPOTHESIS_PROFILE`` names
 another: ``dev`` tries a tenth of each property's examples (at least 10,
 :func:`strategies.examples`), for a quick inner loop; ``ci`` (set by
@@ -23,8 +30,11 @@ not fail a property.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +51,17 @@ from strategies import FULL_EXAMPLES
 settings.register_profile("ci", max_examples=FULL_EXAMPLES, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=FULL_EXAMPLES // 10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the interpreters that tests start a bytecode folder of the run's own, if none is written (module docstring)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and "PYTHONPYCACHEPREFIX" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="statekit-tests-pycache-")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        config.add_cleanup(functools.partial(os.environ.update, PYTHONDONTWRITEBYTECODE=os.environ["PYTHONDONTWRITEBYTECODE"]))
+        config.add_cleanup(functools.partial(os.environ.pop, "PYTHONPYCACHEPREFIX", None))
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = folder
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
