@@ -13,12 +13,10 @@ strategies, AgentScope) are moved out of the garbage collector's reach with
 full collection of the run walks them again. Objects a test makes are
 collected as ever.
 
-Where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``, set to keep a
-tree clean), every interpreter a test starts (crash savers, worker processes,
-examples, ``python -m statekit``) would compile statekit from its source again:
-they keep their bytecode in a folder of the run's own instead
-(``PYTHONPYCACHEPREFIX``, removed at the end), so the first compiles for the rest.
-Nothing is written in the tree, and each is still a fresh interpreter.
+Where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``), the
+interpreters tests start read the bytecode of what the runner imported from a
+folder of the run's own, removed at the end (:mod:`child_bytecode`), instead of
+compiling statekit from its source each time.
 
 Hypothesis runs the ``dev`` profile unless ``HYPOTHESIS_PROFILE`` names
 another: ``dev`` tries a tenth of each property's examples (at least 10,
@@ -30,7 +28,6 @@ not fail a property.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import os
 import shutil
@@ -46,6 +43,7 @@ from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
 from statekit.session.sqlite import SQLiteSession
 from statekit.testing import PostgresServer, RedisServer, SessionFactory, local_postgres_server, local_redis_server
+from child_bytecode import PREFIX, share_bytecode
 from strategies import FULL_EXAMPLES
 
 settings.register_profile("ci", max_examples=FULL_EXAMPLES, deadline=None, print_blob=True)
@@ -53,21 +51,15 @@ settings.register_profile("dev", max_examples=FULL_EXAMPLES // 10, deadline=None
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Give the interpreters that tests start a bytecode folder of the run's own, if none is written (module docstring)."""
-    if os.environ.get("PYTHONDONTWRITEBYTECODE") and "PYTHONPYCACHEPREFIX" not in os.environ:
-        folder = tempfile.mkdtemp(prefix="statekit-tests-pycache-")
-        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-        config.add_cleanup(functools.partial(os.environ.update, PYTHONDONTWRITEBYTECODE=os.environ["PYTHONDONTWRITEBYTECODE"]))
-        config.add_cleanup(functools.partial(os.environ.pop, "PYTHONPYCACHEPREFIX", None))
-        del os.environ["PYTHONDONTWRITEBYTECODE"]
-        os.environ["PYTHONPYCACHEPREFIX"] = folder
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Freeze what collection made (see the module's docstring): full collections then walk only what tests make."""
+    """Freeze what collection made, and share its bytecode with the interpreters tests start (see the module's docstring)."""
     gc.collect()
     gc.freeze()
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and PREFIX not in os.environ:
+        folder = Path(tempfile.mkdtemp(prefix="statekit-tests-bytecode-"))
+        session.config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        session.config.add_cleanup(lambda: os.environ.pop(PREFIX, None))
+        share_bytecode(folder)
 
 
 @pytest.fixture(scope="session")
