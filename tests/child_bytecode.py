@@ -56,3 +56,8 @@ def share_bytecode(folder: Path) -> None:
         else:
             py_compile.compile(origin, cfile=target, doraise=False, quiet=2)
     os.environ[PREFIX] = str(folder)
+
+
+def stop_sharing_bytecode() -> None:
+    """Unset :data:`PREFIX`: interpreters started from now on compile as before."""
+    os.environ.pop(PREFIX, None)

@@ -43,8 +43,8 @@ from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
 from statekit.session.sqlite import SQLiteSession
 from statekit.testing import PostgresServer, RedisServer, SessionFactory, local_postgres_server, local_redis_server
-from child_bytecode import PREFIX, share_bytecode
-from strategies import FULL_EXAMPLES
+from child_bytecode import PREFIX, share_bytecode, stop_sharing_bytecode
+from strategies import FULL_EXAMPLES, forget_made
 
 settings.register_profile("ci", max_examples=FULL_EXAMPLES, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=FULL_EXAMPLES // 10, deadline=None)
@@ -58,8 +58,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if os.environ.get("PYTHONDONTWRITEBYTECODE") and PREFIX not in os.environ:
         folder = Path(tempfile.mkdtemp(prefix="statekit-tests-bytecode-"))
         session.config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-        session.config.add_cleanup(lambda: os.environ.pop(PREFIX, None))
+        session.config.add_cleanup(stop_sharing_bytecode)
         share_bytecode(folder)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After a test module's last test, drop the classes its properties made once (:func:`strategies.made_once`)."""
+    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
+        forget_made()
 
 
 @pytest.fixture(scope="session")

@@ -547,29 +547,39 @@ _record_names = iter(f"Rec{n}" for n in itertools.count())
 
 _REFUSED = object()
 
-MADE_KEPT = 256
-"""How many classes (or strategies) :func:`made_once` keeps per function, the last ones asked for."""
-
 _Made = typing.TypeVar("_Made")
+_made_caches: list[Any] = []
 
 
 def made_once(make: Callable[[Any], _Made]) -> Callable[[Any], _Made]:
-    """``make(tp)``, made once per annotation and kept (the last :data:`MADE_KEPT`): for
-    properties that build a class or a strategy from a drawn type and test what that one
-    does, where a class made afresh for each example would test nothing more.
+    """``make(tp)``, made once per annotation until :func:`forget_made`: for properties that
+    build a class or a strategy from a drawn type and test what that one does, where a class
+    made afresh for each example would test nothing more.
 
     About half the types Hypothesis draws were drawn before (small ones most of all); making
     each class again costs attrs' and statekit's code generation, and a strategy made again
-    Hypothesis's checks of it. The key is the annotation and its spelling: ``int | str`` and
-    ``str | int`` are equal, but each keeps a class of its own. ``make`` raising is not kept.
+    Hypothesis's checks of it. Types are keyed as Python compares them: ``int | str`` and
+    ``str | int`` share the first one made, as statekit's converter shares their hooks. That
+    keeps the draws a function of Hypothesis's choices alone, although ``typing`` hands out
+    either order of an equal union depending on what it made before. Nothing is dropped
+    until :func:`forget_made` (after each test module, tests/conftest.py): an entry dropped
+    and made again from the other order would draw differently on a replay. ``make``
+    raising is not kept.
     """
-    kept = functools.lru_cache(maxsize=MADE_KEPT)(lambda key: make(key[0]))
-    return functools.wraps(make)(lambda tp: kept((tp, repr(tp))))
+    kept = functools.cache(make)
+    _made_caches.append(kept)
+    return kept
+
+
+def forget_made() -> None:
+    """Drop every class and strategy :func:`made_once` kept."""
+    for kept in _made_caches:
+        kept.cache_clear()
 
 
 def record_type(field_types: list[Any]) -> Any:
     """A ``@stateful`` value record with one field per type (``f0``, ``f1``...): made once per
-    list of types (:func:`made_once`), a type statekit refuses gives ``_REFUSED``."""
+    list of types (:func:`made_once`); a type statekit refuses gives ``_REFUSED``."""
     return _record_type(tuple(field_types))
 
 

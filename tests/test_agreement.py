@@ -271,7 +271,7 @@ def _put(container: Any, key: Any, bad: Any) -> None:
 @made_once
 def items_holder(tp: Any) -> Any:
     """A module class holding ``items: list[tp]``, made once per drawn type."""
-    namespace = {"__annotations__": {"items": list[tp]}, "items": state_field(factory=list)}  # type: ignore[valid-type]
+    namespace = {"__annotations__": {"items": list[tp]}, "items": state_field(factory=list)}
     return stateful(type("Holder", (StateModule,), namespace))
 
 

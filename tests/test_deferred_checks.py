@@ -162,7 +162,7 @@ def _problems(run: Callable[[], Any]) -> Any:
 @made_once
 def blob_and_items_holder(tp: Any) -> Any:
     """A module class holding ``blob: Any`` and ``items: list[tp]``, made once per drawn type."""
-    annotations = {"blob": Any, "items": list[tp]}  # type: ignore[valid-type]
+    annotations = {"blob": Any, "items": list[tp]}
     namespace: dict[str, Any] = {"__annotations__": annotations, "blob": state_field(default=None), "items": state_field(factory=list)}
     return stateful(type("Holder", (StateModule,), namespace))
 
