@@ -11,7 +11,16 @@ Once every test is collected, the objects alive then (modules, test functions,
 strategies, AgentScope) are moved out of the garbage collector's reach with
 :func:`gc.freeze`: they live to the end of the run anyway, and otherwise every
 full collection of the run walks them again. Objects a test makes are
-collected as ever.
+collected as ever. What outlives a test (Hypothesis's records of the examples
+it tried, the classes a module's properties made once) still makes each full
+collection walk a few hundred thousand objects, so full collections run a tenth
+as often (:data:`FULL_COLLECTIONS_EVERY`); the young generations, where a
+test's garbage goes first, are collected as ever.
+
+Where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``), the
+interpreters tests start read the bytecode of what the runner imported from a
+folder of the run's own, removed at the end (:mod:`child_bytecode`), instead of
+compiling statekit from its source each time.
 
 Hypothesis runs the ``dev`` profile unless ``HYPOTHESIS_PROFILE`` names
 another: ``dev`` tries a tenth of each property's examples (at least 10,
@@ -25,6 +34,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,17 +47,34 @@ from statekit.session import JSONSession, YAMLSession
 from statekit.session.redis import RedisSession
 from statekit.session.sqlite import SQLiteSession
 from statekit.testing import PostgresServer, RedisServer, SessionFactory, local_postgres_server, local_redis_server
-from strategies import FULL_EXAMPLES
+from child_bytecode import PREFIX, share_bytecode, stop_sharing_bytecode
+from strategies import FULL_EXAMPLES, forget_made
 
 settings.register_profile("ci", max_examples=FULL_EXAMPLES, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=FULL_EXAMPLES // 10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+FULL_COLLECTIONS_EVERY = 100
+"""Collections of the middle generation between two full ones (Python's default: 10)."""
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Freeze what collection made (see the module's docstring): full collections then walk only what tests make."""
+    """Freeze what collection made, collect in full less often, and share the bytecode with the interpreters tests start (module docstring)."""
     gc.collect()
     gc.freeze()
+    gc.set_threshold(*gc.get_threshold()[:2], FULL_COLLECTIONS_EVERY)
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and PREFIX not in os.environ:
+        folder = Path(tempfile.mkdtemp(prefix="statekit-tests-bytecode-"))
+        session.config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        session.config.add_cleanup(stop_sharing_bytecode)
+        share_bytecode(folder)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After a test module's last test, drop the classes its properties made once (:func:`strategies.made_once`)."""
+    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
+        forget_made()
 
 
 @pytest.fixture(scope="session")

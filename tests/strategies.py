@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import enum
+import functools
 import itertools
 import types
 import typing
@@ -546,9 +547,44 @@ _record_names = iter(f"Rec{n}" for n in itertools.count())
 
 _REFUSED = object()
 
+_Made = typing.TypeVar("_Made")
+_made_caches: list[Any] = []
+
+
+def made_once(make: Callable[[Any], _Made]) -> Callable[[Any], _Made]:
+    """``make(tp)``, made once per annotation until :func:`forget_made`: for properties that
+    build a class or a strategy from a drawn type and test what that one does, where a class
+    made afresh for each example would test nothing more.
+
+    About half the types Hypothesis draws were drawn before (small ones most of all); making
+    each class again costs attrs' and statekit's code generation, and a strategy made again
+    Hypothesis's checks of it. Types are keyed as Python compares them: ``int | str`` and
+    ``str | int`` share the first one made, as statekit's converter shares their hooks. That
+    keeps the draws a function of Hypothesis's choices alone, although ``typing`` hands out
+    either order of an equal union depending on what it made before. Nothing is dropped
+    until :func:`forget_made` (after each test module, tests/conftest.py): an entry dropped
+    and made again from the other order would draw differently on a replay. ``make``
+    raising is not kept.
+    """
+    kept = functools.cache(make)
+    _made_caches.append(kept)
+    return kept
+
+
+def forget_made() -> None:
+    """Drop every class and strategy :func:`made_once` kept."""
+    for kept in _made_caches:
+        kept.cache_clear()
+
 
 def record_type(field_types: list[Any]) -> Any:
-    """A new ``@stateful`` value record with one field per type (``f0``, ``f1``...)."""
+    """A ``@stateful`` value record with one field per type (``f0``, ``f1``...): made once per
+    list of types (:func:`made_once`); a type statekit refuses gives ``_REFUSED``."""
+    return _record_type(tuple(field_types))
+
+
+@made_once
+def _record_type(field_types: tuple[Any, ...]) -> Any:
     from statekit import StateDefinitionError, stateful
 
     namespace = {"__annotations__": {f"f{i}": tp for i, tp in enumerate(field_types)}}
@@ -595,7 +631,23 @@ json_union_records = _records_of(
 
 def data_for(tp: Any, noisy: bool = False) -> st.SearchStrategy[Any]:
     """JSON data shaped like ``tp``: valid for it, but for near misses that enums,
-    literals and records draw; ``noisy``: any scalar may be of another JSON kind."""
+    literals and records draw; ``noisy``: any scalar may be of another JSON kind.
+
+    One strategy per type (:func:`made_once`), so that Hypothesis checks it once."""
+    return (_noisy_data_for if noisy else _data_for)(tp)
+
+
+@made_once
+def _data_for(tp: Any) -> st.SearchStrategy[Any]:
+    return _make_data_for(tp, noisy=False)
+
+
+@made_once
+def _noisy_data_for(tp: Any) -> st.SearchStrategy[Any]:
+    return _make_data_for(tp, noisy=True)
+
+
+def _make_data_for(tp: Any, noisy: bool) -> st.SearchStrategy[Any]:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp in _LEAF_DATA:
         leaf = _LEAF_DATA[tp]

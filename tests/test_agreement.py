@@ -26,7 +26,7 @@ from statekit.values.converter import lenient
 from statekit.values.problems import problems_of
 from statekit.state.plan import FieldPlan
 
-from strategies import data_for, examples, json_data, json_union_records, record_type, record_types, value_types
+from strategies import data_for, examples, json_data, json_union_records, made_once, record_type, record_types, value_types
 
 Outcome = tuple[str, Any]
 
@@ -63,6 +63,10 @@ def holder_plan(tp: Any, converter: cattrs.Converter | None = None) -> FieldPlan
     return plan
 
 
+reused_holder_plan = made_once(holder_plan)
+""":func:`holder_plan` with statekit's converter, made once per drawn type."""
+
+
 def assert_agree(plan: FieldPlan, conv: cattrs.Converter, tp: Any, data: Any) -> None:
     strict, loose = conv.get_structure_hook(tp), lenient(conv).get_structure_hook(tp)
     expected = outcome(lambda: strict(copy.deepcopy(data), tp))
@@ -79,7 +83,7 @@ def assert_agree(plan: FieldPlan, conv: cattrs.Converter, tp: Any, data: Any) ->
 def test_fast_and_cattrs_paths_agree_on_random_types_and_data(data: st.DataObject) -> None:
     tp = data.draw(st.one_of(value_types, record_types, json_union_records), label="type")
     try:
-        plan = holder_plan(tp)
+        plan = reused_holder_plan(tp)
     except StateDefinitionError:
         return  # a type statekit refuses at definition: nothing to compare
     from statekit.state.plan import DEFAULT_CONVERTER
@@ -264,6 +268,13 @@ def _put(container: Any, key: Any, bad: Any) -> None:
         container[key] = bad
 
 
+@made_once
+def items_holder(tp: Any) -> Any:
+    """A module class holding ``items: list[tp]``, made once per drawn type."""
+    namespace = {"__annotations__": {"items": list[tp]}, "items": state_field(factory=list)}
+    return stateful(type("Holder", (StateModule,), namespace))
+
+
 _BAD = [float("nan"), float("inf"), float("-inf"), (1, 2), Level.LOW, {1: "a"}, object(), 7, 2.5, "x", None, True]
 
 
@@ -278,8 +289,7 @@ def test_a_live_save_refuses_exactly_what_the_snapshot_refuses(data: st.DataObje
     tp = data.draw(st.one_of(record_types, json_union_records), label="record")
     try:
         value = DEFAULT_CONVERTER.structure(data.draw(data_for(tp), label="data"), tp)
-        namespace = {"__annotations__": {"items": list[tp]}, "items": state_field(factory=list)}  # type: ignore[valid-type]
-        holder_type: Any = stateful(type("Holder", (StateModule,), namespace))
+        holder_type = items_holder(tp)
     except Exception:  # noqa: BLE001 - data the record refuses, or a holder statekit refuses: nothing to save
         return
     holder = holder_type(items=[value])

@@ -31,7 +31,7 @@ from statekit.codecs import JSON
 from statekit.errors import StateDumpError
 from statekit.session import JSONSession
 
-from strategies import examples, json_data, record_types, json_union_records, data_for
+from strategies import examples, json_data, made_once, record_types, json_union_records, data_for
 from test_agreement import _put, _slots
 from test_depth import nested
 
@@ -159,6 +159,14 @@ def _problems(run: Callable[[], Any]) -> Any:
         return "error", [str(p) for p in err.problems]
 
 
+@made_once
+def blob_and_items_holder(tp: Any) -> Any:
+    """A module class holding ``blob: Any`` and ``items: list[tp]``, made once per drawn type."""
+    annotations = {"blob": Any, "items": list[tp]}
+    namespace: dict[str, Any] = {"__annotations__": annotations, "blob": state_field(default=None), "items": state_field(factory=list)}
+    return stateful(type("Holder", (StateModule,), namespace))
+
+
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_deferring_names_the_problem_the_walk_names(data: st.DataObject) -> None:
@@ -169,9 +177,7 @@ def test_deferring_names_the_problem_the_walk_names(data: st.DataObject) -> None
     tp = data.draw(st.one_of(record_types, json_union_records), label="record")
     try:
         value = DEFAULT_CONVERTER.structure(data.draw(data_for(tp), label="data"), tp)
-        annotations = {"blob": Any, "items": list[tp]}  # type: ignore[valid-type]
-        namespace: dict[str, Any] = {"__annotations__": annotations, "blob": state_field(default=None), "items": state_field(factory=list)}
-        holder_type: Any = stateful(type("Holder", (StateModule,), namespace))
+        holder_type = blob_and_items_holder(tp)
     except Exception:  # noqa: BLE001 - data the record refuses, or a holder statekit refuses: nothing to save
         return
     blobs = st.lists(json_data, min_size=1, max_size=3)

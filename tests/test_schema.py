@@ -20,7 +20,7 @@ from statekit import StatekitError, StateModule, from_config, state_field, state
 from statekit.state.schema import DRAFT, json_schema, session_schema
 from statekit.errors import StateDefinitionError
 
-from strategies import data_for, examples, json_data, record_type, value_types
+from strategies import data_for, examples, json_data, made_once, record_type, value_types
 
 
 class Role(enum.Enum):
@@ -277,7 +277,13 @@ def test_the_schema_accepts_what_from_config_loads(data: st.DataObject) -> None:
         loads, reason = False, str(refused)
     else:
         loads, reason = True, ""
-    assert validator(json_schema(record)).is_valid(document) == loads, reason
+    assert schema_validator(record).is_valid(document) == loads, reason
+
+
+@made_once
+def schema_validator(record: type) -> jsonschema.Draft202012Validator:
+    """A validator of ``record``'s schema, made once per drawn record (checking the schema is the costly part)."""
+    return validator(json_schema(record))
 
 
 def _record_made_by_a_factory(field_type: type) -> type:

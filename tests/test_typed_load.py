@@ -31,7 +31,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import DocumentError
 from statekit.session.document import META_KEY
 
-from strategies import data_for, examples, json_data, json_union_records, record_types, value_types
+from strategies import data_for, examples, json_data, json_union_records, made_once, record_types, value_types
 from test_agreement import shape
 from test_depth import Blob, nested
 
@@ -43,6 +43,10 @@ def holder(tp: Any) -> type[StateModule]:
     namespace = {"__annotations__": {"value": tp}, "value": state_field(default=None)}
     cls: type[StateModule] = stateful(type("Holder", (StateModule,), namespace))
     return cls
+
+
+reused_holder = made_once(holder)
+""":func:`holder`, made once per drawn type: the properties load fresh instances of it."""
 
 
 def typed(modules: dict[str, StateModule], raw: bytes, strict: bool = True) -> dict[str, LoadResult] | None:
@@ -84,7 +88,7 @@ def assert_agree(cls: type[StateModule], data: Any, strict: bool) -> bool:
 def test_typed_and_full_paths_agree_on_random_types_and_data(bounded: bool, data: st.DataObject) -> None:
     tp = data.draw(st.one_of(value_types, record_types, json_union_records), label="type")
     try:
-        cls = holder(tp)
+        cls = reused_holder(tp)
     except StateDefinitionError:
         return  # refused at definition: nothing to compare
     deep = json_data.map(lambda value: [[[[[[[[[value]]]]]]]]])  # past ANY_LEVELS: the bounded decoder refuses

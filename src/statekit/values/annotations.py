@@ -33,13 +33,20 @@ def is_literal(tp: Any) -> bool:
 
 
 def iter_types(tp: Any) -> Iterable[Any]:
-    """``tp`` and every type nested in its arguments (for definition checks)."""
-    yield tp
-    if is_literal(tp):
-        return
-    for arg in typing.get_args(tp):
-        if arg is not Ellipsis:
-            yield from iter_types(arg)
+    """``tp`` and every type nested in its arguments (for definition checks), depth first.
+
+    A loop rather than nested generators: the walk runs for every hook looked
+    up, and a ``yield from`` chain passes each type up through every level.
+    """
+    found: list[Any] = []
+    stack = [tp]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        args = typing.get_args(current)
+        if args and not is_literal(current):
+            stack.extend([arg for arg in reversed(args) if arg is not Ellipsis])
+    return found
 
 
 def is_record(tp: Any) -> bool:
