@@ -995,6 +995,20 @@ def test_writer_processes_appending_through_update_lose_nothing(tmp_path: Path) 
         assert [m.text for m in content if m.role == name] == [str(index) for index in range(30)]
 
 
+def test_a_companion_with_lines_its_header_never_counted_is_refused_after_reading_again(tmp_path: Path) -> None:
+    """A read that finds more lines than the header counts (past one: a save killed before counting) reads
+    again, as a reader that caught writers appending mid-read would; a companion that stays so is refused."""
+    _saved_with_deltas(tmp_path, deltas=3)
+    log = tmp_path / "chat.json.log"
+    data = bytearray(log.read_bytes())
+    at = document.count_at(bytes(data))
+    assert at is not None
+    data[at : at + len(document.count_field(1))] = document.count_field(1)
+    log.write_bytes(bytes(data))
+    with pytest.raises(DocumentError, match="the header says 1 deltas were saved, but 3 are here: lines were added after the last save"):
+        JSONSession(tmp_path).load("chat", agent=Agent())
+
+
 # -- compaction, the raw-document API, YAML ---------------------------------------------------
 
 

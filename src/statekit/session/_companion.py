@@ -39,6 +39,7 @@ from statekit.session.document import (
     doc_token,
     has_deltas,
     header,
+    header_of,
     header_token,
 )
 
@@ -102,16 +103,27 @@ def read_session(path: Path) -> bytes | None:
         SessionError: Writers kept replacing the document while it was read;
             the companion cannot be read (naming it).
     """
-    for _ in range(READ_ATTEMPTS):
+    for attempt in range(READ_ATTEMPTS):
         got = read_regular_stat(path)
         if got is None:
             return None
         doc, status = got
         token = doc_token(doc)
         log = _read_log(path, token)
-        if _unchanged(path, status):
+        if _unchanged(path, status) and (not _torn(log) or attempt == READ_ATTEMPTS - 1):
             return _joined(path, doc, log, token)
     raise SessionError(f"{path} kept being replaced while it was read; try again")
+
+
+def _torn(log: bytes | None) -> bool:
+    """Whether the companion holds more complete lines than its header's count allows (one more: a save
+    killed before it counted its line): its header was read before writers appended and counted more
+    lines, in the same read. Read again; a companion that stays so is what the load refuses."""
+    if not log:
+        return False
+    first, _, rest = log.partition(b"\n")
+    found = header_of(first)
+    return found is not None and found[2] is not None and _complete(rest).count(b"\n") > found[2] + 1
 
 
 def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> bytes:
