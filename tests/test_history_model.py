@@ -1,7 +1,9 @@
-"""History against a model: random saves, updates, appends, rollbacks, forks, prunes and deletes; after each, history() and every listed revision agree with it."""
+"""History against a model: random saves, updates, appends, compactions, rollbacks, forks, prunes and deletes; after each, history() and every listed revision agree with it."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import shutil
 import tempfile
 import uuid
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from statekit import ConflictError, SessionBase, SessionError
+from statekit.cli._compact import compact_sessions
 from statekit.session import JSONSession, YAMLSession
 from statekit.session.postgres import PostgresSession
 from statekit.session.redis import RedisSession
@@ -160,6 +163,22 @@ class HistoryMachine(RuleBasedStateMachine):
         if old.retention == 0 and not keep and old.head.forked_from is None:
             return  # keeps none, and is to keep none: nothing written
         self._write(sid, session, old.head.state, 0, retention=keep)
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data())
+    def compact(self, data: st.DataObject) -> None:
+        """``statekit compact``'s rewrite: deltas folded in (a session that keeps history has none to fold)."""
+        sid = data.draw(st.sampled_from(sorted(self.model)))
+
+        async def run() -> bool:
+            async with self.factory(0) as store:
+                return await compact_sessions(store, [(self.user, sid)], out=io.StringIO(), err=io.StringIO())
+
+        assert asyncio.run(run())
+        session = self._object(0)
+        if session.revision(sid, self.user) != self.model[sid].head.revision:
+            assert self.model[sid].retention == 0, "a session that keeps history was compacted"
+            self._write(sid, session, self.model[sid].head.state, 0, retention=-1)
 
     @precondition(lambda self: bool(self.model))
     @rule(data=st.data())
