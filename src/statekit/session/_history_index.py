@@ -5,7 +5,7 @@ metadata::
 
     "history": {
         "keep": 20,                          # how many past revisions the session keeps (null: all)
-        "saved_at": "2026-11-27T12:00:00.000001+00:00",
+        "saved_at": "2026-11-27T12:00:00.000001Z",
         "parent": "3f2a...",                 # the revision this head was saved over (null: first)
         "forked_from": ["user", "session", "9c1e..."],   # only in a fork's first revision
         "modules": ["agent", "notes"],
@@ -193,7 +193,11 @@ def now() -> datetime:
 
 
 def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
+    """A time as a record holds it: ISO 8601, UTC written ``Z`` (the index rides in every save)."""
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 # -- reading an index: every field checked, so a hand-edited head fails with its path -------------------
