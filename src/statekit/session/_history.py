@@ -86,7 +86,7 @@ async def plan(
     drop: tuple[str, ...] = ()
     if retention is not None and len(kept) > retention:
         drop = _names(head, retention - 1) if head is not None else ()
-        kept = kept[:retention]
+        kept = (old, *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
     keep_as = expected.revision if stored and retention != 0 else None
     new = HeadHistory(
         keep=retention,

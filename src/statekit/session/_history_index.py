@@ -5,13 +5,18 @@ metadata::
 
     "history": {
         "keep": 20,                          # how many past revisions the session keeps (null: all)
-        "saved_at": "2026-11-27T12:00:00.000001+00:00",
+        "saved_at": "2026-11-27T12:00:00.000001Z",
         "parent": "3f2a...",                 # the revision this head was saved over (null: first)
         "forked_from": ["user", "session", "9c1e..."],   # only in a fork's first revision
         "modules": ["agent", "notes"],
-        "kept": [{"revision": "3f2a...", "parent": ..., "saved_at": ..., "size": 1234,
-                  "modules": [...], "forked_from": ...}, ...]    # newest first
+        "kept": [{"revision": "3f2a...", "saved_at": ..., "size": 1234,
+                  "parent": ..., "modules": [...], "forked_from": ...}, ...]    # newest first
     }
+
+A record leaves out ``"parent"`` when it is the next (older) record's revision,
+and ``"modules"`` when they are the newer record's (the head's, for the
+newest): a history is mostly a chain of saves of the same modules, and the
+index rides in every save. The oldest record always says its parent.
 
 The index rides inside the head, so the compare-and-set that writes the head
 writes the index too: what is kept and what is pruned changes atomically with
@@ -88,27 +93,34 @@ class HeadHistory:
         return Revision(revision, self.parent, self.saved_at, size, self.modules, self.forked_from)
 
     def kept(self) -> tuple[Revision, ...]:
-        """The kept past revisions, newest first.
+        """The kept past revisions, newest first (a record's implied parent and modules filled in).
 
         Raises:
             DocumentError: A record is malformed (naming it).
         """
-        return tuple(self.record(index) for index in range(len(self.entries)))
+        out: list[Revision] = []
+        newer = self.modules
+        for index, entry in enumerate(self.entries):
+            if isinstance(entry, Revision):
+                record = entry
+            else:
+                try:
+                    data = msgspec.json.decode(entry)
+                except msgspec.DecodeError as err:
+                    raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source()) from None
+                older = self.name(index + 1) if index + 1 < len(self.entries) else None
+                record = _revision(data, f"{_WHERE}.kept[{index}]", self.source(), (older, newer))
+            out.append(record)
+            newer = record.modules
+        return tuple(out)
 
     def record(self, index: int) -> Revision:
         """The kept revision at ``index`` (0: the newest).
 
         Raises:
-            DocumentError: Its record is malformed.
+            DocumentError: A record is malformed.
         """
-        entry = self.entries[index]
-        if isinstance(entry, Revision):
-            return entry
-        try:
-            data = msgspec.json.decode(entry)
-        except msgspec.DecodeError as err:
-            raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source()) from None
-        return _revision(data, f"{_WHERE}.kept[{index}]", self.source())
+        return self.kept()[index]
 
     def name(self, index: int) -> str:
         """The revision of the kept record at ``index``, read without checking the rest of it.
@@ -136,11 +148,38 @@ class HeadHistory:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
         if json:  # one fragment: the records carried on are joined as they are stored
-            chunks = [orjson.dumps(_entry(entry)) if isinstance(entry, Revision) else entry for entry in self.entries]
+            chunks = [entry if not isinstance(entry, Revision) else orjson.dumps(self._entry(index)) for index, entry in enumerate(self.entries)]
             meta["kept"] = orjson.Fragment(b"[%s]" % b",".join(chunks))
         else:
-            meta["kept"] = [_entry(entry) if isinstance(entry, Revision) else msgspec.json.decode(entry) for entry in self.entries]
+            meta["kept"] = [
+                self._entry(index) if isinstance(entry, Revision) else msgspec.json.decode(entry)
+                for index, entry in enumerate(self.entries)
+            ]
         return meta
+
+    def _entry(self, index: int) -> dict[str, Any]:
+        """The record of the :class:`Revision` at ``index``, as stored: it leaves out its parent when that is
+        the next record, and its modules when they are the newer record's (or the head's), where known."""
+        kept = self.entries[index]
+        assert isinstance(kept, Revision)
+        entry: dict[str, Any] = {"revision": kept.revision, "saved_at": _time(kept.saved_at), "size": kept.size}
+        if index + 1 >= len(self.entries) or kept.parent != self.name(index + 1):
+            entry["parent"] = kept.parent
+        newer = self.modules if index == 0 else self.entries[index - 1]
+        if kept.modules != (newer.modules if isinstance(newer, Revision) else newer):
+            entry["modules"] = list(kept.modules)
+        if kept.forked_from is not None:
+            entry["forked_from"] = list(kept.forked_from)
+        return entry
+
+    def truncated(self, count: int) -> tuple[Revision | bytes | msgspec.Raw, ...]:
+        """The first ``count`` records, the last one saying its parent (the record it left out is gone)."""
+        kept = self.entries[:count]
+        if count < len(self.entries) and kept and not isinstance(kept[-1], Revision):
+            last = kept[-1]
+            if _PARENT.decode(last).parent is msgspec.UNSET:
+                kept = (*kept[:-1], b'{"parent":%s,%s' % (orjson.dumps(self.name(count)), bytes(last)[1:]))
+        return kept
 
 
 def widest(a: int | None, b: int | None) -> int | None:
@@ -154,20 +193,11 @@ def now() -> datetime:
 
 
 def _time(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _entry(kept: Revision) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "revision": kept.revision,
-        "parent": kept.parent,
-        "saved_at": _time(kept.saved_at),
-        "size": kept.size,
-        "modules": list(kept.modules),
-    }
-    if kept.forked_from is not None:
-        entry["forked_from"] = list(kept.forked_from)
-    return entry
+    """A time as a record holds it: ISO 8601, UTC written ``Z`` (the index rides in every save)."""
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 # -- reading an index: every field checked, so a hand-edited head fails with its path -------------------
@@ -190,6 +220,13 @@ _RECORDS = msgspec.json.Decoder(list[msgspec.Raw])
 
 class _Name(msgspec.Struct):
     revision: str
+
+
+class _Parent(msgspec.Struct):
+    parent: str | None | msgspec.UnsetType = msgspec.UNSET
+
+
+_PARENT = msgspec.json.Decoder(_Parent)
 
 
 _NAME = msgspec.json.Decoder(_Name)
@@ -266,7 +303,9 @@ def _as_json(item: object, where: str, source: str) -> bytes:
         raise DocumentError(f"{where} should be an object of JSON data, got {type(item).__name__}", source=source) from None
 
 
-def _revision(item: object, where: str, source: str) -> Revision:
+def _revision(item: object, where: str, source: str, implied: tuple[str | None, tuple[str, ...]]) -> Revision:
+    """A kept record, checked; ``implied``: the parent and modules it leaves out (the next record's
+    revision, the newer record's modules)."""
     data = _mapping(item, where, source)
     revision = data.get("revision")
     if not isinstance(revision, str) or not revision:
@@ -276,10 +315,10 @@ def _revision(item: object, where: str, source: str) -> Revision:
         raise DocumentError(f"{where}.size should be an integer >= 0, got {size!r}", source=source)
     return Revision(
         revision=revision,
-        parent=_optional_str(data.get("parent"), f"{where}.parent", source),
+        parent=_optional_str(data["parent"], f"{where}.parent", source) if "parent" in data else implied[0],
         saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
         size=size,
-        modules=_names(data.get("modules", []), f"{where}.modules", source),
+        modules=_names(data["modules"], f"{where}.modules", source) if "modules" in data else implied[1],
         forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
     )
 
