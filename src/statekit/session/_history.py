@@ -29,8 +29,10 @@ _TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 _META: Final[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(
-    msgspec.defstruct("_HistoryMeta", [("history", msgspec.Raw, None)])  # a Raw | None field would read null only
+    # a Raw | None field would read null only: Raw, None when absent
+    msgspec.defstruct("_HistoryMeta", [("format", Any, None), ("history", msgspec.Raw, None)])
 )
+_ABSENT: Final = msgspec.Raw(b"")
 
 
 async def plan(
@@ -160,18 +162,22 @@ async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHisto
     found = meta_format(body)
     if found is not None and found != HISTORY_FORMAT:
         return None
-    if found is not None:
-        try:
-            history: Any = _META.decode(_TOP.decode(body)[META_KEY]).history  # Raw, or None when absent
-        except (msgspec.DecodeError, KeyError):
-            pass
-        else:
-            return None if history is None else parse_index_json(bytes(history), lambda: backend.source(key))
+    try:  # JSON: the top level's values left undecoded (as the module-name scan of a blind save does)
+        meta_raw = _TOP.decode(body).get(META_KEY, _ABSENT)
+        if meta_raw is _ABSENT:
+            return None  # no metadata at all (AgentScope's layout): no history
+        meta: Any = _META.decode(meta_raw)
+    except msgspec.DecodeError:
+        pass  # not JSON, or metadata of another shape: the full decode says what it is
+    else:
+        if meta.format != HISTORY_FORMAT or meta.history is None:
+            return None
+        return parse_index_json(bytes(meta.history), lambda: backend.source(key))
     try:
-        meta = (await decode_stored(backend, raw, key)).get(META_KEY)
+        decoded = (await decode_stored(backend, raw, key)).get(META_KEY)
     except DocumentError:
         return None  # a damaged document: the write says what is wrong (or overwrite=True replaces it)
-    return index_of(meta, backend.source(key))
+    return index_of(decoded, backend.source(key))
 
 
 async def _stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple[str, ...]:
