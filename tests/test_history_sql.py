@@ -26,6 +26,7 @@ import psycopg
 import pytest
 
 from append_models import Memory, Msg
+from old_schemas import PG_VERSION_2_DDL, SQLITE_VERSION_2_DDL
 from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
 from statekit.session import SessionBase, open_session
 from statekit.session._archive import Archive
@@ -352,39 +353,6 @@ async def test_without_history_a_save_writes_no_history_row(store: Opener) -> No
 
 # -- the schema: version 3 adds the history table, upgrading version 2 in place -------------------------------------
 
-SQLITE_VERSION_2_DDL = """CREATE TABLE IF NOT EXISTS statekit_schema (
-    table_name TEXT    PRIMARY KEY,
-    version    INTEGER NOT NULL
-);
-CREATE TABLE "statekit_sessions" (
-    user_id    TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    revision   TEXT NOT NULL, -- SHA-1 of the document (the session's revision while it has no deltas)
-    token      TEXT,          -- the document's token (append-only lists), else NULL
-    saved_at   TEXT NOT NULL, -- UTC, ISO 8601: when the document was written
-    document   TEXT NOT NULL, -- the session document as written, JSON (last: a delta never reads it)
-    PRIMARY KEY (user_id, session_id)
-);
-CREATE INDEX "statekit_sessions_session_id" ON "statekit_sessions" (session_id, user_id);
-CREATE TABLE "statekit_sessions_deltas" (
-    user_id    TEXT    NOT NULL,
-    session_id TEXT    NOT NULL,
-    seq        INTEGER NOT NULL, -- 1, 2, ... since the document was written
-    saved_at   TEXT    NOT NULL, -- UTC, ISO 8601
-    line       TEXT    NOT NULL, -- the delta line (items appended by one save), JSON
-    PRIMARY KEY (user_id, session_id, seq)
-);
-CREATE TABLE "statekit_sessions_leases" (
-    user_id    TEXT    NOT NULL,
-    session_id TEXT    NOT NULL,
-    token      INTEGER NOT NULL, -- the last fencing token given (kept after a release and a delete: tokens only grow)
-    expires_at REAL    NOT NULL, -- when the lease ends: seconds since the epoch, the local clock (0: released)
-    PRIMARY KEY (user_id, session_id)
-);
-INSERT INTO statekit_schema (table_name, version) VALUES ('statekit_sessions', 2);
-"""
-"""The DDL of SQLite's schema version 2 (statekit with leases, before history), word for word."""
-
 
 async def test_a_sqlite_version_2_file_is_upgraded_in_place_and_then_keeps_history(tmp_path: Path) -> None:
     db = tmp_path / "sessions.db"
@@ -417,55 +385,6 @@ async def test_a_sqlite_version_2_file_is_upgraded_in_place_and_then_keeps_histo
             assert await session._write_keeping(ALICE, b'{"n":1}', Expected(raw=stored), Archive(revision_of(stored)))
         assert await session._get_blob(ALICE, revision_of(stored)) == stored
     raw.close()
-
-
-PG_VERSION_2_DDL = """
-CREATE TABLE IF NOT EXISTS statekit_schema (
-    table_name text    PRIMARY KEY,
-    version    integer NOT NULL
-);
-CREATE TABLE IF NOT EXISTS {t} (
-    user_id    text        NOT NULL,
-    session_id text        NOT NULL,
-    revision   text,
-    raw        bytea       NOT NULL,
-    document   jsonb,
-    token      text,
-    log_bytes  bigint      NOT NULL DEFAULT 0,
-    deltas     integer     NOT NULL DEFAULT 0,
-    saved_at   timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (user_id, session_id)
-);
-CREATE INDEX IF NOT EXISTS {t}_session_id ON {t} (session_id);
-CREATE TABLE IF NOT EXISTS {t}_deltas (
-    user_id    text    NOT NULL,
-    session_id text    NOT NULL,
-    token      text    NOT NULL,
-    seq        integer NOT NULL,
-    line       bytea   NOT NULL,
-    delta      jsonb,
-    PRIMARY KEY (user_id, session_id, token, seq),
-    FOREIGN KEY (user_id, session_id) REFERENCES {t} ON DELETE CASCADE
-);
-CREATE TABLE IF NOT EXISTS {t}_leases (
-    user_id    text        NOT NULL,
-    session_id text        NOT NULL,
-    token      bigint      NOT NULL,
-    expires_at timestamptz NOT NULL,
-    PRIMARY KEY (user_id, session_id)
-);
-CREATE OR REPLACE FUNCTION {t}_fence(u text, s text) RETURNS TABLE (token bigint, ends float8, now float8)
-LANGUAGE plpgsql VOLATILE AS $fence$
-BEGIN
-    PERFORM pg_advisory_xact_lock_shared(hashtextextended('{t}' || E'\\x1f' || u || E'\\x1f' || s, 0));
-    RETURN QUERY SELECT l.token, extract(epoch FROM l.expires_at)::float8, extract(epoch FROM clock_timestamp())::float8
-        FROM {t}_leases l WHERE l.user_id = u AND l.session_id = s;
-END
-$fence$;
-INSERT INTO statekit_schema AS v (table_name, version) VALUES ('{t}', 2)
-    ON CONFLICT (table_name) DO UPDATE SET version = EXCLUDED.version WHERE v.version < EXCLUDED.version;
-"""
-"""The DDL of PostgreSQL's schema version 2 (statekit with leases, before history), word for word."""
 
 
 def _pg_rows(dsn: str, query: str, *params: object) -> list[tuple[object, ...]]:

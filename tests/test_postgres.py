@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from append_models import KeyedMemory, Memory, Msg
+from old_schemas import PG_VERSION_1_DDL
 from statekit import generate_secret_key
 from statekit.errors import (
     BackendAuthError,
@@ -389,41 +390,6 @@ def test_init_db_creates_the_tables(postgres_dsn: str, table: str, capsys: pytes
     assert _rows(postgres_dsn, "SELECT version FROM statekit_schema WHERE table_name = %s", table) == [(SCHEMA_VERSION,)]
 
 
-
-
-VERSION_1_DDL = """
-CREATE TABLE IF NOT EXISTS statekit_schema (
-    table_name text    PRIMARY KEY,
-    version    integer NOT NULL
-);
-CREATE TABLE IF NOT EXISTS {t} (
-    user_id    text        NOT NULL,
-    session_id text        NOT NULL,
-    revision   text,
-    raw        bytea       NOT NULL,
-    document   jsonb,
-    token      text,
-    log_bytes  bigint      NOT NULL DEFAULT 0,
-    deltas     integer     NOT NULL DEFAULT 0,
-    saved_at   timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (user_id, session_id)
-);
-CREATE INDEX IF NOT EXISTS {t}_session_id ON {t} (session_id);
-CREATE TABLE IF NOT EXISTS {t}_deltas (
-    user_id    text    NOT NULL,
-    session_id text    NOT NULL,
-    token      text    NOT NULL,
-    seq        integer NOT NULL,
-    line       bytea   NOT NULL,
-    delta      jsonb,
-    PRIMARY KEY (user_id, session_id, token, seq),
-    FOREIGN KEY (user_id, session_id) REFERENCES {t} ON DELETE CASCADE
-);
-INSERT INTO statekit_schema (table_name, version) VALUES ('{t}', 1) ON CONFLICT (table_name) DO NOTHING;
-"""
-"""The DDL of schema version 1 (statekit before leases), word for word."""
-
-
 def _version_1_table(dsn: str, table: str) -> Memory:
     """Tables made by version 1's DDL, holding a session with a delta (rows as version 1 wrote them: the format
     is unchanged, so they are copied from a table this statekit wrote). The memory they hold."""
@@ -434,7 +400,7 @@ def _version_1_table(dsn: str, table: str) -> Memory:
         memory.content.append(Msg("user", "appended"))
         writer.save("chat", "alice", memory=memory)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(VERSION_1_DDL.replace("{t}", table).encode())
+        conn.execute(PG_VERSION_1_DDL.replace("{t}", table).encode())
         conn.execute(f"INSERT INTO {table} SELECT * FROM {scratch}".encode())
         conn.execute(f"INSERT INTO {table}_deltas SELECT * FROM {scratch}_deltas".encode())
     assert _rows(dsn, f"SELECT count(*) FROM {table}_deltas") == [(1,)]

@@ -19,7 +19,7 @@ from workers import run_workers
 from statekit import ConflictError, StateModule, StoredDocument, generate_secret_key, state_field, stateful
 from statekit._limits import MAX_DEPTH
 from statekit.errors import DocumentError, SessionError, StateDumpError
-from statekit.session import MISSING_REVISION, JSONSession, SessionBase, SessionKey, YAMLSession, _revisions, revision_of
+from statekit.session import MISSING_REVISION, Expected, JSONSession, SessionBase, SessionKey, YAMLSession, _revisions, revision_of
 from statekit.session._files import FileSession
 from statekit.session._safe_files import digest_regular, holds_exactly
 from statekit.session.redis import RedisSession
@@ -417,3 +417,24 @@ def test_a_large_document_known_by_its_revision_only_is_hashed_as_it_is_read(tmp
     assert digest_regular(path) is None
     assert not _holds(path, Expected(revision=revision_of(data)))
     assert _holds(path, Expected(revision=MISSING_REVISION))
+
+
+async def test_a_blind_save_that_lost_a_race_reads_again_and_lands(tmp_path: Path) -> None:
+    """A save by an object that remembers nothing writes over what it reads; another writer landing between
+    that read and the write makes it read again (not raise), up to BLIND_ATTEMPTS times."""
+    meddler, meddled = JSONSession(tmp_path), [0]
+
+    class Raced(JSONSession):
+        async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
+            if meddled[0] < 2:  # the first two writes each lose a race
+                meddled[0] += 1
+                await meddler.asave("s", overwrite=True, counter=Counter(count=100 + meddled[0]))
+            return await super()._write_if(key, data, expected)
+
+    await meddler.asave("s", counter=Counter(count=1))
+    session = Raced(tmp_path)
+    await session.asave("s", counter=Counter(count=7))
+    assert meddled[0] == 2
+    counter = Counter()
+    await meddler.aload("s", counter=counter)
+    assert counter.count == 7

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from append_models import Memory, Msg
+from old_schemas import SQLITE_VERSION_1_DDL
 from statekit import StateModule, generate_secret_key, state_field, stateful
 from statekit.errors import BackendUnavailableError, ConflictError, LeaseHeldError, SessionError
 from statekit.session import SessionBase
@@ -191,33 +192,6 @@ def test_a_table_statekit_did_not_make_is_refused(tmp_path: Path) -> None:
         SQLiteSession(path).save("s", counter=Counter())
 
 
-VERSION_1_DDL = """CREATE TABLE IF NOT EXISTS statekit_schema (
-    table_name TEXT    PRIMARY KEY,
-    version    INTEGER NOT NULL
-);
-CREATE TABLE "statekit_sessions" (
-    user_id    TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    revision   TEXT NOT NULL, -- SHA-1 of the document (the session's revision while it has no deltas)
-    token      TEXT,          -- the document's token (append-only lists), else NULL
-    saved_at   TEXT NOT NULL, -- UTC, ISO 8601: when the document was written
-    document   TEXT NOT NULL, -- the session document as written, JSON (last: a delta never reads it)
-    PRIMARY KEY (user_id, session_id)
-);
-CREATE INDEX "statekit_sessions_session_id" ON "statekit_sessions" (session_id, user_id);
-CREATE TABLE "statekit_sessions_deltas" (
-    user_id    TEXT    NOT NULL,
-    session_id TEXT    NOT NULL,
-    seq        INTEGER NOT NULL, -- 1, 2, ... since the document was written
-    saved_at   TEXT    NOT NULL, -- UTC, ISO 8601
-    line       TEXT    NOT NULL, -- the delta line (items appended by one save), JSON
-    PRIMARY KEY (user_id, session_id, seq)
-);
-INSERT INTO statekit_schema (table_name, version) VALUES ('statekit_sessions', 1);
-"""
-"""The DDL of schema version 1 (statekit before leases), word for word."""
-
-
 def test_a_version_1_table_is_upgraded_in_place_on_first_use(db: Path) -> None:
     """Tables made by version 1's DDL, holding a session with deltas, get the leases table; the data stays."""
     memory = Memory(content=[Msg("user", f"message {i}") for i in range(50)], note="kept")
@@ -227,7 +201,7 @@ def test_a_version_1_table_is_upgraded_in_place_on_first_use(db: Path) -> None:
     writer.save("chat", "alice", memory=memory)
     writer.close()
     raw = sqlite3.connect(db, isolation_level=None)
-    raw.executescript(VERSION_1_DDL)
+    raw.executescript(SQLITE_VERSION_1_DDL)
     raw.execute("INSERT INTO statekit_sessions SELECT * FROM scratch")
     raw.execute("INSERT INTO statekit_sessions_deltas SELECT * FROM scratch_deltas")
     tables = ("SELECT * FROM statekit_sessions", "SELECT * FROM statekit_sessions_deltas")
@@ -259,7 +233,7 @@ def test_a_version_1_table_is_upgraded_in_place_on_first_use(db: Path) -> None:
 
 def test_an_upgrade_of_many_processes_at_once_happens_once(db: Path) -> None:
     with sqlite3.connect(db, isolation_level=None) as raw:
-        raw.executescript(VERSION_1_DDL)
+        raw.executescript(SQLITE_VERSION_1_DDL)
     raw.close()
     with concurrent.futures.ProcessPoolExecutor(4) as pool:
         assert list(pool.map(_exists_in, [str(db)] * 4)) == [False] * 4

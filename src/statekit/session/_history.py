@@ -1,4 +1,4 @@
-"""How a save keeps history: read the stored head's index, plan the new one (what is kept, what is pruned).
+"""How a write keeps history: read the stored head's index, plan the new one (what is kept, what is pruned), store it with the states.
 
 Every write of a session (a save, ``update()``, ``remove_modules()``,
 ``write_document()``, a rollback, a fork) asks :func:`plan` before it encodes
@@ -11,6 +11,7 @@ the document's metadata) and the :class:`~._archive.Archive` the backend's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
@@ -23,7 +24,7 @@ from statekit.session._history_index import HeadHistory, Revision, index_of, now
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
 from statekit.session._revisions import MISSING_REVISION, UNKNOWN, Expected, Unknown, conflict_message
-from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, meta_format
+from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, meta_format, plain_document
 
 _TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
@@ -76,11 +77,15 @@ async def plan(
     if stored:
         raw = expected.raw
         assert raw is not None
-        size = len(raw) + len(split(raw)[1])
+        size = stored_size(raw)
         if head is not None:
             old = head.head(expected.revision, size)
         else:
-            old = Revision(expected.revision, None, None, size, await _stored_modules(backend, key, raw))
+            try:
+                modules = await stored_modules(backend, key, raw)
+            except DocumentError:
+                modules = ()  # a damaged head (only overwrite=True writes over one): kept as it was
+            old = Revision(expected.revision, None, None, size, modules)
         kept = (old, *(head.entries if head is not None else ()))
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
@@ -100,6 +105,41 @@ async def plan(
         source=lambda: backend.source(key),
     )
     return Step(Archive(keep_as, drop), new), expected
+
+
+async def store_states(
+    backend: Backend,
+    key: SessionKey,
+    states: Mapping[str, Any],
+    expected: Expected,
+    step: Step | None,
+    *,
+    remember: bool = True,
+) -> Expected:
+    """Store a document of plain module states (with the index ``step`` carries, if any) over ``expected``,
+    doing what ``step`` says to the history; what is stored now.
+
+    Raises:
+        ConflictError: The stored head is not ``expected``; nothing was written.
+    """
+    document = plain_document(states, None if step is None else step.meta(json=backend.codec.fast))
+    raw = await backend.run_codec(backend.codec.dumps, document)
+    return await backend.store(key, raw, expected, overwrite=False, names=frozenset(states), step=step, remember=remember)
+
+
+def stored_size(raw: bytes) -> int:
+    """The size of stored bytes, the deltas they carry included (a :class:`Revision`'s ``size``)."""
+    return len(raw) + len(split(raw)[1])
+
+
+async def stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple[str, ...]:
+    """The module names of stored bytes, in the stored order (a head that keeps no history does not say them).
+
+    Raises:
+        DocumentError: The bytes are not a session document.
+    """
+    document = await decode_stored(backend, raw, key)
+    return tuple(name for name in document if name != META_KEY)
 
 
 def _names(head: HeadHistory, start: int) -> tuple[str, ...]:
@@ -178,12 +218,3 @@ async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHisto
     except DocumentError:
         return None  # a damaged document: the write says what is wrong (or overwrite=True replaces it)
     return index_of(decoded, backend.source(key))
-
-
-async def _stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple[str, ...]:
-    """The module names of a stored head that kept no history (read once, when history starts)."""
-    try:
-        document = await decode_stored(backend, raw, key)
-    except DocumentError:
-        return ()
-    return tuple(name for name in document if name != META_KEY)

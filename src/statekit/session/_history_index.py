@@ -38,10 +38,6 @@ from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
 
 _WHERE: Final = f"__statekit__.{HISTORY_KEY}"
 
-KEEP_ALL: Final = None
-"""``keep_history=None``: keep every past revision."""
-
-
 @attrs.frozen
 class Revision:
     """One revision of a stored session, as :meth:`~statekit.session.SessionBase.history` lists it.

@@ -13,16 +13,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from statekit.errors import ConflictError, DocumentError, LeaseError, SessionNotFoundError
-from statekit.session._archive import Step
 from statekit.session._backend import Backend
-from statekit.session._history import head_of, plan
+from statekit.session._history import head_of, plan, store_states, stored_modules, stored_size
 from statekit.session._history_index import HeadHistory, Revision, widest
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
 from statekit.session._delta_save import is_joined
 from statekit.session._revisions import MISSING, UNKNOWN, Expected, StoredDocument, Unknown, revision_of
-from statekit.session.document import META_KEY, plain_document, without_token
+from statekit.session.document import META_KEY, without_token
 
 
 async def list_history(backend: Backend, key: SessionKey, limit: int | None) -> list[Revision]:
@@ -33,11 +32,9 @@ async def list_history(backend: Backend, key: SessionKey, limit: int | None) -> 
     expected = Expected(raw=raw)
     index, _ = await head_of(backend, key, expected)
     if index is None:
-        document = await decode_stored(backend, raw, key)
-        modules = tuple(name for name in document if name != META_KEY)
-        revisions = [Revision(expected.revision, None, None, _size(raw), modules)]
+        revisions = [Revision(expected.revision, None, None, stored_size(raw), await stored_modules(backend, key, raw))]
     else:
-        revisions = [index.head(expected.revision, _size(raw)), *index.kept()]
+        revisions = [index.head(expected.revision, stored_size(raw)), *index.kept()]
     return revisions if limit is None else revisions[:limit]
 
 
@@ -111,8 +108,8 @@ async def rollback(backend: Backend, key: SessionKey, revision: str) -> str:
     raw, head, _ = await read_at(backend, key, revision)
     states = await states_at(backend, key, raw)
     written = await _write(backend, key, states, head, remember=False)
-    log_timed("rolled back", list(states), lambda: backend.source(key), len(written), started)
-    return revision_of(written)
+    log_timed("rolled back", list(states), lambda: backend.source(key), len(written.raw or b""), started)
+    return written.revision
 
 
 async def fork(
@@ -143,8 +140,8 @@ async def fork(
     except ConflictError:
         where = backend.source(target)
         raise ConflictError(f"{where} exists: a fork makes a new session; delete it first or fork to another id", source=where) from None
-    log_timed("forked", list(states), lambda: backend.source(target), len(written), started)
-    return revision_of(written)
+    log_timed("forked", list(states), lambda: backend.source(target), len(written.raw or b""), started)
+    return written.revision
 
 
 async def prune(backend: Backend, key: SessionKey, keep: int | None) -> str | None:
@@ -164,8 +161,7 @@ async def prune(backend: Backend, key: SessionKey, keep: int | None) -> str | No
     if index is None and not keep:
         return revision_of(raw)  # keeps none, and is to keep none
     states = await states_at(backend, key, raw)
-    written = await _write(backend, key, states, head, remember=True, keep=keep)
-    return revision_of(written)
+    return (await _write(backend, key, states, head, remember=True, keep=keep)).revision
 
 
 async def _write(
@@ -177,13 +173,9 @@ async def _write(
     remember: bool,
     forked_from: tuple[str, str, str] | None = None,
     keep: int | None | Unknown = UNKNOWN,
-) -> bytes:
-    step: Step | None
+) -> Expected:
     step, expected = await plan(backend, key, expected, tuple(states), forked_from=forked_from, keep=keep)
-    document = plain_document(states, None if step is None else step.meta(json=backend.codec.fast))
-    raw: bytes = await backend.run_codec(backend.codec.dumps, document)
-    await backend.store(key, raw, expected, overwrite=False, names=frozenset(states), step=step, remember=remember)
-    return raw
+    return await store_states(backend, key, states, expected, step, remember=remember)
 
 
 async def sweep(backend: Backend, key: SessionKey) -> None:
@@ -191,8 +183,3 @@ async def sweep(backend: Backend, key: SessionKey) -> None:
     names = await backend.blobs.listed(backend.faults, key)
     if names:
         await backend.blobs.drop(backend.faults, key, tuple(names))
-
-
-def _size(raw: bytes) -> int:
-    return len(raw) + len(getattr(raw, "log", b""))
-

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from statekit.values.checks import refuse_non_json
 from statekit.state.dump import dump_many
@@ -24,14 +24,16 @@ from statekit.errors import ConflictError, DocumentError, LeaseError, SessionNot
 from statekit.session._backend import Backend
 from statekit.session._archive import Step
 from statekit.session._delta_save import save_with_appends
-from statekit.session._history import head_of, plan
+from statekit.session._history import head_of, plan, store_states
 from statekit.session._ids import SessionKey
 from statekit.session._keyless import refuse_secret_fields
-from statekit.session._kept import BLIND_ATTEMPTS, Others, json_names, others, refuse_removal, save_basis
+from statekit.session._kept import BLIND_ATTEMPTS, Basis, Others, json_names, others, refuse_removal, save_basis
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
 from statekit.session._revisions import Expected, backoff
 from statekit.session.document import META_KEY, plain_document, with_meta
+
+T = TypeVar("T")
 
 
 async def save_modules(
@@ -48,31 +50,46 @@ async def save_modules(
     if backend.secret_box is None and not backend.omit_secrets:
         refuse_secret_fields(modules)
     names = frozenset(modules)
-    fetch = partial(backend.fetch, key)
     source = partial(backend.source, key)
-    for attempt in itertools.count(1):
-        remembered = expected if expected is not None or overwrite else backend.revisions.get(key)
-        basis = await save_basis(remembered, overwrite, fetch)
-        scan = json_names if backend.codec.fast else None
-        kept = partial(others, names, basis, fetch, partial(decode_stored, backend, key=key), source, scan=scan)
-        try:
-            history, expected = (None, basis.expected)
-            if backend.supports_history:
-                history, expected = await head_of(backend, key, basis.expected)
-            if backend.saves_deltas() and history is None and backend.keep_history == 0:
-                size = await save_with_appends(backend, key, modules, expected, kept)
-            else:
-                found = await kept()
-                step, _ = await plan(backend, key, found.expected, _order(found, modules))
-                raw = await _encode(backend, modules, found, step)
-                await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules), step=step)
-                size = len(raw)
-            break
-        except ConflictError as err:
-            if not _tries_again(err, basis.blind, attempt):
-                raise
-        await asyncio.sleep(backoff(attempt))
+    scan = json_names if backend.codec.fast else None
+
+    async def attempt(basis: Basis) -> int:
+        kept = partial(others, names, basis, partial(backend.fetch, key), partial(decode_stored, backend, key=key), source, scan=scan)
+        history, seen = (None, basis.expected)
+        if backend.supports_history:
+            history, seen = await head_of(backend, key, basis.expected)
+        if backend.saves_deltas() and history is None and backend.keep_history == 0:
+            return await save_with_appends(backend, key, modules, seen, kept)
+        found = await kept()
+        step, _ = await plan(backend, key, found.expected, _order(found, modules))
+        raw = await _encode(backend, modules, found, step)
+        await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules), step=step)
+        return len(raw)
+
+    remembered = lambda: expected if expected is not None or overwrite else backend.revisions.get(key)  # noqa: E731
+    size = await _written(backend, key, remembered, overwrite, attempt)
     log_timed("saved", list(modules), source, size, started)
+
+
+async def _written(
+    backend: Backend,
+    key: SessionKey,
+    remembered: Callable[[], Expected | None],
+    overwrite: bool,
+    attempt: Callable[[Basis], Awaitable[T]],
+) -> T:
+    """``attempt(basis)`` over what a write must find stored (``remembered()``; else, blind, what a read finds
+    now); a blind write that lost a race reads again after a random backoff (:func:`_tries_again`)."""
+    fetch = partial(backend.fetch, key)
+    for number in itertools.count(1):
+        basis = await save_basis(remembered(), overwrite, fetch)
+        try:
+            return await attempt(basis)
+        except ConflictError as err:
+            if not _tries_again(err, basis.blind, number):
+                raise
+        await asyncio.sleep(backoff(number))
+    raise AssertionError("unreachable")
 
 
 def _tries_again(error: ConflictError, blind: bool, attempt: int) -> bool:
@@ -110,26 +127,20 @@ async def remove_modules(backend: Backend, key: SessionKey, gone: frozenset[str]
         ConflictError: The session changed since the object last loaded or saved it.
     """
     started = time.perf_counter()
-    fetch = partial(backend.fetch, key)
     source = partial(backend.source, key)
-    for attempt in itertools.count(1):
-        basis = await save_basis(backend.revisions.get(key), False, fetch)
+
+    async def attempt(basis: Basis) -> int:
         if basis.expected.matches(None):
             raise SessionNotFoundError(f"no {source()}")
         decode = partial(decode_stored, backend, key=key)
-        found = await others(gone, basis, fetch, decode, source, read=True)
+        found = await others(gone, basis, partial(backend.fetch, key), decode, source, read=True)
         refuse_removal(gone, found.order, source())
-        try:
-            step, _ = await plan(backend, key, found.expected, tuple(found.states))
-            history = None if step is None else step.meta(json=backend.codec.fast)
-            raw = await backend.run_codec(backend.codec.dumps, plain_document(found.states, history))
-            await backend.store(key, raw, found.expected, overwrite=False, names=frozenset(found.states), step=step)
-            break
-        except ConflictError as err:
-            if not _tries_again(err, basis.blind, attempt):
-                raise
-        await asyncio.sleep(backoff(attempt))
-    log_timed("removed", sorted(gone), source, len(raw), started)
+        step, _ = await plan(backend, key, found.expected, tuple(found.states))
+        stored = await store_states(backend, key, found.states, found.expected, step)
+        return len(stored.raw or b"")
+
+    size = await _written(backend, key, lambda: backend.revisions.get(key), False, attempt)
+    log_timed("removed", sorted(gone), source, size, started)
 
 
 async def write_document(
@@ -164,25 +175,19 @@ async def _write_keeping_history(
     no history, written by an object that keeps none, is written as without history (``overwrite=True``
     unconditionally). The revision written and its size. With ``overwrite=True`` a stored head whose
     index cannot be read is replaced whole."""
-    fetch = partial(backend.fetch, key)
     states = {name: state for name, state in document.items() if name != META_KEY}
-    for attempt in itertools.count(1):
-        basis = await save_basis(expected if expected is not None else backend.revisions.get(key), overwrite, fetch)
+
+    async def attempt(basis: Basis) -> tuple[str, int]:
         try:
-            try:
-                step, seen = await plan(backend, key, basis.expected, tuple(states))
-            except DocumentError:
-                if not overwrite:
-                    raise
-                step, seen = None, basis.expected
-            if step is None:  # the head keeps no history, nor does this object: written as without history
-                raw = await backend.run_codec(backend.codec.dumps, document)
-                return (await backend.store(key, raw, expected, overwrite=overwrite)).revision, len(raw)
-            raw = await backend.run_codec(backend.codec.dumps, plain_document(states, step.meta(json=backend.codec.fast)))
-            stored = await backend.store(key, raw, seen, overwrite=False, names=frozenset(states), step=step)
-            return stored.revision, len(raw)
-        except ConflictError as err:
-            if not _tries_again(err, basis.blind, attempt):
+            step, seen = await plan(backend, key, basis.expected, tuple(states))
+        except DocumentError:
+            if not overwrite:
                 raise
-        await asyncio.sleep(backoff(attempt))
-    raise AssertionError("unreachable")
+            step, seen = None, basis.expected
+        if step is None:  # the head keeps no history, nor does this object: written as without history
+            raw = await backend.run_codec(backend.codec.dumps, document)
+            return (await backend.store(key, raw, expected, overwrite=overwrite)).revision, len(raw)
+        stored = await store_states(backend, key, states, seen, step)
+        return stored.revision, len(stored.raw or b"")
+
+    return await _written(backend, key, lambda: expected if expected is not None else backend.revisions.get(key), overwrite, attempt)
