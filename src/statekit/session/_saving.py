@@ -49,26 +49,53 @@ async def save_modules(
     started = time.perf_counter()
     if backend.secret_box is None and not backend.omit_secrets:
         refuse_secret_fields(modules)
-    names = frozenset(modules)
-    source = partial(backend.source, key)
-    scan = json_names if backend.codec.fast else None
+    save = _Save(backend, key, modules, expected, overwrite)
+    size = await _written(backend, key, save.remembered, overwrite, save.attempt)
+    log_timed("saved", list(modules), save.source, size, started)
 
-    async def attempt(basis: Basis) -> int:
-        kept = partial(others, names, basis, partial(backend.fetch, key), partial(decode_stored, backend, key=key), source, scan=scan)
+
+class _Save:
+    """One ``save_modules()`` call: what its attempts share (one object held across the write's wait,
+    instead of closures and their cells: a small save's per-call cost, and its share of the collector's work)."""
+
+    __slots__ = ("backend", "expected", "key", "modules", "overwrite")
+
+    def __init__(
+        self, backend: Backend, key: SessionKey, modules: Mapping[str, SupportsState], expected: Expected | None, overwrite: bool
+    ) -> None:
+        self.backend, self.key, self.modules, self.expected, self.overwrite = backend, key, modules, expected, overwrite
+
+    def source(self) -> str:
+        """How errors name the session."""
+        return self.backend.source(self.key)
+
+    def remembered(self) -> Expected | None:
+        """What the save must find stored: as given, else as remembered (``None``: blind)."""
+        if self.expected is not None or self.overwrite:
+            return self.expected
+        return self.backend.revisions.get(self.key)
+
+    def kept(self, basis: Basis) -> Awaitable[Others]:
+        """The stored modules the save does not name (see :func:`~._kept.others`)."""
+        backend, key = self.backend, self.key
+        return others(
+            frozenset(self.modules), basis, partial(backend.fetch, key), partial(decode_stored, backend, key=key),
+            self.source, scan=json_names if backend.codec.fast else None,
+        )
+
+    async def attempt(self, basis: Basis) -> int:
+        """One attempt over ``basis``; the bytes written."""
+        backend, key, modules = self.backend, self.key, self.modules
         history, seen = (None, basis.expected)
         if backend.supports_history:
             history, seen = await head_of(backend, key, basis.expected)
         if backend.saves_deltas() and history is None and backend.keep_history == 0:
-            return await save_with_appends(backend, key, modules, seen, kept)
-        found = await kept()
+            return await save_with_appends(backend, key, modules, seen, partial(self.kept, basis))
+        found = await self.kept(basis)
         step, _ = await plan(backend, key, found.expected, _order(found, modules))
         raw = await _encode(backend, modules, found, step)
         await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules), step=step)
         return len(raw)
-
-    remembered = lambda: expected if expected is not None or overwrite else backend.revisions.get(key)  # noqa: E731
-    size = await _written(backend, key, remembered, overwrite, attempt)
-    log_timed("saved", list(modules), source, size, started)
 
 
 async def _written(

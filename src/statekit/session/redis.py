@@ -25,6 +25,7 @@ a write whose reply is lost gets one more ``timeout`` to learn whether it landed
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
@@ -63,6 +64,7 @@ try:
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
+    from statekit.session._redis_write import ConditionalWrite
     from statekit.session._redis_reads import read_value
     from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, quote
     from statekit.session._redis_scan import sessions_of, some_owners_of, some_sessions_of, users_of
@@ -269,16 +271,12 @@ class RedisSession(SessionBase):
     async def _conditional(self, key: SessionKey, script: Script, args: tuple[Any, ...], twin: Twin) -> bool:
         """A conditional write with a write id (see _redis_once): ``script`` on :meth:`_keys` with ``args``, the
         token carried and the id; without Lua, ``twin(keys, (key_ttl, keep_ttl), (id, retried, sending, token))``."""
-        write_id, token, keys = new_id(), self._fence(key), self._keys(key)
-
-        async def attempt(retried: bool, sending: Sending) -> Any:
-            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending, token)
-            return await self._scripting.run(
-                script, sending, keys, (*args, carried(token), *id_args(write_id, retried)),
-                lambda: twin(keys, expiry, write),
-            )
-
-        return self._answered(key, await write_once(lambda: self._errors(key), attempt), token)
+        token = self._fence(key)
+        write = ConditionalWrite(
+            self._scripting, (script, self._keys(key), args, twin), token, (self.key_ttl, self._keep_ttl),
+            partial(self._errors, key),
+        )
+        return self._answered(key, await write_once(write.errors, write.attempt), token)
 
     def _keys(self, key: SessionKey) -> tuple[str, str, str, str]:
         """The keys a conditional write touches: the session's, its write ids', its lease's and its kept revisions'."""
@@ -386,7 +384,7 @@ class RedisSession(SessionBase):
         Raises:
             SessionError: The session is closed (``closing``: the close itself).
         """
-        return self._guard.errors(lambda: self._where(key), self.timeout, closing=closing)
+        return self._guard.errors(partial(self._where, key), self.timeout, closing=closing)
 
     def _where(self, key: SessionKey | None) -> str:
         """The server, or for a cluster the node that holds ``key`` (errors only)."""
