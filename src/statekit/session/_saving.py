@@ -9,7 +9,6 @@ stores it with a compare-and-set; a blind save that lost a race reads again.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -58,12 +57,13 @@ class _Save:
     """One ``save_modules()`` call: what its attempts share (one object held across the write's wait,
     instead of closures and their cells: a small save's per-call cost, and its share of the collector's work)."""
 
-    __slots__ = ("backend", "expected", "key", "modules", "overwrite")
+    __slots__ = ("backend", "basis", "expected", "key", "modules", "overwrite")
 
     def __init__(
         self, backend: Backend, key: SessionKey, modules: Mapping[str, SupportsState], expected: Expected | None, overwrite: bool
     ) -> None:
         self.backend, self.key, self.modules, self.expected, self.overwrite = backend, key, modules, expected, overwrite
+        self.basis: Basis | None = None  # the attempt's (see kept_now)
 
     def source(self) -> str:
         """How errors name the session."""
@@ -74,6 +74,11 @@ class _Save:
         if self.expected is not None or self.overwrite:
             return self.expected
         return self.backend.revisions.get(self.key)
+
+    def kept_now(self) -> Awaitable[Others]:
+        """:meth:`kept` over the basis of the attempt running."""
+        assert self.basis is not None
+        return self.kept(self.basis)
 
     def kept(self, basis: Basis) -> Awaitable[Others]:
         """The stored modules the save does not name (see :func:`~._kept.others`)."""
@@ -90,7 +95,8 @@ class _Save:
         if backend.supports_history:
             history, seen = await head_of(backend, key, basis.expected)
         if backend.saves_deltas() and history is None and backend.keep_history == 0:
-            return await save_with_appends(backend, key, modules, seen, partial(self.kept, basis))
+            self.basis = basis
+            return await save_with_appends(backend, key, modules, seen, self.kept_now)
         found = await self.kept(basis)
         step, _ = await plan(backend, key, found.expected, _order(found, modules))
         raw = await _encode(backend, modules, found, step)
@@ -107,16 +113,16 @@ async def _written(
 ) -> T:
     """``attempt(basis)`` over what a write must find stored (``remembered()``; else, blind, what a read finds
     now); a blind write that lost a race reads again after a random backoff (:func:`_tries_again`)."""
-    fetch = partial(backend.fetch, key)
-    for number in itertools.count(1):
-        basis = await save_basis(remembered(), overwrite, fetch)
+    number = 0
+    while True:
+        number += 1
+        basis = await save_basis(remembered(), overwrite, partial(backend.fetch, key))
         try:
             return await attempt(basis)
         except ConflictError as err:
             if not _tries_again(err, basis.blind, number):
                 raise
         await asyncio.sleep(backoff(number))
-    raise AssertionError("unreachable")
 
 
 def _tries_again(error: ConflictError, blind: bool, attempt: int) -> bool:

@@ -24,7 +24,7 @@ a write whose reply is lost gets one more ``timeout`` to learn whether it landed
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
@@ -299,11 +299,12 @@ class RedisSession(SessionBase):
         token = doc_token(value) if end >= 0 else None
         return value if token is None else joined(value[:end], value[end:], token)
 
-    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
+    def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> Coroutine[Any, Any, bool]:
+        # a plain method handing back the write's coroutine: one coroutine less held while it waits
         if expected.only_base:
             assert expected.base is not None
-            return await self._if_base(key, expected.base, data, "set")
-        return await self._conditional(
+            return self._if_base(key, expected.base, data, "set")
+        return self._conditional(
             key, COMPARE_AND_SET, (data, expected.revision, self._ttl_arg()),
             lambda keys, ttl, write: compare_and_set_watching(self._client, keys, data, expected, ttl, write),
         )
