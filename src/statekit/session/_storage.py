@@ -191,7 +191,8 @@ class Storage(abc.ABC):
         (:func:`statekit.session._fence.fence_verdict`), and raises what
         :func:`statekit.session._fence.check_fence` raises when refused.
         """
-        return self._leases.get(key)
+        held = self._leases
+        return held.get(key) if held else None  # no lease held (the usual case): the key is not hashed
 
     @property
     def _leases(self) -> dict[SessionKey, int]:
@@ -249,7 +250,9 @@ class Storage(abc.ABC):
         """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
         with self._faults("_read", key):
             raw = await self._read(key)
-        return read_bytes(raw, self, lambda: self._source(key))
+        if raw is None or type(raw) is bytes:
+            return raw
+        return read_bytes(raw, self, partial(self._source, key))
 
     def _backend(self) -> Backend:
         """What the pipelines (load, save, update) use of this object, made for one call."""
