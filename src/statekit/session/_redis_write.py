@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from functools import partial
 from typing import Any
 
 from statekit.session._redis_fence import carried
@@ -21,7 +20,7 @@ class ConditionalWrite:
     One object held while the write waits for its reply, where closures would hold a cell per name.
     """
 
-    __slots__ = ("args", "errors", "expiry", "keys", "script", "scripting", "token", "twin", "write_id")
+    __slots__ = ("args", "errors", "expiry", "keys", "retried", "script", "scripting", "sending", "token", "twin", "write_id")
 
     def __init__(
         self,
@@ -35,11 +34,16 @@ class ConditionalWrite:
         self.script, self.keys, self.args, self.twin = call
         self.token, self.expiry, self.errors = token, expiry, errors
         self.write_id = new_id()
+        self.retried = False  # the attempt running (attempts run one after the other), for watching()
+        self.sending: Sending | None = None
 
     async def attempt(self, retried: bool, sending: Sending) -> Any:
         """Send the write once (``retried``: again, after an earlier try's reply was lost); its answer."""
-        keys, write_id, token = self.keys, self.write_id, self.token
-        return await self.scripting.run(
-            self.script, sending, keys, (*self.args, carried(token), *id_args(write_id, retried)),
-            partial(self.twin, keys, self.expiry, (write_id, retried, sending, token)),
-        )
+        self.retried, self.sending = retried, sending
+        args = (*self.args, carried(self.token), *id_args(self.write_id, retried))
+        return await self.scripting.run(self.script, sending, self.keys, args, self.watching)
+
+    def watching(self) -> Awaitable[Any]:
+        """The attempt running, on a server without Lua: the ``WATCH``/``MULTI`` twin."""
+        assert self.sending is not None, "called by the attempt's Scripting.run"
+        return self.twin(self.keys, self.expiry, (self.write_id, self.retried, self.sending, self.token))

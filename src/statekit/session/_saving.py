@@ -88,8 +88,17 @@ class _Save:
             self.source, scan=json_names if backend.codec.fast else None,
         )
 
-    async def attempt(self, basis: Basis) -> int:
-        """One attempt over ``basis``; the bytes written."""
+    def attempt(self, basis: Basis) -> Awaitable[int]:
+        """One attempt over ``basis``; the bytes written. A save that may write a delta, over a head whose
+        history is known to be none (the usual save after a load or save), is :func:`save_with_appends`'s
+        coroutine itself (no coroutine of its own while the write waits)."""
+        backend = self.backend
+        if basis.expected.history is None and backend.keep_history == 0 and backend.saves_deltas():
+            self.basis = basis
+            return save_with_appends(backend, self.key, self.modules, basis.expected, self.kept_now)
+        return self._attempt(basis)
+
+    async def _attempt(self, basis: Basis) -> int:
         backend, key, modules = self.backend, self.key, self.modules
         history, seen = (None, basis.expected)
         if backend.supports_history:
