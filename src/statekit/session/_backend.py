@@ -31,12 +31,17 @@ INLINE_DECODE_BYTES = 1 << 20
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
-Name = Callable[[Any, SessionKey], str]
+PRIMITIVES = (
+    "_fetch", "_faults", "_write", "_write_if", "_append", "_saves_deltas", "_source", "_companion_source",
+    "_write_keeping", "_get_blob", "_drop_blobs", "_list_blobs",
+)
+"""The names of the storage primitives the pipelines call (see :class:`Primitives`)."""
 
 
 class Primitives:
-    """A backend class's storage primitives, as plain functions taking the session object first
-    (found once per class by :mod:`._storage`, so that a pipeline makes no bound method of its own)."""
+    """A backend class's storage primitives (:data:`PRIMITIVES`, in that order), as plain functions taking the
+    session object first: read from its class at each call by :mod:`._storage` (one C call), so that a pipeline
+    makes no bound method of its own."""
 
     __slots__ = (
         "append",
@@ -53,14 +58,11 @@ class Primitives:
         "write_keeping",
     )
 
-    def __init__(self, storage: Callable[[str], Callable[..., Any]]) -> None:
-        """``storage(name)``: the function of the primitive ``name`` (``"_read"``...), taking the session first."""
-        self.fetch, self.faults, self.write = storage("_fetch"), storage("_faults"), storage("_write")
-        self.write_if, self.append, self.saves_deltas = storage("_write_if"), storage("_append"), storage("_saves_deltas")
-        self.source: Name = storage("_source")
-        self.companion_source: Name = storage("_companion_source")
-        self.write_keeping, self.get_blob = storage("_write_keeping"), storage("_get_blob")
-        self.drop_blobs, self.list_blobs = storage("_drop_blobs"), storage("_list_blobs")
+    def __init__(self, calls: tuple[Callable[..., Any], ...]) -> None:
+        (
+            self.fetch, self.faults, self.write, self.write_if, self.append, self.saves_deltas, self.source,
+            self.companion_source, self.write_keeping, self.get_blob, self.drop_blobs, self.list_blobs,
+        ) = calls
 
 
 class Blobs:
@@ -151,11 +153,11 @@ class Backend:
 
     def source(self, key: SessionKey) -> str:
         """How error messages name a stored session."""
-        return self._calls.source(self._storage, key)
+        return self._calls.source(self._storage, key)  # type: ignore[no-any-return]
 
     def companion_source(self, key: SessionKey) -> str:
         """How error messages name a stored session's deltas."""
-        return self._calls.companion_source(self._storage, key)
+        return self._calls.companion_source(self._storage, key)  # type: ignore[no-any-return]
 
     @property
     def keep_history(self) -> int | None:

@@ -10,6 +10,7 @@ pipelines (load, save, update) reach them only through :meth:`Storage._backend`.
 from __future__ import annotations
 
 import abc
+import operator
 from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
@@ -19,7 +20,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive
-from statekit.session._backend import Backend, Primitives
+from statekit.session._backend import PRIMITIVES, Backend, Primitives
 from statekit.session._faults import BackendFaults, read_bytes
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
@@ -267,18 +268,16 @@ class Storage(abc.ABC):
         )
 
 
-_PRIMITIVE_NAMES = frozenset((
-    "_fetch", "_faults", "_write", "_write_if", "_append", "_saves_deltas", "_source", "_companion_source",
-    "_write_keeping", "_get_blob", "_drop_blobs", "_list_blobs",
-))
+_PRIMITIVE_NAMES = frozenset(PRIMITIVES)
+_primitives_of = operator.attrgetter(*PRIMITIVES)
 
 
 def _primitives(storage: Storage) -> Primitives:
     """The storage primitives of ``storage``: its class's functions, read at each call (a test or a user may
     replace one on the class); an object that set one of them on itself (a test's stand-in) gets those."""
     if not _PRIMITIVE_NAMES.isdisjoint(storage.__dict__):
-        return Primitives(lambda name: _unbound(getattr(storage, name)))
-    return Primitives(partial(getattr, type(storage)))
+        return Primitives(tuple(_unbound(getattr(storage, name)) for name in PRIMITIVES))
+    return Primitives(_primitives_of(type(storage)))
 
 
 def _unbound(call: Callable[..., object]) -> Callable[..., object]:
