@@ -174,11 +174,11 @@ async def _sent_to_node(client: RedisCluster, sending: Sending, name: str, comma
     return reply
 
 
-async def connection_of(pool: ConnectionPool, command: str) -> Any:
+def connection_of(pool: ConnectionPool, command: str) -> Awaitable[Any]:
     """A connected connection of ``pool`` (redis-py retries connecting: nothing is sent yet), for ``command``
-    (redis-py 5.x needs its name); the caller releases it."""
+    (redis-py 5.x needs its name), to await (no coroutine of its own); the caller releases it."""
     named = (command,) if _NAMED_CONNECTIONS else ()
-    return await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    return pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
 
 
 async def _connected(node: ClusterNode) -> None:

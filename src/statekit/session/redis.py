@@ -280,7 +280,7 @@ class RedisSession(SessionBase):
 
     def _keys(self, key: SessionKey) -> tuple[str, str, str, str]:
         """The keys a conditional write touches: the session's, its write ids', its lease's and its kept revisions'."""
-        name, cluster = self._key(key), is_cluster(self._client)
+        name, cluster = self._key(key), self._guard.cluster
         return name, id_key(name, cluster), lease_key(name, cluster), history_key(name, cluster)
 
     def _answered(self, key: SessionKey, answer: Any, token: int | None) -> bool:
