@@ -35,7 +35,8 @@ from statekit.session._backend import Backend
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._companion import joined
 from statekit.session._history import plan
-from statekit.session._history_index import HeadHistory, now, stamp, widest
+from statekit.session._history_index import HeadHistory
+from statekit.session._history_records import now, stamp, widest
 from statekit.session._ids import SessionKey
 from statekit.session._kept import Others
 from statekit.session._lineage import after_line

@@ -22,7 +22,8 @@ from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
-from statekit.session._history_index import Entry, HeadHistory, Located, Revision, index_of, now, parse_index_json, widest
+from statekit.session._history_index import HeadHistory, index_of, parse_index_json
+from statekit.session._history_records import Entry, Located, Revision, now, widest
 from statekit.session._lineage import over_deltas
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored

@@ -29,7 +29,7 @@ the save. Each kept revision's bytes are a blob named by its revision (:mod:`._a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -38,51 +38,21 @@ import msgspec
 import orjson
 
 from statekit.errors import DocumentError
+from statekit.session._history_records import (
+    Entry,
+    Located,
+    Revision,
+    checked_mapping,
+    fork_of,
+    module_names,
+    optional_revision,
+    parsed_time,
+    record_of,
+    time_text,
+)
 from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
 
 _WHERE: Final = f"__statekit__.{HISTORY_KEY}"
-
-@attrs.frozen
-class Revision:
-    """One revision of a stored session, as :meth:`~statekit.session.SessionBase.history` lists it.
-
-    Attributes:
-        revision: Its revision (the string :meth:`~statekit.session.SessionBase.revision` returned
-            while it was the head).
-        parent: The revision it was saved over (``None``: the session's first revision, or a fork's).
-        saved_at: When it was saved (UTC). ``None`` for a revision saved while the session kept no history.
-        size: Bytes of the stored document (its deltas included).
-        modules: The module names it holds, in the stored order.
-        forked_from: ``(user_id, session_id, revision)`` of the revision a fork started from
-            (only on a fork's first revision).
-    """
-
-    revision: str
-    parent: str | None
-    saved_at: datetime | None
-    size: int
-    modules: tuple[str, ...]
-    forked_from: tuple[str, str, str] | None = None
-
-
-@attrs.frozen
-class Located:
-    """A kept revision that is the first ``lines`` delta lines of a stored head (see :mod:`._lineage`).
-
-    Attributes:
-        revision: Its record.
-        lines: How many of the head's delta lines it holds.
-        blob: The blob holding that head (``None``: the session's head itself, not yet kept as a blob).
-    """
-
-    revision: Revision
-    lines: int
-    blob: str | None = None
-
-
-Entry = Revision | Located | bytes | msgspec.Raw
-"""A kept revision's record in a :class:`HeadHistory`: decoded, located in a head, or its JSON as stored."""
-
 
 @attrs.frozen
 class HeadHistory:
@@ -131,7 +101,7 @@ class HeadHistory:
                 except msgspec.DecodeError as err:
                     raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source()) from None
                 older = self.name(index + 1) if index + 1 < len(self.entries) else None
-                record = _revision(data, f"{_WHERE}.kept[{index}]", self.source(), (older, newer))
+                record = record_of(data, f"{_WHERE}.kept[{index}]", self.source(), (older, newer))
             out.append(record)
             newer = record.modules
         return tuple(out)
@@ -254,27 +224,6 @@ class HeadHistory:
         return kept
 
 
-def widest(a: int | None, b: int | None) -> int | None:
-    """The larger of two retentions (``None``, keep all, is the largest)."""
-    return None if a is None or b is None else max(a, b)
-
-
-def now() -> datetime:
-    """The time a save records (UTC)."""
-    return datetime.now(timezone.utc)
-
-
-def time_text(value: datetime | None) -> str | None:
-    """A time as a record holds it: ISO 8601, UTC written ``Z`` (the index rides in every save)."""
-    return None if value is None else stamp(value)
-
-
-def stamp(value: datetime) -> str:
-    """A time as a record (or a delta line, see :mod:`._proofs`) holds it: ISO 8601, UTC written ``Z``."""
-    text = value.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
 # -- reading an index: every field checked, so a hand-edited head fails with its path -------------------
 
 
@@ -331,7 +280,7 @@ def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
     except ValueError:
         saved_at = None
     if (saved_at is None) != (index.saved_at is None) or (saved_at is not None and saved_at.tzinfo is None):
-        saved_at = _parsedtime_text(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
+        saved_at = parsed_time(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
     elif saved_at is not None and saved_at.utcoffset():
         saved_at = saved_at.astimezone(timezone.utc)
     return HeadHistory(
@@ -353,7 +302,7 @@ def parse_index(meta: object, source: str) -> HeadHistory:
         DocumentError: It is not a well-formed index (saying which part, where).
     """
     where = _WHERE
-    data = _mapping(meta, where, source)
+    data = checked_mapping(meta, where, source)
     keep = data.get("keep")
     if keep is not None and (type(keep) is not int or keep < 0):
         raise DocumentError(f"{where}.keep should be an integer >= 0 or null, got {keep!r}", source=source)
@@ -363,10 +312,10 @@ def parse_index(meta: object, source: str) -> HeadHistory:
     kept = tuple(_as_json(item, f"{where}.kept[{index}]", source) for index, item in enumerate(kept_list))
     return HeadHistory(
         keep=keep,
-        saved_at=_parsedtime_text(data.get("saved_at"), f"{where}.saved_at", source),
-        parent=_optional_str(data.get("parent"), f"{where}.parent", source),
-        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
-        modules=_names(data.get("modules", []), f"{where}.modules", source),
+        saved_at=parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        parent=optional_revision(data.get("parent"), f"{where}.parent", source),
+        forked_from=fork_of(data.get("forked_from"), f"{where}.forked_from", source),
+        modules=module_names(data.get("modules", []), f"{where}.modules", source),
         entries=kept,
         source=lambda: source,
     )
@@ -378,66 +327,6 @@ def _as_json(item: object, where: str, source: str) -> bytes:
         return orjson.dumps(item)
     except orjson.JSONEncodeError:
         raise DocumentError(f"{where} should be an object of JSON data, got {type(item).__name__}", source=source) from None
-
-
-def _revision(item: object, where: str, source: str, implied: tuple[str | None, tuple[str, ...]]) -> Revision:
-    """A kept record, checked; ``implied``: the parent and modules it leaves out (the next record's
-    revision, the newer record's modules)."""
-    data = _mapping(item, where, source)
-    revision = data.get("revision")
-    if not isinstance(revision, str) or not revision:
-        raise DocumentError(f"{where}.revision should be a revision string, got {revision!r}", source=source)
-    size = data.get("size")
-    if type(size) is not int or size < 0:
-        raise DocumentError(f"{where}.size should be an integer >= 0, got {size!r}", source=source)
-    return Revision(
-        revision=revision,
-        parent=_optional_str(data["parent"], f"{where}.parent", source) if "parent" in data else implied[0],
-        saved_at=_parsedtime_text(data.get("saved_at"), f"{where}.saved_at", source),
-        size=size,
-        modules=_names(data["modules"], f"{where}.modules", source) if "modules" in data else implied[1],
-        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
-    )
-
-
-def _mapping(value: object, where: str, source: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise DocumentError(f"{where} should be an object, got {type(value).__name__}", source=source)
-    return value
-
-
-def _optional_str(value: object, where: str, source: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise DocumentError(f"{where} should be a revision string or null, got {value!r}", source=source)
-    return value
-
-
-def _parsedtime_text(value: object, where: str, source: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise DocumentError(f"{where} should be an ISO 8601 time with its offset, got {value!r}", source=source)
-    return parsed.astimezone(timezone.utc)
-
-
-def _names(value: object, where: str, source: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise DocumentError(f"{where} should be a list of module names, got {value!r}", source=source)
-    return tuple(value)
-
-
-def _fork(value: object, where: str, source: str) -> tuple[str, str, str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 3 or not all(
-        isinstance(part, str) for part in value
-    ):
-        raise DocumentError(f"{where} should be [user_id, session_id, revision], got {value!r}", source=source)
-    return (value[0], value[1], value[2])
 
 
 def index_of(meta: object, source: str) -> HeadHistory | None:

@@ -15,7 +15,8 @@ from typing import Any
 from statekit.errors import ConflictError, DocumentError, LeaseError, SessionNotFoundError
 from statekit.session._backend import Backend
 from statekit.session._history import head_of, plan, store_states, stored_modules, stored_size
-from statekit.session._history_index import HeadHistory, Revision, widest
+from statekit.session._history_index import HeadHistory
+from statekit.session._history_records import Revision, widest
 from statekit.session._ids import SessionKey
 from statekit.session._lineage import prefix_of
 from statekit.session._loading import decode_stored

@@ -21,7 +21,8 @@ import attrs
 
 from statekit.errors import DocumentError
 from statekit.session._companion import joined, split
-from statekit.session._history_index import HeadHistory, Located, Revision
+from statekit.session._history_index import HeadHistory
+from statekit.session._history_records import Located, Revision
 from statekit.session._proofs import chained_lines
 from statekit.session.document import deltas_flag, header, header_of
 
