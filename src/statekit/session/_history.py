@@ -28,7 +28,7 @@ from statekit.session._lineage import over_deltas
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
 from statekit.session._revisions import MISSING_REVISION, UNKNOWN, Expected, Unknown, conflict_message
-from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, meta_format, plain_document
+from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, doc_token, meta_format, plain_document
 
 _TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
@@ -75,18 +75,17 @@ async def plan(
     if retention == 0 and forked_from is None and head is None:
         return None, expected  # keeps no history, and is to keep none: the write is as without history
     stored = expected.only_base or expected.revision != MISSING_REVISION
-    if stored and expected.raw is None and not expected.only_base:  # its bytes were forgotten (a large session)
-        expected = await _with_bytes(backend, key, expected)  # their size is needed
+    if stored and expected.raw is None and (head is None or not expected.only_base):
+        expected = await _with_bytes(backend, key, expected)  # its size (and modules) are needed
     kept: tuple[Entry, ...] = ()
     if stored:
-        raw = expected.raw
-        base = expected.base
+        raw, base = expected.raw, expected.base
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
         if head is not None:
             old = head.head(expected.revision, size)
             head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
         else:
-            assert raw is not None  # only a head that keeps history takes deltas that name revisions
+            assert raw is not None
             try:
                 modules = await stored_modules(backend, key, raw)
             except DocumentError:
@@ -194,6 +193,11 @@ async def _with_bytes(backend: Backend, key: SessionKey, expected: Expected) -> 
         ConflictError: The stored head is another.
     """
     raw = await backend.fetch(key)
+    base = expected.base
+    if expected.only_base and base is not None and raw is not None:  # after delta saves: the token and the size say
+        doc = split(raw)[0]
+        if doc_token(doc) == base.token and stored_size(raw) == base.doc_len + base.log_len:
+            return Expected(raw=raw, base=base, names=expected.names, history=expected.history)
     if raw is None or not expected.matches(raw):
         source = backend.source(key)
         raise ConflictError(conflict_message(source, created=False), source=source)
