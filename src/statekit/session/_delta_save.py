@@ -33,7 +33,6 @@ from statekit.session._appends import (
 from statekit.session._archive import Step
 from statekit.session._backend import Backend
 from statekit.session._cancel import finished_despite_cancel
-from statekit.session._companion import joined
 from statekit.session._history import plan
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import now, stamp, widest
@@ -41,7 +40,7 @@ from statekit.session._ids import SessionKey
 from statekit.session._kept import Others
 from statekit.session._lineage import after_line
 from statekit.session._prefix import Prefix
-from statekit.session._revisions import Expected, conflict_message, revision_of
+from statekit.session._revisions import Expected, conflict_message, line_revision
 from statekit.session.document import appends_document, plain_document
 
 
@@ -130,19 +129,20 @@ async def _save_delta(
     threads this runs as a task of its own, after other tasks may have appended more.
     """
     base, line, items = delta
-    head = None if history is None else history.head(expected.revision, base.doc_len + base.log_len)
-    saved_at = stamp(now())
-    record = None if head is None else (head.revision, saved_at)  # a save that keeps history makes a revision
-    line, chain = base.sealed(line or b"[]", record) if line or record else (line, None)
+    head, record = None, None
+    if history is not None:  # a save that keeps history makes a revision, even one that appends nothing
+        head = history.head(expected.revision, base.doc_len + base.log_len)
+        record, line = (head.revision, stamp(now())), line or b"[]"
+    line, chain = base.sealed(line, record) if line else (line, None)
     written = await backend.append(key, line, base)  # b"": only the revision check
     if written is None:
         source = backend.source(key)
         raise ConflictError(conflict_message(source, created=False), source=source)
-    if history is None or head is None:
+    if history is None or head is None or record is None:
         backend.revisions.remember(key, Expected(base=base.after(written, items, chain), names=expected.names))
         return
-    history, gone = after_line(history, head, base.count, line, saved_at)
-    after = base.after(written, items, chain, revision_of(joined(b"", line, base.token)))
+    history, gone = after_line(history, head, base.count, record[1])
+    after = base.after(written, items, chain, line_revision(line))
     backend.revisions.remember(key, Expected(base=after, names=expected.names, history=history))
     if gone:  # after the line is stored: a crash in between leaves blobs no revision names (delete sweeps them)
         await backend.blobs.drop(backend.faults, key, tuple(sorted(gone)))

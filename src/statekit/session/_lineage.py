@@ -14,7 +14,6 @@ prefixes' records name that blob.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timezone
 
 import attrs
@@ -24,6 +23,7 @@ from statekit.session._companion import joined, split
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import Located, Revision
 from statekit.session._proofs import chained_lines
+from statekit.session._revisions import line_revision
 from statekit.session.document import deltas_flag, header, header_of
 
 
@@ -64,7 +64,7 @@ def over_deltas(index: HeadHistory | None, raw: bytes, source: str) -> HeadHisto
             parent = index.head(named, len(doc))
         located.append(Located(parent, number))
         size += len(line)
-        parent = Revision(hashlib.sha1(line, usedforsecurity=False).hexdigest(), named, _at(at, number, source), size, index.modules)
+        parent = Revision(line_revision(line), named, _at(at, number, source), size, index.modules)
     assert parent is not None
     entries = (*reversed(located), *index.entries)
     over = HeadHistory(
@@ -79,9 +79,9 @@ def over_deltas(index: HeadHistory | None, raw: bytes, source: str) -> HeadHisto
     return over if index.keep is None or len(entries) <= index.keep else attrs.evolve(over, entries=over.truncated(index.keep))
 
 
-def after_line(index: HeadHistory, head: Revision, lines: int, line: bytes, saved_at: str) -> tuple[HeadHistory, set[str]]:
-    """The history index once delta ``line`` (saved at ``saved_at``) is stored over ``head``, which held
-    ``lines`` delta lines; and the blobs no revision it keeps is in any more (to remove)."""
+def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) -> tuple[HeadHistory, set[str]]:
+    """The history index once a delta line saved at ``saved_at`` is stored over ``head`` (whose index is
+    ``index``), which held ``lines`` delta lines; and the blobs no revision it keeps is in any more (to remove)."""
     entries = (Located(head, lines), *index.entries)
     over = HeadHistory(
         keep=index.keep,

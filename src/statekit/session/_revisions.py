@@ -54,10 +54,15 @@ def revision_of(raw: bytes) -> str:
     """
     log = getattr(raw, "log", b"")
     if log and (line := chained_line(log)) is not None:
-        return hashlib.sha1(line, usedforsecurity=False).hexdigest()
+        return line_revision(line)
     digest = hashlib.sha1(raw, usedforsecurity=False)
     digest.update(log)
     return digest.hexdigest()
+
+
+def line_revision(line: bytes) -> str:
+    """The revision of stored bytes whose last delta line, ``line`` (its newline included), names its parent."""
+    return hashlib.sha1(line, usedforsecurity=False).hexdigest()
 
 
 def backoff(attempt: int) -> float:
