@@ -94,8 +94,9 @@ TURNS_PER_ROUND = 5
 """Delta saves timed back to back in each round, as a conversation makes them."""
 
 
-def compare_saves(size: int, runs: int) -> dict[str, float]:
-    """Median ms of a full save and of a delta save at ``size`` messages, and a delta's bytes.
+def compare_saves(size: int, runs: int, keep_history: int = 0) -> dict[str, float]:
+    """Median ms of a full save and of a delta save at ``size`` messages, and a delta's bytes
+    (``keep_history``: both sessions keep that many past revisions, see bench_history.py).
 
     ``delta`` is the time per save over :data:`TURNS_PER_ROUND` saves in a row
     (one appended message each); ``delta after full`` is one delta save timed
@@ -105,8 +106,8 @@ def compare_saves(size: int, runs: int) -> dict[str, float]:
     """
     messages = Messages()
     with tempfile.TemporaryDirectory() as full_dir, tempfile.TemporaryDirectory() as delta_dir:
-        full, full_memory = JSONSession(full_dir), Memory(content=messages.take(size))
-        delta, delta_memory = JSONSession(delta_dir), Memory(content=list(full_memory.content))
+        full, full_memory = JSONSession(full_dir, keep_history=keep_history), Memory(content=messages.take(size))
+        delta, delta_memory = JSONSession(delta_dir, keep_history=keep_history), Memory(content=list(full_memory.content))
         full.save("chat", memory=full_memory)
         delta.save("chat", memory=delta_memory)
         written: list[int] = []

@@ -27,8 +27,9 @@ from statekit.session._backend import Backend
 from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of
+from statekit.session._lineage import over_deltas
 from statekit.session._typed_appends import history_of_typed, token_of_typed, with_deltas
-from statekit.session._delta_save import base_after_load, base_after_typed_load, check_token, positioned
+from statekit.session._delta_load import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
 from statekit.session._revisions import MISSING, Expected
@@ -126,7 +127,7 @@ async def _load_typed(
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
-    history = history_of_typed(document, lambda: backend.source(key))
+    history = over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
@@ -150,6 +151,7 @@ async def _load_plain(
     document = await decode_stored(backend, raw, key)
     meta = document.get(META_KEY)
     history = index_of(meta, backend.source(key)) if isinstance(meta, dict) and HISTORY_KEY in meta else None
+    history = over_deltas(history, raw, backend.source(key))
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_many(modules, document, strict=strict, fresh=backend.codec.fast)

@@ -55,13 +55,13 @@ async def save_modules(
 
     async def attempt(basis: Basis) -> int:
         kept = partial(others, names, basis, partial(backend.fetch, key), partial(decode_stored, backend, key=key), source, scan=scan)
-        history, seen = (None, basis.expected)
-        if backend.supports_history:
-            history, seen = await head_of(backend, key, basis.expected)
-        if backend.saves_deltas() and history is None and backend.keep_history == 0:
+        seen = basis.expected
+        if backend.supports_history:  # the stored head's history index, known before anything is dumped
+            _, seen = await head_of(backend, key, basis.expected)
+        if backend.saves_deltas():  # append-only lists saved as deltas (history or not)
             return await save_with_appends(backend, key, modules, seen, kept)
         found = await kept()
-        step, _ = await plan(backend, key, found.expected, _order(found, modules))
+        step, _ = await plan(backend, key, found.expected, found.ordered(modules))
         raw = await _encode(backend, modules, found, step)
         await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules), step=step)
         return len(raw)
@@ -96,13 +96,6 @@ def _tries_again(error: ConflictError, blind: bool, attempt: int) -> bool:
     """Whether a save or a removal writes again after ``error``: only a blind one that lost a race (a lease
     decides who writes, so no retry wins against it), at most ``BLIND_ATTEMPTS`` times."""
     return blind and attempt < BLIND_ATTEMPTS and not isinstance(error, LeaseError)
-
-
-def _order(found: Others, modules: Mapping[str, SupportsState]) -> tuple[str, ...]:
-    """The module names of the document a save writes, in its order (see :meth:`Others.merged`)."""
-    if not found.states:
-        return tuple(modules)
-    return (*found.order, *(name for name in modules if name not in found.order))
 
 
 async def _encode(backend: Backend, modules: Mapping[str, SupportsState], found: Others, step: Step | None) -> bytes:
