@@ -534,3 +534,21 @@ def test_history_turned_on_after_turns_saved_without_it_keeps_the_head_they_made
     JSONSession(tmp_path).load_at("s", plain_head or "", journal=loaded)
     assert loaded.entries == ["turn 0", "turn 1", "turn 2"]
     session.close()
+
+
+def test_a_document_changed_under_its_deltas_is_refused_at_the_revisions_they_name(tmp_path: Path) -> None:
+    """Deltas that name revisions chain back to their document: one changed by hand (token kept) is refused
+    when a revision cut from it is asked for, instead of loading what was never saved."""
+    session = JSONSession(tmp_path, keep_history=5)
+    journal, counter = Journal(), Counter(count=1)
+    for turn in range(3):
+        journal.entries.append(f"turn {turn}")
+        session.save("s", journal=journal, counter=counter)
+    middle = session.history("s")[1].revision
+    document = tmp_path / "s.json"
+    edited = document.read_bytes().replace(b'"count": 1', b'"count": 7')
+    assert edited != document.read_bytes()
+    document.write_bytes(edited)
+    with pytest.raises(DocumentError, match="the document was changed after the deltas that follow it were saved"):
+        JSONSession(tmp_path).load_at("s", middle, journal=Journal(), counter=Counter())
+    session.close()

@@ -18,7 +18,7 @@ from statekit.session._history import head_of, plan, store_states, stored_module
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import Revision, widest
 from statekit.session._ids import SessionKey
-from statekit.session._lineage import prefix_of
+from statekit.session._lineage import check_root, prefix_of
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
 from statekit.session._delta_load import is_joined
@@ -65,6 +65,7 @@ async def read_at(backend: Backend, key: SessionKey, revision: str) -> tuple[byt
             f"{source} lists revision {revision} but its stored bytes are gone (pruned by a writer just now?)"
         )
     if lines is not None:  # the first lines of a head's deltas (see _lineage)
+        check_root(blob, source)
         blob = prefix_of(blob, lines, source)
     if revision_of(blob) != revision:
         raise DocumentError(f"the kept bytes of revision {revision} are not that revision (damaged)", source=source)

@@ -23,7 +23,7 @@ from statekit.session._companion import joined, split
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import Located, Revision
 from statekit.session._proofs import chained_lines
-from statekit.session._revisions import line_revision
+from statekit.session._revisions import line_revision, revision_of
 from statekit.session.document import deltas_flag, header, header_of
 
 
@@ -119,6 +119,24 @@ def prefix_of(raw: bytes, lines: int, source: str) -> bytes:
     assert token is not None and found is not None  # chained lines follow a header naming the token
     counted = lines if found[2] is not None else None
     return joined(bytes(doc), lead + header(token, counted) + b"".join(line for line, _, _ in held[:lines]), token)
+
+
+def check_root(raw: bytes, source: str) -> None:
+    """Refuse stored bytes whose first delta line names a parent other than their document: the document
+    was changed under deltas that name revisions (a revision cut from them would not be what was saved).
+
+    Raises:
+        DocumentError: Saying so.
+    """
+    lines = chained_lines(split(raw)[1])
+    named = lines[0][1] if lines else None
+    if named is not None and revision_of(prefix_of(raw, 0, source)) != named:
+        raise DocumentError(
+            f"the document was changed after the deltas that follow it were saved (its first delta was saved "
+            f"over revision {named}): the revisions they name would not load as saved; restore the session from "
+            "where it came",
+            source=source,
+        )
 
 
 def _at(text: str, number: int, source: str) -> datetime:
