@@ -552,3 +552,26 @@ def test_a_document_changed_under_its_deltas_is_refused_at_the_revisions_they_na
     with pytest.raises(DocumentError, match="the document was changed after the deltas that follow it were saved"):
         JSONSession(tmp_path).load_at("s", middle, journal=Journal(), counter=Counter())
     session.close()
+
+
+class _UndroppableJSON(JSONSession):
+    """A JSON backend whose kept revisions cannot be removed (as on a disk turned read-only)."""
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        raise OSError("the history folder is read-only")
+
+
+def test_a_turn_whose_pruning_fails_is_saved_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    session = _UndroppableJSON(tmp_path, keep_history=1)
+    journal, counter = Journal(entries=["first"]), Counter()
+    session.save("s", journal=journal, counter=counter)
+    counter.count = 1
+    session.save("s", journal=journal, counter=counter)  # a rewrite: keeps the first head
+    journal.entries.append("a turn")
+    with caplog.at_level("WARNING", logger="statekit"):
+        session.save("s", journal=journal, counter=counter)  # pushes the first head out: its removal fails
+    assert "the turn was saved to" in caplog.text and "1 kept revision(s) past its retention could not be removed" in caplog.text
+    listed = session.history("s")
+    assert len(listed) == 2 and _entries(JSONSession(tmp_path), listed[0].revision) == ["first", "a turn"]
+    assert len(list((tmp_path / ".s.json.history").glob("*.json"))) == 1  # left behind, listed by none
+    session.close()

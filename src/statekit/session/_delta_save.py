@@ -18,7 +18,7 @@ from statekit.state.foreign import SupportsState
 from statekit.state.gc import paused_gc
 from statekit.state.dump import Held, dump_many
 from statekit.values.secrets import secrets_with
-from statekit.errors import ConflictError
+from statekit.errors import ConflictError, StatekitError
 from statekit.session._appends import (
     Path,
     DeltaBase,
@@ -39,6 +39,7 @@ from statekit.session._history_records import now, stamp, widest
 from statekit.session._ids import SessionKey
 from statekit.session._kept import Others
 from statekit.session._lineage import after_line
+from statekit.session._log import log_unpruned
 from statekit.session._prefix import Prefix
 from statekit.session._revisions import Expected, conflict_message, line_revision
 from statekit.session.document import appends_document, plain_document
@@ -145,7 +146,10 @@ async def _save_delta(
     after = base.after(written, items, chain, line_revision(line))
     backend.revisions.remember(key, Expected(base=after, names=expected.names, history=history))
     if gone:  # after the line is stored: a crash in between leaves blobs no revision names (delete sweeps them)
-        await backend.blobs.drop(backend.faults, key, tuple(sorted(gone)))
+        try:
+            await backend.blobs.drop(backend.faults, key, tuple(sorted(gone)))
+        except StatekitError as err:  # the turn is saved: say so, rather than fail a save that landed
+            log_unpruned(backend.source(key), len(gone), err)
 
 
 async def _save_full(
