@@ -575,3 +575,19 @@ def test_a_turn_whose_pruning_fails_is_saved_and_says_so(tmp_path: Path, caplog:
     assert len(listed) == 2 and _entries(JSONSession(tmp_path), listed[0].revision) == ["first", "a turn"]
     assert len(list((tmp_path / ".s.json.history").glob("*.json"))) == 1  # left behind, listed by none
     session.close()
+
+
+def test_a_rewrite_that_prunes_a_turn_keeps_the_head_the_turn_is_in(tmp_path: Path) -> None:
+    """keep_history=1: a rewrite over a head of one turn keeps that head whole, though the revision before
+    the turn (the head's first lines, in the same blob) falls past the retention."""
+    session = JSONSession(tmp_path, keep_history=1)
+    journal, counter = Journal(entries=["first"]), Counter()
+    session.save("s", journal=journal, counter=counter)
+    journal.entries.append("a turn")
+    session.save("s", journal=journal, counter=counter)
+    turn = session.revision("s") or ""
+    counter.count = 1
+    session.save("s", journal=journal, counter=counter)
+    assert [r.revision for r in session.history("s")][1:] == [turn]
+    assert _entries(JSONSession(tmp_path), turn) == ["first", "a turn"]
+    session.close()

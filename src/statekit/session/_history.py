@@ -97,7 +97,7 @@ async def plan(
         return Step(Archive(None, tuple(sorted(head.blobs(0)))), None), expected
     drop: tuple[str, ...] = ()
     if retention is not None and len(kept) > retention:
-        drop = _dropped(head, retention - 1) if head is not None else ()
+        drop = _dropped(head, retention - 1, expected.revision if stored else None) if head is not None else ()
         kept = (old, *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
     keep_as = expected.revision if stored and retention != 0 else None
     new = HeadHistory(
@@ -147,14 +147,15 @@ async def stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple
     return tuple(name for name in document if name != META_KEY)
 
 
-def _dropped(head: HeadHistory, start: int) -> tuple[str, ...]:
-    """The blobs of the revisions the head keeps from ``start`` on (0: the newest) that no newer one is in:
-    what a write that keeps only the newer ones drops.
+def _dropped(head: HeadHistory, start: int, kept_as: str | None) -> tuple[str, ...]:
+    """The blobs of the revisions the head keeps from ``start`` on (0: the newest) that no newer one is in, nor
+    the old head, kept now as ``kept_as`` (its first lines may be among them): what a write that keeps only the
+    newer ones drops.
 
     Raises:
         DocumentError: Their records are malformed.
     """
-    return tuple(sorted(head.blobs(start) - head.blobs(0, start)))
+    return tuple(sorted(head.blobs(start) - head.blobs(0, start) - {kept_as}))
 
 
 def _in_blob(name: str, entry: Entry) -> Entry:
