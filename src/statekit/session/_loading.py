@@ -10,8 +10,10 @@ problem; the document's metadata and deltas are checked on the way.
 
 from __future__ import annotations
 
+import operator
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from statekit.state.foreign import SupportsState
@@ -117,8 +119,10 @@ async def _load_typed(
     doc, log, token = split(raw)
     body = doc[len(BOM):] if doc.startswith(BOM) else doc
     # Bytes this object wrote or loaded before passed the depth check then (the built-in
-    # codecs check it on both ways; another codec may not): a compare costs less.
-    checked = backend.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
+    # codecs check it on both ways; another codec may not): a compare costs less (made
+    # only when the bounded decoder does not prove the depth: on a large document it costs more).
+    last = seen.raw if backend.codec in DEPTH_CHECKING and seen is not None else None
+    checked = False if last is None else partial(operator.eq, last, raw)
     document = (await backend.run_codec(without_gc(_boxed), typed, body, checked, size=len(body))).pop()
     if document is not None and log:
         document = await backend.run_codec(without_gc(with_deltas), document, body, log, token, size=len(log))
@@ -222,7 +226,7 @@ ELSEWHERE = (
 )
 
 
-def _boxed(typed: TypedDocument, body: bytes, checked: bool) -> list[Any]:
+def _boxed(typed: TypedDocument, body: bytes, checked: bool | Callable[[], bool]) -> list[Any]:
     """What :func:`decode` returns, in a list the caller empties (so the worker thread's future does not hold it)."""
     return [decode(typed, body, checked)]
 
