@@ -86,24 +86,33 @@ async def save_with_appends(
         step, _ = await plan(backend, key, others.expected, others.ordered(modules))
         dumped = None  # planning may have read: dump again
     meta = None if step is None else step.meta(json=backend.codec.fast)
-    raw = None
     if dumped is None or others.read:  # the live dump is taken after the last await: nothing changes it before encoding
-        held = []
+        held, raw = [], None
         with paused_gc(), secrets_with(backend.secret_box):
             skeleton = dump_many(modules, live=True, held=held)
             if not held:  # nothing append-only: the plain save
                 raw = backend.codec.dumps(plain_document(others.merged(skeleton), meta))
-        shape = skeleton_bytes(skeleton) if held else b""
+                del skeleton  # freed before the collector is back on (else its next pass walks all of it)
+        if raw is not None:
+            return await _stored(backend, key, raw, others, modules, step)
+        shape = skeleton_bytes(skeleton)
     else:
         skeleton, shape = dumped
+        dumped = None
         if not held:
             with paused_gc(), secrets_with(backend.secret_box):
                 raw = backend.codec.dumps(plain_document(others.merged(skeleton), meta))
-    if raw is not None:
-        del skeleton, dumped  # its dicts are encoded: free them before the write (a large save's peak)
-        await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules), step=step)
-        return len(raw)
+                del skeleton  # freed before the collector is back on (else its next pass walks all of it)
+            return await _stored(backend, key, raw, others, modules, step)
     return await _save_full(backend, key, (skeleton, shape, held), others, modules, step)
+
+
+async def _stored(
+    backend: Backend, key: SessionKey, raw: bytes, others: Others, modules: Mapping[str, SupportsState], step: Step | None
+) -> int:
+    """Store a plain document (no append-only lists) over what ``others`` was taken from; its size."""
+    await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules), step=step)
+    return len(raw)
 
 
 def _deltas_keep(backend: Backend, history: HeadHistory | None) -> bool:
