@@ -9,15 +9,19 @@ extended is copied before it grows (two saves from one base: rare).
 Whether a live list still starts with the saved items is a question of
 identity (items are immutable, so the same object is the same data; an equal
 one may not encode the same: ``1`` and ``1.0``). On CPython it is answered by
-comparing item pointers: the live list's first ``length`` items are sliced
-into a list of statekit's own (one C step, so no other thread can change it
-while it is read), whose array of item pointers is copied as bytes and
-compared with the saved ones by a ``memcmp`` that does not touch the items
-(a few ns per item, where a Python-level identity scan costs 15-30 ns). The
-snapshot keeps every saved item alive, so an address that matches is the saved
-object. Only lists statekit made are read this way, never the live one. The
-list layout this reads is checked once, at import, against ``id()``; elsewhere,
-or when the check fails, the identity scan runs.
+comparing item pointers: the live list's first ``length`` item pointers are
+copied as bytes and compared with the saved ones by a ``memcmp`` that touches
+neither the items nor their reference counts (the array is read in place: a
+fraction of a ns per item, where a slice, which increments every item's count,
+costs 2-9 ns and an identity scan 15-30 ns, each item a cache miss once the
+list is long). The copy is one C call that holds the GIL: it reads the
+array's address and copies it, and the list's length is read just before it
+with no call or backward jump between the two, the only places where CPython
+lets another thread run, so no other thread can resize the list (and free its
+array) in between. The snapshot keeps every saved item alive, so an address
+that matches is the saved object. The list layout this reads is checked once,
+at import, against ``id()`` and ``len()``; elsewhere (another interpreter, a
+build without the GIL), or when the check fails, the identity scan runs.
 """
 
 from __future__ import annotations
@@ -41,18 +45,35 @@ _GROW = threading.Lock()
 _WORD = ctypes.sizeof(ctypes.c_void_p)
 
 
-def _pointer_reader() -> Callable[[list[Any], int], bytes] | None:
-    """Reads the first ``n`` item pointers of a list, if this interpreter lays lists out as CPython does."""
+def _pointer_reader() -> Callable[[list[Any], int], bytes | None] | None:
+    """Reads a list's first ``n`` item pointers (``None``: it holds fewer), if this interpreter lays
+    lists out as CPython does and runs Python code one thread at a time."""
     if sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)():
         return None
-    offset = list.__basicsize__ - 2 * _WORD  # PyListObject ends with ob_item, then allocated
+    try:  # PyBytes_FromStringAndSize: one C call, with the GIL held (a PYFUNCTYPE), copies the array
+        copy = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)(
+            ("PyBytes_FromStringAndSize", ctypes.pythonapi)
+        )
+    except AttributeError:
+        return None
+    size_at = list.__basicsize__ - 3 * _WORD  # PyListObject: ob_refcnt, ob_type, ob_size, ob_item, allocated
+    items_at = list.__basicsize__ - 2 * _WORD
+    c_ssize_t, c_void_p = ctypes.c_ssize_t, ctypes.c_void_p
 
-    def read(items: list[Any], n: int) -> bytes:
-        return ctypes.string_at(ctypes.c_void_p.from_address(id(items) + offset), n * _WORD)
+    def read(items: list[Any], n: int) -> bytes | None:
+        where = id(items)
+        size, array = c_ssize_t.from_address(where + size_at), c_void_p.from_address(where + items_at)
+        if size.value < n:
+            return None
+        # From the length read above to the copy: no call, no backward jump (no thread switch).
+        # ``array`` is a view of the list's own field: the call reads the address when it runs.
+        pointers: bytes = copy(array, n * _WORD)
+        return pointers if size.value >= n else None  # and still as long (nothing in between shrank it)
 
     probe = [object() for _ in range(5)]
     expected = b"".join(id(item).to_bytes(_WORD, sys.byteorder) for item in probe)
-    return read if read(probe, 5) == expected and read(probe[:2], 2) == expected[: 2 * _WORD] else None
+    fits = read(probe, 5) == expected and read(probe[:2], 2) == expected[: 2 * _WORD] and read(probe, 6) is None
+    return read if fits else None
 
 
 _POINTERS = _pointer_reader()
@@ -76,7 +97,8 @@ class Prefix:
     def of(cls, items: list[Any]) -> Prefix:
         """All of ``items``, copied (after a full write or a load)."""
         snapshot = list(items)
-        return cls(snapshot, len(snapshot), None if _POINTERS is None else bytearray(_POINTERS(snapshot, len(snapshot))))
+        pointers = None if _POINTERS is None else _POINTERS(snapshot, len(snapshot))
+        return cls(snapshot, len(snapshot), None if pointers is None else bytearray(pointers))
 
     def grown(self, new: list[Any]) -> Prefix:
         """This prefix followed by ``new`` (the items a delta just stored: a list of the caller's own)."""
@@ -89,17 +111,17 @@ class Prefix:
                 pointers = None if pointers is None else pointers[: self.length * _WORD]
             snapshot.extend(new)
             if pointers is not None and _POINTERS is not None:
-                pointers += _POINTERS(new, len(new))
+                pointers += _POINTERS(new, len(new)) or b""  # a list of the caller's own: never shorter
         return Prefix(snapshot, self.length + len(new), pointers)
 
     def starts(self, items: list[Any]) -> bool:
         """Whether ``items`` starts with exactly these items (the same objects, not equal ones)."""
         if len(items) < self.length:
             return False
-        if self.pointers is not None and _POINTERS is not None and SEAM.pointer_prefixes:
-            head = items[: self.length]  # a list of our own, made in one C step: no other thread can change it
-            if len(head) != self.length:  # shrunk by another thread since the length was read
+        if self.pointers is not None and _POINTERS is not None and SEAM.pointer_prefixes and isinstance(items, list):
+            head = _POINTERS(items, self.length)  # the live list's own array, copied in one step
+            if head is None:  # shrunk by another thread since its length was read
                 return False
             with _GROW:  # not while another prefix extends the shared pointers
-                return self.pointers.startswith(_POINTERS(head, self.length))
+                return self.pointers.startswith(head)
         return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
