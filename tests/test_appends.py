@@ -212,6 +212,16 @@ def _shorten_and_extend(agent: Agent) -> None:
     agent.memory.content.extend([Msg("user", "message 48"), Msg("user", "other")])  # the same length again
 
 
+def _delete_and_append(agent: Agent) -> None:
+    del agent.memory.content[10]
+    agent.memory.content.append(Msg("user", "message 50"))  # the same length again
+
+
+def _swap(agent: Agent) -> None:
+    content = agent.memory.content
+    content[3], content[4] = content[4], content[3]
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -222,8 +232,28 @@ def _shorten_and_extend(agent: Agent) -> None:
         lambda a: setattr(a.memory, "content", [*a.memory.content[:-1], Msg("user", "other")]),
         _shorten_and_extend,
         lambda a: a.events.__setitem__(0, 1.0),  # equal to the saved 1, but not the same
+        _delete_and_append,
+        _swap,
+        lambda a: a.memory.content.sort(key=lambda m: m.text, reverse=True),
+        lambda a: a.memory.content.reverse(),
+        lambda a: a.memory.content.__setitem__(slice(5, 7), [Msg("user", "x"), Msg("user", "y")]),
+        lambda a: a.memory.content.insert(0, a.memory.content.pop()),  # moved: the same items, the same length
     ],
-    ids=["first", "middle", "last-saved", "equal-last", "replaced-list", "shortened-extended", "equal-scalar"],
+    ids=[
+        "first",
+        "middle",
+        "last-saved",
+        "equal-last",
+        "replaced-list",
+        "shortened-extended",
+        "equal-scalar",
+        "deleted-appended",
+        "swapped",
+        "sorted",
+        "reversed",
+        "slice-assigned",
+        "moved",
+    ],
 )
 @pytest.mark.parametrize("pointers", [True, False], ids=["pointers", "identity-scan"])
 def test_a_change_to_a_saved_item_after_many_deltas_is_saved(
@@ -955,6 +985,34 @@ async def test_an_item_appended_while_a_delta_save_starts_is_saved_later(tmp_pat
     loaded = Agent()
     await JSONSession(tmp_path).aload("chat", agent=loaded)
     assert loaded.memory.content == [*_msgs(1), Msg("user", "appended"), Msg("user", "meanwhile")]
+
+
+def test_saves_while_another_thread_resizes_the_list_store_what_it_holds_at_the_end(tmp_path: Path) -> None:
+    """The saved items are compared with the live list's own array while another thread
+    shrinks it (its array then freed or moved) and grows it again: no save reads past its end,
+    and a save once the thread stopped stores exactly what the list holds."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.events.extend(range(40_000))  # an array the allocator maps on its own, and unmaps when it shrinks
+    session.save("chat", agent=agent)
+    stop = threading.Event()
+
+    def resize() -> None:
+        while not stop.is_set():
+            del agent.events[100:]
+            agent.events.extend(range(100, 40_000))
+
+    thread = threading.Thread(target=resize)
+    thread.start()
+    try:
+        for _ in range(30):
+            session.save("chat", agent=agent)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    agent.events.append(-1)
+    session.save("chat", agent=agent)
+    assert _load(tmp_path).events == agent.events
 
 
 def test_two_writers_appending_through_update_lose_nothing(tmp_path: Path) -> None:
