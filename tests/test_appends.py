@@ -217,7 +217,7 @@ def _delete_and_append(agent: Agent) -> None:
     agent.memory.content.append(Msg("user", "message 50"))  # the same length again
 
 
-def _swap(agent: Agent) -> None:
+def _swap_two(agent: Agent) -> None:
     content = agent.memory.content
     content[3], content[4] = content[4], content[3]
 
@@ -233,7 +233,7 @@ def _swap(agent: Agent) -> None:
         _shorten_and_extend,
         lambda a: a.events.__setitem__(0, 1.0),  # equal to the saved 1, but not the same
         _delete_and_append,
-        _swap,
+        _swap_two,
         lambda a: a.memory.content.sort(key=lambda m: m.text, reverse=True),
         lambda a: a.memory.content.reverse(),
         lambda a: a.memory.content.__setitem__(slice(5, 7), [Msg("user", "x"), Msg("user", "y")]),
