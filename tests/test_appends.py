@@ -36,7 +36,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends, _proofs, document, files
+from statekit.session import _appends, _prefix, _proofs, document, files
 from statekit.state.typed import typed_loads
 from statekit.values.seam import SEAM
 
@@ -280,6 +280,25 @@ def test_a_change_to_a_saved_item_after_many_deltas_is_saved(
     assert _files(tmp_path) == ["chat.json"]
     loaded = _load(tmp_path)
     assert loaded.memory.content == agent.memory.content and len(loaded.memory.content) == 51
+
+
+@pytest.mark.skipif(
+    sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)(),
+    reason="the pointer compare needs CPython's list layout and the GIL",
+)
+def test_cpython_compares_saved_items_by_their_pointers_in_place() -> None:
+    """The layout probe passes where it must (the fast path is not lost in silence), and the compare
+    in place tells the saved items from any others, at the start, the middle and the end."""
+    assert _prefix._POINTERS is not None and _prefix._MATCHES is not None
+    items: list[Any] = [*range(1000, 4000), Msg("user", "last")]
+    prefix = _prefix.Prefix.of(items)
+    items.append(Msg("user", "new"))
+    assert prefix.starts(items) and prefix.starts(items[:-1]) and not prefix.starts(items[:-2])
+    for at in (0, 1500, 3000):
+        changed = list(items)
+        changed[at] = Msg("user", "last") if at == 3000 else int(str(items[at]))  # equal, but another object
+        assert changed == items and not prefix.starts(changed)
+    assert prefix.grown([items[-1]]).starts(items) and not prefix.grown([Msg("user", "new")]).starts(items)
 
 
 def test_a_loading_object_saves_deltas(tmp_path: Path) -> None:

@@ -10,18 +10,19 @@ Whether a live list still starts with the saved items is a question of
 identity (items are immutable, so the same object is the same data; an equal
 one may not encode the same: ``1`` and ``1.0``). On CPython it is answered by
 comparing item pointers: the live list's first ``length`` item pointers are
-copied as bytes and compared with the saved ones by a ``memcmp`` that touches
-neither the items nor their reference counts (the array is read in place: a
-fraction of a ns per item, where a slice, which increments every item's count,
-costs 2-9 ns and an identity scan 15-30 ns, each item a cache miss once the
-list is long). The copy is one C call that holds the GIL: it reads the
-array's address and copies it, and the list's length is read just before it
-with no call or backward jump between the two, the only places where CPython
-lets another thread run, so no other thread can resize the list (and free its
-array) in between. The snapshot keeps every saved item alive, so an address
-that matches is the saved object. The list layout this reads is checked once,
-at import, against ``id()`` and ``len()``; elsewhere (another interpreter, a
-build without the GIL), or when the check fails, the identity scan runs.
+compared with the saved ones where they lie, by a ``memcmp`` that touches
+neither the items nor their reference counts (a fraction of a ns per item,
+where a slice, which increments every item's count, costs 2-9 ns and an
+identity scan 15-30 ns, each item a cache miss once the list is long). The
+compare is one C call that holds the GIL: it reads the array's address and
+compares, and the list's length is read just before it with no call or
+backward jump between the two, the only places where CPython lets another
+thread run, so no other thread can resize the list (and free its array) in
+between; the length is read again after it. The snapshot keeps every saved
+item alive, so an address that matches is the saved object. The list layout
+this reads is checked once, at import, against ``id()``; elsewhere (another
+interpreter, a build without the GIL), or when the check fails, the identity
+scan runs.
 """
 
 from __future__ import annotations
@@ -45,20 +46,32 @@ _GROW = threading.Lock()
 _WORD = ctypes.sizeof(ctypes.c_void_p)
 
 
-def _pointer_reader() -> Callable[[list[Any], int], bytes | None] | None:
-    """Reads a list's first ``n`` item pointers (``None``: it holds fewer), if this interpreter lays
-    lists out as CPython does and runs Python code one thread at a time."""
+Reader = Callable[[list[Any], int], bytes | None]
+"""A list's first ``n`` item pointers, copied (``None``: it holds fewer)."""
+Matcher = Callable[[list[Any], int, bytearray], bool]
+"""Whether a list's first ``n`` item pointers are the first ``n`` of saved ones (compared in place)."""
+
+
+def _pointer_access() -> tuple[Reader, Matcher] | None:
+    """Reading and comparing lists' item pointers, if this interpreter lays lists out as
+    CPython does and runs Python code one thread at a time."""
     if sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)():
         return None
-    try:  # PyBytes_FromStringAndSize: one C call, with the GIL held (a PYFUNCTYPE), copies the array
+    try:  # C functions called with the GIL held (PYFUNCTYPE): one step, which no other thread interrupts
         copy = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)(
             ("PyBytes_FromStringAndSize", ctypes.pythonapi)
         )
     except AttributeError:
         return None
+    try:
+        compare = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
+            ("memcmp", ctypes.pythonapi)
+        )
+    except AttributeError:  # not found beside the interpreter (Windows): copy, then compare
+        compare = None
     size_at = list.__basicsize__ - 3 * _WORD  # PyListObject: ob_refcnt, ob_type, ob_size, ob_item, allocated
     items_at = list.__basicsize__ - 2 * _WORD
-    c_ssize_t, c_void_p = ctypes.c_ssize_t, ctypes.c_void_p
+    c_ssize_t, c_void_p, in_place = ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_char * 0
 
     def read(items: list[Any], n: int) -> bytes | None:
         where = id(items)
@@ -70,13 +83,31 @@ def _pointer_reader() -> Callable[[list[Any], int], bytes | None] | None:
         pointers: bytes = copy(array, n * _WORD)
         return pointers if size.value >= n else None  # and still as long (nothing in between shrank it)
 
+    def matches(items: list[Any], n: int, saved: bytearray) -> bool:
+        if compare is None or len(saved) < n * _WORD:
+            head = read(items, n)
+            return head is not None and saved.startswith(head)
+        where = id(items)
+        size, array = c_ssize_t.from_address(where + size_at), c_void_p.from_address(where + items_at)
+        view = in_place.from_buffer(saved)  # the saved pointers where they are (not resized while exported)
+        try:
+            if size.value < n:
+                return False
+            same: bool = compare(array, view, n * _WORD) == 0  # as in read(): nothing in between
+            return same and size.value >= n
+        finally:
+            del view
+
     probe = [object() for _ in range(5)]
     expected = b"".join(id(item).to_bytes(_WORD, sys.byteorder) for item in probe)
+    saved, other = bytearray(expected), [*probe[:4], object()]
     fits = read(probe, 5) == expected and read(probe[:2], 2) == expected[: 2 * _WORD] and read(probe, 6) is None
-    return read if fits else None
+    fits = fits and matches(probe, 5, saved) and matches(probe[:3], 3, saved) and not matches(probe[:4], 5, saved)
+    fits = fits and not matches(other, 5, saved) and matches(other, 4, saved)
+    return (read, matches) if fits else None
 
 
-_POINTERS = _pointer_reader()
+_POINTERS, _MATCHES = _pointer_access() or (None, None)
 
 
 @attrs.frozen(eq=False)  # compared by identity: equality would compare every item
@@ -118,10 +149,7 @@ class Prefix:
         """Whether ``items`` starts with exactly these items (the same objects, not equal ones)."""
         if len(items) < self.length:
             return False
-        if self.pointers is not None and _POINTERS is not None and SEAM.pointer_prefixes and isinstance(items, list):
-            head = _POINTERS(items, self.length)  # the live list's own array, copied in one step
-            if head is None:  # shrunk by another thread since its length was read
-                return False
+        if self.pointers is not None and _MATCHES is not None and SEAM.pointer_prefixes and isinstance(items, list):
             with _GROW:  # not while another prefix extends the shared pointers
-                return self.pointers.startswith(head)
+                return _MATCHES(items, self.length, self.pointers)  # the live list's own array, read in place
         return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
