@@ -301,6 +301,30 @@ def test_cpython_compares_saved_items_by_their_pointers_in_place() -> None:
     assert prefix.grown([items[-1]]).starts(items) and not prefix.grown([Msg("user", "new")]).starts(items)
 
 
+@pytest.mark.parametrize("watch", ["trace", "profile"])
+async def test_saves_under_a_trace_or_profile_function_still_tell_appends_from_edits(tmp_path: Path, watch: str) -> None:
+    """Python code may then run between any two lines: the live list is compared through a slice of it.
+    (Async saves: the check runs in this thread, which the function watches.)"""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(20))
+    await session.asave("chat", agent=agent)
+    setter: Any = sys.settrace if watch == "trace" else sys.setprofile
+    previous: Any = sys.gettrace() if watch == "trace" else sys.getprofile()
+    setter(lambda *_: None)
+    try:
+        agent.memory.content.append(Msg("user", "appended"))
+        await session.asave("chat", agent=agent)
+        lines = len((tmp_path / "chat.json.log").read_bytes().splitlines())
+        agent.memory.content[3] = Msg("user", "message 3")  # equal, but another object
+        await session.asave("chat", agent=agent)
+    finally:
+        setter(previous)
+    assert lines == 2 and _files(tmp_path) == ["chat.json"]
+    loaded = Agent()
+    await JSONSession(tmp_path).aload("chat", agent=loaded)
+    assert loaded.memory.content == agent.memory.content
+
+
 def test_a_loading_object_saves_deltas(tmp_path: Path) -> None:
     agent = Agent()
     agent.memory.content.extend(_msgs(3))

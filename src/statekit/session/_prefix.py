@@ -18,7 +18,10 @@ compare is one C call that holds the GIL: it reads the array's address and
 compares, and the list's length is read just before it with no call or
 backward jump between the two, the only places where CPython lets another
 thread run, so no other thread can resize the list (and free its array) in
-between; the length is read again after it. The snapshot keeps every saved
+between; the length is read again after it. While a trace or profile function
+or a ``sys.monitoring`` tool may run Python code anywhere, the live list is
+sliced first instead (one C step, but it increments every item's count), and
+the slice, a list of statekit's own, is compared. The snapshot keeps every saved
 item alive, so an address that matches is the saved object. The list layout
 this reads is checked once, at import, against ``id()``; elsewhere (another
 interpreter, a build without the GIL), or when the check fails, the identity
@@ -149,7 +152,25 @@ class Prefix:
         """Whether ``items`` starts with exactly these items (the same objects, not equal ones)."""
         if len(items) < self.length:
             return False
-        if self.pointers is not None and _MATCHES is not None and SEAM.pointer_prefixes and isinstance(items, list):
+        if self.pointers is None or _MATCHES is None or _POINTERS is None or not SEAM.pointer_prefixes:
+            return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
+        if not _watched():  # (a held list is a list, never a subclass: see dump_many)
             with _GROW:  # not while another prefix extends the shared pointers
                 return _MATCHES(items, self.length, self.pointers)  # the live list's own array, read in place
-        return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
+        head = items[: self.length]  # a list of our own, made in one C step: no other thread can change it
+        if len(head) != self.length:  # shrunk by another thread since the length was read
+            return False
+        with _GROW:
+            return _MATCHES(head, self.length, self.pointers)
+
+
+_MONITORING = getattr(sys, "monitoring", None)
+
+
+def _watched() -> bool:
+    """Whether Python code may run anywhere in this thread, even between two lines: a trace or
+    profile function (a debugger, a profiler written in Python) or a ``sys.monitoring`` tool. A
+    live list is then compared through a slice of it, not read in place (see the module's docs)."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return True
+    return _MONITORING is not None and any(_MONITORING.get_tool(tool) is not None for tool in range(6))
