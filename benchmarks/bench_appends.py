@@ -1,6 +1,6 @@
 """Long memories (issue 12): a save after appending costs the new messages, not the history.
 
-``python benchmarks/bench_appends.py [--sizes 10000,100000] [--runs 7] [--turns 1000]``
+``python benchmarks/bench_appends.py [--sizes 10000,100000] [--runs 7] [--turns 1000] [--clock cpu]``
 
 For each size: a memory of that many messages (frozen records in an
 ``append_only`` list, the shape of benchmarks/_agents.py) in a JSON session.
@@ -19,12 +19,16 @@ Then, at the largest size: loading with a companion of 10,000 items (1,000
 saves of 10) against loading the same state compacted; and 1,000 turns of one
 message each appended to the memory: ms and bytes per turn, against a full
 rewrite per turn. Targets: delta <= 2% of full at 100,000 (<= 5% at 10,000),
-<= 16 KB written; load with the flag <= 1.1x without it; load with a companion <= 1.1x.
+<= 16 KB written; a delta save at the largest size within 1.3x of one at the
+smallest, both timed side by side (issue 27: a turn costs the same however
+many messages are held);
+load with the flag <= 1.1x without it; load with a companion <= 1.1x.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import sys
 import tempfile
@@ -35,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import make_message  # noqa: E402
+import _timing  # noqa: E402
 from _timing import interleaved  # noqa: E402
 
 from statekit import StateModule, state_field, stateful  # noqa: E402
@@ -94,8 +99,9 @@ TURNS_PER_ROUND = 5
 """Delta saves timed back to back in each round, as a conversation makes them."""
 
 
-def compare_saves(size: int, runs: int) -> dict[str, float]:
-    """Median ms of a full save and of a delta save at ``size`` messages, and a delta's bytes.
+def compare_saves(size: int, runs: int, keep_history: int = 0) -> dict[str, float]:
+    """Median ms of a full save and of a delta save at ``size`` messages, and a delta's bytes
+    (``keep_history``: both sessions keep that many past revisions, see bench_history.py).
 
     ``delta`` is the time per save over :data:`TURNS_PER_ROUND` saves in a row
     (one appended message each); ``delta after full`` is one delta save timed
@@ -105,8 +111,8 @@ def compare_saves(size: int, runs: int) -> dict[str, float]:
     """
     messages = Messages()
     with tempfile.TemporaryDirectory() as full_dir, tempfile.TemporaryDirectory() as delta_dir:
-        full, full_memory = JSONSession(full_dir), Memory(content=messages.take(size))
-        delta, delta_memory = JSONSession(delta_dir), Memory(content=list(full_memory.content))
+        full, full_memory = JSONSession(full_dir, keep_history=keep_history), Memory(content=messages.take(size))
+        delta, delta_memory = JSONSession(delta_dir, keep_history=keep_history), Memory(content=list(full_memory.content))
         full.save("chat", memory=full_memory)
         delta.save("chat", memory=delta_memory)
         written: list[int] = []
@@ -130,6 +136,27 @@ def compare_saves(size: int, runs: int) -> dict[str, float]:
         times["delta"] /= TURNS_PER_ROUND
         document = (Path(full_dir) / "chat.json").stat().st_size
     return {**times, "bytes": float(max(written[1:])), "document": float(document)}
+
+
+def compare_turns(small: int, large: int, runs: int) -> dict[int, float]:
+    """Median ms per delta save at ``small`` and at ``large`` messages, timed side by side
+    (interleaved round by round, so that the machine's load weighs on both alike)."""
+    messages = Messages()
+    with tempfile.TemporaryDirectory() as small_dir, tempfile.TemporaryDirectory() as large_dir:
+        held = {}
+        for size, folder in ((small, small_dir), (large, large_dir)):
+            session, memory = JSONSession(folder), Memory(content=messages.take(size))
+            session.save("chat", memory=memory)
+            held[size] = session, memory
+
+        def turns_at(size: int) -> None:
+            session, memory = held[size]
+            for _ in range(TURNS_PER_ROUND):
+                memory.content.append(messages.take(1)[0])
+                session.save("chat", memory=memory)
+
+        times = interleaved({str(size): functools.partial(turns_at, size) for size in (small, large)}, runs)
+    return {size: times[str(size)] / TURNS_PER_ROUND for size in (small, large)}
 
 
 def compare_loads(size: int, runs: int) -> dict[str, float]:
@@ -175,14 +202,14 @@ def turns(size: int, count: int) -> dict[str, float]:
         session, memory = JSONSession(folder), Memory(content=messages.take(size))
         session.save("chat", memory=memory)
         document = (Path(folder) / "chat.json").stat().st_size
-        written, start = 0, time.perf_counter()
+        written, start = 0, _timing.CLOCK()
         for _ in range(count):
             before = _companion_size(Path(folder))
             memory.content.append(messages.take(1)[0])
             session.save("chat", memory=memory)
             after = _companion_size(Path(folder))
             written += after - before if after >= before else (Path(folder) / "chat.json").stat().st_size
-        elapsed = time.perf_counter() - start
+        elapsed = _timing.CLOCK() - start
     return {"ms": elapsed / count * 1e3, "bytes": written / count, "document": float(document)}
 
 
@@ -210,7 +237,16 @@ def run_appends(sizes: list[int], runs: int, turn_count: int) -> bool:
             f"the same data without it {flag['plain list'] * 1e3:8.2f} ms = {flag_ratio:.3f}x (target <= 1.1x) "
             f"{'ok' if flag_ratio <= 1.1 else 'MISSED'}"
         )
-    largest = max(sizes)
+    largest, smallest = max(sizes), min(sizes)
+    if largest != smallest:
+        turn = compare_turns(smallest, largest, runs)
+        growth = turn[largest] / turn[smallest]
+        ok &= growth <= 1.3
+        print(
+            f"save after one append, side by side: {turn[smallest] * 1e3:.2f} ms at {smallest:,} messages, "
+            f"{turn[largest] * 1e3:.2f} ms at {largest:,} = {growth:.2f}x (target <= 1.3x) "
+            f"{'ok' if growth <= 1.3 else 'MISSED'}"
+        )
     loads = compare_loads(largest, runs)
     load_ratio = loads["with companion"] / loads["compacted"]
     ok &= load_ratio <= 1.1
@@ -233,7 +269,10 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated message counts")
     parser.add_argument("--runs", type=int, default=7, help="interleaved runs per figure")
     parser.add_argument("--turns", type=int, default=1000, help="turns appended to the largest memory")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall time, or this process's CPU time")
     args = parser.parse_args()
+    if args.clock == "cpu":
+        _timing.CLOCK = time.process_time
     sizes = [int(size) for size in args.sizes.split(",")]
     return 0 if run_appends(sizes, args.runs, args.turns) else 1
 

@@ -5,7 +5,9 @@ field changed before each save, so each save is a new revision of the same size)
 ``keep_history=20`` (the old head kept by a hard link in the save's own step,
 the 21st pruned in it). Redis: 64 concurrent tasks each save and load their
 own 20-message session, with and without history. ``history()`` of a JSON
-session holding 1,000 kept revisions (it reads the head only).
+session holding 1,000 kept revisions (it reads the head only). An append-only
+turn at 100,000 messages with ``keep_history=20`` (one delta line naming its
+revision) against a full save with history on, and its bytes.
 
 Rounds alternate between the settings; figures are medians, GC on. Redis
 needs ``redis-server`` on ``PATH``. Run alone with ``[--quick]`` or through
@@ -25,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents import make_agent  # noqa: E402
+from bench_appends import compare_saves  # noqa: E402
 from _timing import Job, interleaved, interleaved_rates  # noqa: E402
 
 from statekit.session import JSONSession  # noqa: E402
@@ -114,8 +117,21 @@ def run_history_listing(revisions: int, runs: int) -> float:
     return median
 
 
+def run_history_turns(size: int, runs: int) -> dict[str, float]:
+    """Print and return an append-only turn's share of a full save, both keeping 20 revisions, and its bytes."""
+    saves = compare_saves(size, runs, keep_history=KEEP)
+    share = saves["delta"] / saves["full"]
+    print(
+        f"\nAppend-only turn with {ON}, {size:,} messages ({saves['document'] / 1e6:.1f} MB): full save "
+        f"{saves['full'] * 1e3:.2f} ms, a turn {saves['delta'] * 1e3:.2f} ms = {share:.2%} (target <= 2%), "
+        f"{saves['bytes']:,.0f} bytes written (target <= 16 KB)"
+    )
+    return {**saves, "share": share}
+
+
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
     run_file_history(10_000, 5 if quick else 21)
     run_redis_history(3 if quick else 7, 5 if quick else 20)
     run_history_listing(200 if quick else 1_000, 5 if quick else 11)
+    run_history_turns(10_000 if quick else 100_000, 3 if quick else 7)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _timing  # noqa: E402
 from bench_memory import run_memory  # noqa: E402
 from bench_postgres import run_postgres  # noqa: E402
-from bench_history import run_file_history, run_history_listing, run_redis_history  # noqa: E402
+from bench_history import run_file_history, run_history_listing, run_history_turns, run_redis_history  # noqa: E402
 from bench_leases import run_file_leases, run_redis_leases  # noqa: E402
 from bench_redis import run_redis  # noqa: E402
 from bench_sessions import GUARANTEE, STATEKIT, STATEKIT_COLD, run_json, run_yaml  # noqa: E402
@@ -108,6 +108,10 @@ def main() -> int:
         targets.append(("Redis 20 msgs x 64 tasks, history on / off", redis["keep_history=20"] / redis["keep_history=0"], ">= 0.91x", redis["keep_history=20"] >= redis["keep_history=0"] / 1.1))
         listing = run_history_listing(200 if args.quick else 1_000, runs)
         targets.append(("history() of 1,000 kept revisions (ms)", listing * 1e3, "< 50 ms", listing < 0.05))
+        turn_size = 10_000 if args.quick else 100_000
+        kept_turn = run_history_turns(turn_size, runs)
+        targets.append((f"append-only turn, keep_history=20, {turn_size:,} / full save", kept_turn["share"], "<= 2%", kept_turn["share"] <= 0.02))
+        targets.append((f"append-only turn, keep_history=20, {turn_size:,} (bytes)", kept_turn["bytes"], "<= 16 KB", kept_turn["bytes"] <= 16 * 1024))
     if "sql-rivals" in parts:
         run_sql_rivals([1_000, 10_000], runs)
     _print_targets(targets)

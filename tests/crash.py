@@ -10,9 +10,11 @@ has succeeded no temporary or lock file may remain beside it.
 appends one entry, so most saves write a delta to the companion file, and the
 child compacts every ~40 saves, so kills land in deltas and compactions alike.
 
-``json-history``, ``json-appends-history`` and ``sqlite-history`` keep 3 past
-revisions (issue 30): after every kill, each revision ``history()`` lists must
-load as the save that made it, and none a completed save made may be missing.
+``json-history``, ``json-appends-history``, ``sqlite-history`` and
+``sqlite-appends-history`` keep 3 past revisions (issue 30; with append-only
+lists most of them are delta lines naming their revisions): after every kill,
+each revision ``history()`` lists must load as the save that made it, and none
+a completed save made may be missing.
 
 ``sqlite`` and ``sqlite-appends`` run the same two loops on a SQLite file
 (issue 28); after every kill the database must also pass SQLite's
@@ -76,6 +78,7 @@ BACKENDS: dict[str, Callable[[Path], SessionBase]] = {
     "json-history": lambda folder: JSONSession(folder, keep_history=KEPT),
     "json-appends-history": lambda folder: JSONSession(folder, keep_history=KEPT),
     "sqlite-history": lambda folder: SQLiteSession(folder / DATABASE, keep_history=KEPT),
+    "sqlite-appends-history": lambda folder: SQLiteSession(folder / DATABASE, keep_history=KEPT),
 }
 SESSION_ID = "crash"
 COMPACT_BYTES = 3_000

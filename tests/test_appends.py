@@ -36,7 +36,7 @@ from statekit.errors import (
     StateLoadError,
 )
 from statekit.session import JSONSession, YAMLSession
-from statekit.session import _appends, _proofs, document, files
+from statekit.session import _appends, _prefix, _proofs, document, files
 from statekit.state.typed import typed_loads
 from statekit.values.seam import SEAM
 
@@ -212,6 +212,16 @@ def _shorten_and_extend(agent: Agent) -> None:
     agent.memory.content.extend([Msg("user", "message 48"), Msg("user", "other")])  # the same length again
 
 
+def _delete_and_append(agent: Agent) -> None:
+    del agent.memory.content[10]
+    agent.memory.content.append(Msg("user", "message 50"))  # the same length again
+
+
+def _swap_two(agent: Agent) -> None:
+    content = agent.memory.content
+    content[3], content[4] = content[4], content[3]
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -222,8 +232,28 @@ def _shorten_and_extend(agent: Agent) -> None:
         lambda a: setattr(a.memory, "content", [*a.memory.content[:-1], Msg("user", "other")]),
         _shorten_and_extend,
         lambda a: a.events.__setitem__(0, 1.0),  # equal to the saved 1, but not the same
+        _delete_and_append,
+        _swap_two,
+        lambda a: a.memory.content.sort(key=lambda m: m.text, reverse=True),
+        lambda a: a.memory.content.reverse(),
+        lambda a: a.memory.content.__setitem__(slice(5, 7), [Msg("user", "x"), Msg("user", "y")]),
+        lambda a: a.memory.content.insert(0, a.memory.content.pop()),  # moved: the same items, the same length
     ],
-    ids=["first", "middle", "last-saved", "equal-last", "replaced-list", "shortened-extended", "equal-scalar"],
+    ids=[
+        "first",
+        "middle",
+        "last-saved",
+        "equal-last",
+        "replaced-list",
+        "shortened-extended",
+        "equal-scalar",
+        "deleted-appended",
+        "swapped",
+        "sorted",
+        "reversed",
+        "slice-assigned",
+        "moved",
+    ],
 )
 @pytest.mark.parametrize("pointers", [True, False], ids=["pointers", "identity-scan"])
 def test_a_change_to_a_saved_item_after_many_deltas_is_saved(
@@ -250,6 +280,49 @@ def test_a_change_to_a_saved_item_after_many_deltas_is_saved(
     assert _files(tmp_path) == ["chat.json"]
     loaded = _load(tmp_path)
     assert loaded.memory.content == agent.memory.content and len(loaded.memory.content) == 51
+
+
+@pytest.mark.skipif(
+    sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)(),
+    reason="the pointer compare needs CPython's list layout and the GIL",
+)
+def test_cpython_compares_saved_items_by_their_pointers_in_place() -> None:
+    """The layout probe passes where it must (the fast path is not lost in silence), and the compare
+    in place tells the saved items from any others, at the start, the middle and the end."""
+    assert _prefix._POINTERS is not None and _prefix._MATCHES is not None
+    items: list[Any] = [*range(1000, 4000), Msg("user", "last")]
+    prefix = _prefix.Prefix.of(items)
+    items.append(Msg("user", "new"))
+    assert prefix.starts(items) and prefix.starts(items[:-1]) and not prefix.starts(items[:-2])
+    for at in (0, 1500, 3000):
+        changed = list(items)
+        changed[at] = Msg("user", "last") if at == 3000 else int(str(items[at]))  # equal, but another object
+        assert changed == items and not prefix.starts(changed)
+    assert prefix.grown([items[-1]]).starts(items) and not prefix.grown([Msg("user", "new")]).starts(items)
+
+
+@pytest.mark.parametrize("watch", ["trace", "profile"])
+async def test_saves_under_a_trace_or_profile_function_still_tell_appends_from_edits(tmp_path: Path, watch: str) -> None:
+    """Python code may then run between any two lines: the live list is compared through a slice of it.
+    (Async saves: the check runs in this thread, which the function watches.)"""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.memory.content.extend(_msgs(20))
+    await session.asave("chat", agent=agent)
+    setter: Any = sys.settrace if watch == "trace" else sys.setprofile
+    previous: Any = sys.gettrace() if watch == "trace" else sys.getprofile()
+    setter(lambda *_: None)
+    try:
+        agent.memory.content.append(Msg("user", "appended"))
+        await session.asave("chat", agent=agent)
+        lines = len((tmp_path / "chat.json.log").read_bytes().splitlines())
+        agent.memory.content[3] = Msg("user", "message 3")  # equal, but another object
+        await session.asave("chat", agent=agent)
+    finally:
+        setter(previous)
+    assert lines == 2 and _files(tmp_path) == ["chat.json"]
+    loaded = Agent()
+    await JSONSession(tmp_path).aload("chat", agent=loaded)
+    assert loaded.memory.content == agent.memory.content
 
 
 def test_a_loading_object_saves_deltas(tmp_path: Path) -> None:
@@ -955,6 +1028,34 @@ async def test_an_item_appended_while_a_delta_save_starts_is_saved_later(tmp_pat
     loaded = Agent()
     await JSONSession(tmp_path).aload("chat", agent=loaded)
     assert loaded.memory.content == [*_msgs(1), Msg("user", "appended"), Msg("user", "meanwhile")]
+
+
+def test_saves_while_another_thread_resizes_the_list_store_what_it_holds_at_the_end(tmp_path: Path) -> None:
+    """The saved items are compared with the live list's own array while another thread
+    shrinks it (its array then freed or moved) and grows it again: no save reads past its end,
+    and a save once the thread stopped stores exactly what the list holds."""
+    session, agent = JSONSession(tmp_path), Agent()
+    agent.events.extend(range(40_000))  # an array the allocator maps on its own, and unmaps when it shrinks
+    session.save("chat", agent=agent)
+    stop = threading.Event()
+
+    def resize() -> None:
+        while not stop.is_set():
+            del agent.events[100:]
+            agent.events.extend(range(100, 40_000))
+
+    thread = threading.Thread(target=resize)
+    thread.start()
+    try:
+        for _ in range(30):
+            session.save("chat", agent=agent)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    agent.events.append(-1)
+    session.save("chat", agent=agent)
+    assert _load(tmp_path).events == agent.events
 
 
 def test_two_writers_appending_through_update_lose_nothing(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def test_three_hundred_kills_mid_save_on_sqlite(backend: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["json-history", "json-appends-history", "sqlite-history"])
+@pytest.mark.parametrize("backend", ["json-history", "json-appends-history", "sqlite-history", "sqlite-appends-history"])
 def test_kills_mid_save_leave_every_listed_revision_loadable(backend: str) -> None:
     """Issue 30's proof: with history on, a kill never leaves a listed revision that does not load, nor misses one."""
     report = run_in_fresh_process(backend, kills=50, seed=30)

@@ -432,3 +432,162 @@ def test_open_session_takes_keep_history_for_files(tmp_path: Path) -> None:
     session.save("s", counter=Counter(count=2))
     assert len(session.history("s")) == 2
     session.close()
+
+
+# -- history over deltas: turns of append-only lists (docs/history.md, "Append-only lists") --------------
+
+
+def _files_of(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder`` (hidden ones too): its inode and size."""
+    return {str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_size) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_turn_that_keeps_history_writes_only_its_line(tmp_path: Path) -> None:
+    """With keep_history=20, a turn of one message over 2,000 appends one line: the document and the
+    kept revisions are untouched, and the turn is a revision of its own whose parent is the head before."""
+    session = JSONSession(tmp_path, keep_history=20)
+    journal = Journal(entries=[f"message {n}" for n in range(2_000)])
+    session.save("s", journal=journal)
+    journal.entries.append("one more")
+    session.save("s", journal=journal)  # the first delta creates the companion
+    before, parent = _files_of(tmp_path), session.revision("s")
+    journal.entries.append("a turn")
+    session.save("s", journal=journal)
+    after = _files_of(tmp_path)
+    assert {name: at for name, at in after.items() if name != "s.json.log"} == {
+        name: at for name, at in before.items() if name != "s.json.log"
+    }
+    grown = after["s.json.log"][1] - before["s.json.log"][1]
+    assert 0 < grown < 200, grown  # the item, its proof and the revision it was saved over
+    listed = session.history("s")
+    assert listed[0].revision == session.revision("s") and listed[0].parent == parent, listed[:2]
+    assert [r.parent for r in listed[:-1]] == [r.revision for r in listed[1:]], listed
+    assert listed[0].size == listed[1].size + grown
+    loaded = Journal()
+    JSONSession(tmp_path).load_at("s", parent or "", journal=loaded)
+    assert loaded.entries == journal.entries[:-1]
+    session.close()
+
+
+def test_a_lineage_blob_stays_while_a_revision_is_in_it_and_goes_with_the_last(tmp_path: Path) -> None:
+    """The old head a rewrite keeps holds the revisions its deltas named: dropped once none is kept."""
+    session = JSONSession(tmp_path, keep_history=2)
+    journal, counter = Journal(), Counter()
+    for turn in range(3):
+        journal.entries.append(f"turn {turn}")
+        session.save("s", journal=journal, counter=counter)
+    kept_dir = tmp_path / ".s.json.history"
+    counter.count = 1  # a rewrite: the head (3 revisions in one document and its deltas) kept whole
+    session.save("s", journal=journal, counter=counter)
+    assert len(list(kept_dir.glob("*.json"))) == 1
+    assert len(session.history("s")) == 3
+    journal.entries.append("turn 3")
+    session.save("s", journal=journal, counter=counter)  # two revisions of the old head still listed...
+    assert len(list(kept_dir.glob("*.json"))) == 1
+    journal.entries.append("turn 4")
+    session.save("s", journal=journal, counter=counter)  # ...then none: its blob goes in that save
+    assert list(kept_dir.glob("*.json")) == []
+    assert [len(_entries(session, r.revision)) for r in session.history("s")] == [5, 4, 3]
+    session.close()
+
+
+def _entries(session: SessionBase, revision: str) -> list[str]:
+    loaded = Journal()
+    session.load_at("s", revision, journal=loaded, counter=Counter())
+    return loaded.entries
+
+
+def test_a_delta_that_names_another_parent_is_refused(tmp_path: Path) -> None:
+    session = JSONSession(tmp_path, keep_history=5)
+    journal = Journal()
+    for turn in range(3):
+        journal.entries.append(f"turn {turn}")
+        session.save("s", journal=journal)
+    log = tmp_path / "s.json.log"
+    lines = log.read_bytes().split(b"\n")
+    named = lines[2].split(b'"')[3]
+    lines[2] = lines[2].replace(named, b"0" * 40)
+    log.write_bytes(b"\n".join(lines))
+    with pytest.raises(DocumentError, match="delta 2 was saved over revision 0{40}, but the delta before it is"):
+        JSONSession(tmp_path).load("s", journal=Journal())
+    with pytest.raises(DocumentError, match="delta 2 was saved over"):
+        JSONSession(tmp_path).history("s")
+    session.close()
+
+
+def test_history_turned_on_after_turns_saved_without_it_keeps_the_head_they_made(tmp_path: Path) -> None:
+    """An object that saved turns as plain deltas, then is set to keep history: its next save is whole
+    (over the head its deltas made, checked by token and size) and keeps that head."""
+    session = JSONSession(tmp_path)
+    journal = Journal()
+    for turn in range(3):
+        journal.entries.append(f"turn {turn}")
+        session.save("s", journal=journal)
+    plain_head = session.revision("s")
+    session.keep_history = 2
+    journal.entries.append("turn 3")
+    session.save("s", journal=journal)
+    listed = session.history("s")
+    assert [r.revision for r in listed][1:] == [plain_head] and listed[0].parent == plain_head, listed
+    assert listed[1].saved_at is None  # saved while the session kept no history
+    loaded = Journal()
+    JSONSession(tmp_path).load_at("s", plain_head or "", journal=loaded)
+    assert loaded.entries == ["turn 0", "turn 1", "turn 2"]
+    session.close()
+
+
+def test_a_document_changed_under_its_deltas_is_refused_at_the_revisions_they_name(tmp_path: Path) -> None:
+    """Deltas that name revisions chain back to their document: one changed by hand (token kept) is refused
+    when a revision cut from it is asked for, instead of loading what was never saved."""
+    session = JSONSession(tmp_path, keep_history=5)
+    journal, counter = Journal(), Counter(count=1)
+    for turn in range(3):
+        journal.entries.append(f"turn {turn}")
+        session.save("s", journal=journal, counter=counter)
+    middle = session.history("s")[1].revision
+    document = tmp_path / "s.json"
+    edited = document.read_bytes().replace(b'"count": 1', b'"count": 7')
+    assert edited != document.read_bytes()
+    document.write_bytes(edited)
+    with pytest.raises(DocumentError, match="the document was changed after the deltas that follow it were saved"):
+        JSONSession(tmp_path).load_at("s", middle, journal=Journal(), counter=Counter())
+    session.close()
+
+
+class _UndroppableJSON(JSONSession):
+    """A JSON backend whose kept revisions cannot be removed (as on a disk turned read-only)."""
+
+    async def _drop_blobs(self, key: SessionKey, names: tuple[str, ...]) -> None:
+        raise OSError("the history folder is read-only")
+
+
+def test_a_turn_whose_pruning_fails_is_saved_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    session = _UndroppableJSON(tmp_path, keep_history=1)
+    journal, counter = Journal(entries=["first"]), Counter()
+    session.save("s", journal=journal, counter=counter)
+    counter.count = 1
+    session.save("s", journal=journal, counter=counter)  # a rewrite: keeps the first head
+    journal.entries.append("a turn")
+    with caplog.at_level("WARNING", logger="statekit"):
+        session.save("s", journal=journal, counter=counter)  # pushes the first head out: its removal fails
+    assert "the turn was saved to" in caplog.text and "1 kept revision(s) past its retention could not be removed" in caplog.text
+    listed = session.history("s")
+    assert len(listed) == 2 and _entries(JSONSession(tmp_path), listed[0].revision) == ["first", "a turn"]
+    assert len(list((tmp_path / ".s.json.history").glob("*.json"))) == 1  # left behind, listed by none
+    session.close()
+
+
+def test_a_rewrite_that_prunes_a_turn_keeps_the_head_the_turn_is_in(tmp_path: Path) -> None:
+    """keep_history=1: a rewrite over a head of one turn keeps that head whole, though the revision before
+    the turn (the head's first lines, in the same blob) falls past the retention."""
+    session = JSONSession(tmp_path, keep_history=1)
+    journal, counter = Journal(entries=["first"]), Counter()
+    session.save("s", journal=journal, counter=counter)
+    journal.entries.append("a turn")
+    session.save("s", journal=journal, counter=counter)
+    turn = session.revision("s") or ""
+    counter.count = 1
+    session.save("s", journal=journal, counter=counter)
+    assert [r.revision for r in session.history("s")][1:] == [turn]
+    assert _entries(JSONSession(tmp_path), turn) == ["first", "a turn"]
+    session.close()

@@ -376,3 +376,31 @@ def test_keep_history_is_checked(redis_server: RedisServer, value: object) -> No
             assert session.keep_history == good and session.supports_history
         with RedisSession.from_url(f"redis://{redis_server.host}:{redis_server.port}/0", keep_history=good) as session:
             assert session.keep_history == good
+
+
+async def test_turns_saved_as_deltas_are_named_as_the_server_names_them(make: Make) -> None:
+    """A session that keeps history saves turns as deltas naming their revisions; a write expecting the
+    head's revision (the server compares it, in Lua or in a WATCH twin) lands, and a stale one does not."""
+    from statekit.errors import ConflictError  # noqa: PLC0415 - only here
+
+    session, other = make(keep_history=5), make()
+    memory, revisions = Memory(), []
+    for turn in range(3):
+        memory.content.append(Msg(role="user", text=f"turn {turn}"))
+        await session.asave("s", "u", memory=memory)
+        revisions.append(await session.arevision("s", "u"))
+    raw = await session._read(session.key("s", "u"))
+    assert raw is not None and (bytes(raw) + raw.log).count(b"\n") == 4, raw  # type: ignore[attr-defined]  # a header, a line per later turn
+    stored = await other.aread_document("s", "u")
+    assert stored is not None and stored.revision == revisions[-1]
+    with pytest.raises(ConflictError):
+        await other.awrite_document("s", stored.data, "u", expected_revision=revisions[-2])
+    written = await other.awrite_document("s", stored.data, "u", expected_revision=revisions[-1])
+    listed = [r.revision for r in await other.ahistory("s", "u")]
+    assert listed == [written, *revisions[::-1]], listed
+    for count, revision in enumerate(revisions, start=1):
+        loaded = Memory()
+        await other.aload_at("s", revision or "", user_id="u", memory=loaded)
+        assert [m.text for m in loaded.content] == [f"turn {n}" for n in range(count)]
+    await session.aclose()
+    await other.aclose()

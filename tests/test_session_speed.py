@@ -19,7 +19,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from agent_models import Team
+from agent_models import Memory, Message, Role, Team
 from statekit import StateModule, state_field, stateful
 from statekit.state.gc import paused_gc
 from statekit.state.dump import dump_many
@@ -209,6 +209,31 @@ def test_paused_gc_overlapping_in_threads_restores_the_collector_once_all_end() 
     for thread in threads:
         thread.join()
     assert gc.isenabled()
+
+
+def test_a_typed_load_keeps_the_collector_off_until_the_decoded_data_is_dropped(tmp_path: Path) -> None:
+    blocks: list[dict[str, Any]] = [{"type": "tool_use", "input": {"query": "q" * 600, "top_k": 3}}]
+    memory = Memory(content=[Message(Role.TOOL, blocks) for _ in range(2000)])  # over 1 MiB: decoded in a thread
+    session = JSONSession(tmp_path)
+    session.save("s", memory=memory)
+    loaded = Memory()
+    session.load("s", memory=loaded)
+    passes: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.collect()  # the counts start from nothing: only the load's own objects can start a pass
+    gc.callbacks.append(count)
+    try:
+        session.load("s", memory=loaded)  # as a long-running agent loads again: new records for old
+    finally:
+        gc.callbacks.remove(count)
+    assert loaded.content == memory.content
+    # No pass over the decoded data (one used to start when the decode's thread handed it back,
+    # and walked it all before the commit): it is dropped before the collector is back on.
+    assert passes == []
 
 
 def test_an_integer_beyond_64_bits_loads_exactly_and_is_refused_on_save(tmp_path: Path) -> None:

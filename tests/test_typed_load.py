@@ -355,6 +355,30 @@ def test_small_documents_take_the_depth_pass_without_making_the_bounded_decoder(
     assert (passes(), typed_doc.bounded_made, typed_doc.bounded is not None) == (1, True, True)
 
 
+def test_a_large_document_the_session_wrote_is_proved_by_the_bounded_decoder_before_any_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes = count_depth_passes(monkeypatch)  # every document is large enough for the bounded decoder
+    session = JSONSession(tmp_path)
+    module: Any = holder(dict[str, Any])(value={"a": nested(ANY_LEVELS - 1)})
+    session.save("s", m=module)
+    session.load("s", m=module)  # its own bytes: the bounded decoder takes them (no compare, no pass)
+    typed_doc = typed_document({"m": module}, META_KEY)
+    assert typed_doc is not None
+    assert (module.value, passes(), typed_doc.bounded_made, typed_doc.deep) == ({"a": nested(ANY_LEVELS - 1)}, 0, True, False)
+    module.value = {"a": nested(ANY_LEVELS + 5)}
+    session.save("s", m=module)
+    session.load("s", m=module)  # the bounded decoder refuses; the compare finds its own bytes: no pass
+    assert (module.value, passes(), typed_doc.deep) == ({"a": nested(ANY_LEVELS + 5)}, 0, True)
+    other: Any = holder(dict[str, Any])()
+    JSONSession(tmp_path).load("s", m=other)  # a new object has seen no bytes: the pass
+    assert (other.value, passes()) == ({"a": nested(ANY_LEVELS + 5)}, 1)
+    (tmp_path / "s.json").write_bytes(msgspec.json.encode({**META, "m": {"value": {"a": nested(MAX_DEPTH - 2)}}}))
+    with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        session.load("s", m=module)  # another writer's bytes, too deep: refused, not taken for its own
+    assert (module.value, passes()) == ({"a": nested(ANY_LEVELS + 5)}, 2)
+
+
 @stateful
 class Custom(StateModule):
     """A module with its own load_state_dict, held by a typed one."""

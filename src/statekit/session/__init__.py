@@ -26,7 +26,7 @@ from statekit.session._base import SessionBase
 from statekit.session._fence import FENCE_HELD, FENCE_LOST, FENCE_OK, LeaseBusy, LeaseGrant, check_fence, fence_verdict
 from statekit.session._ids import SessionKey
 from statekit.session._archive import Archive
-from statekit.session._history_index import Revision
+from statekit.session._history_records import Revision
 from statekit.session._lease import Lease
 from statekit.session._revisions import MISSING_REVISION, Expected, StoredDocument, backoff, revision_of
 from statekit.session.document import FORMAT_VERSION, META_KEY

@@ -54,6 +54,8 @@ class DeltaBase:
         items: The saved items of each append-only list, by path.
         count: The delta lines stored (see :mod:`._proofs`).
         chain: The last one's checksum.
+        revision: The stored revision, when a delta save named it (a session that keeps history;
+            ``None``: ask the expectation holding this base).
     """
 
     token: str
@@ -63,17 +65,23 @@ class DeltaBase:
     items: Mapping[Path, Prefix] = attrs.field(repr=False)
     count: int = 0
     chain: int = 0
+    revision: str | None = None
 
-    def sealed(self, deltas: bytes) -> tuple[bytes, int]:
-        """The delta line of ``deltas`` that follows the stored ones, and its checksum."""
-        return seal(deltas, self.count + 1, self.chain if self.count else start(self.token))
+    def sealed(self, deltas: bytes, record: tuple[str, str] | None = None) -> tuple[bytes, int]:
+        """The delta line of ``deltas`` that follows the stored ones, and its checksum (``record``: the
+        revision it is saved over and when, see :func:`~._proofs.seal`)."""
+        return seal(deltas, self.count + 1, self.chain if self.count else start(self.token), record)
 
-    def after(self, written: int, items: Mapping[Path, Prefix], chain: int | None) -> DeltaBase:
+    def after(
+        self, written: int, items: Mapping[Path, Prefix], chain: int | None, revision: str | None = None
+    ) -> DeltaBase:
         """The base once ``written`` more bytes of deltas made the lists hold ``items``
-        (``chain``: the checksum of the line added; ``None``: no line was)."""
+        (``chain``: the checksum of the line added; ``None``: no line was; ``revision``: the one stored now)."""
         if chain is None:
-            return attrs.evolve(self, log_len=self.log_len + written, items=items)
-        return attrs.evolve(self, log_len=self.log_len + written, items=items, count=self.count + 1, chain=chain)
+            return attrs.evolve(self, log_len=self.log_len + written, items=items, revision=revision or self.revision)
+        return attrs.evolve(
+            self, log_len=self.log_len + written, items=items, count=self.count + 1, chain=chain, revision=revision
+        )
 
     def compacts(self, more: int) -> bool:
         """Whether deltas of ``more`` bytes would take the stored ones past the threshold."""

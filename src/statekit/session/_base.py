@@ -20,7 +20,7 @@ from statekit.errors import SessionError, SessionNotFoundError
 from statekit.session._revisions import MISSING, Expected, StoredDocument, revision_of
 from statekit.session._arguments import check_modules_by_name, check_write_options, require_modules
 from statekit.session._cancel import finished
-from statekit.session._delta_save import is_joined
+from statekit.session._delta_load import is_joined
 from statekit.session._kept import check_removed
 from statekit.session._faults import listed_ids
 from statekit.session._ids import SessionKey, check_id

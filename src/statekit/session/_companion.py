@@ -156,6 +156,14 @@ def _joined(path: Path, doc: bytes, log: bytes | None, token: str | None) -> byt
     return joined(doc, _complete(log), token) if b"\n" in log else doc
 
 
+def value_joined(value: bytes) -> bytes:
+    """A value that holds its deltas after its document's first line (a Redis value, see ``_redis_scripts``),
+    as a read returns it: marked for the decoder when it has a token and deltas."""
+    end = value.find(b"\n")
+    token = doc_token(value) if end >= 0 else None
+    return value if token is None else joined(value[:end], value[end:], token)
+
+
 def joined(doc: bytes, log: bytes, token: str) -> Stored:
     """The document ``doc`` carrying ``log``, deltas of document ``token``."""
     out = Stored(doc)

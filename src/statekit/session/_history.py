@@ -12,19 +12,23 @@ the document's metadata) and the :class:`~._archive.Archive` the backend's
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Final
 
+import attrs
 import msgspec
 
 from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
-from statekit.session._history_index import HeadHistory, Revision, index_of, now, parse_index_json, widest
+from statekit.session._history_index import HeadHistory, index_of, parse_index_json
+from statekit.session._history_records import Entry, Located, Revision, now, widest
+from statekit.session._lineage import over_deltas
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
 from statekit.session._revisions import MISSING_REVISION, UNKNOWN, Expected, Unknown, conflict_message
-from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, meta_format, plain_document
+from statekit.session.document import BOM, HISTORY_FORMAT, META_KEY, doc_token, meta_format, plain_document
 
 _TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
@@ -70,17 +74,18 @@ async def plan(
     retention = widest(head.keep if head is not None else 0, backend.keep_history) if keep is UNKNOWN else keep
     if retention == 0 and forked_from is None and head is None:
         return None, expected  # keeps no history, and is to keep none: the write is as without history
-    stored = expected.revision != MISSING_REVISION
-    if stored and expected.raw is None:  # its bytes were forgotten (a large session): their size is needed
-        expected = await _with_bytes(backend, key, expected)
-    kept: tuple[Revision | bytes, ...] = ()
+    stored = expected.only_base or expected.revision != MISSING_REVISION
+    if stored and expected.raw is None and (head is None or not expected.only_base):
+        expected = await _with_bytes(backend, key, expected)  # its size (and modules) are needed
+    kept: tuple[Entry, ...] = ()
     if stored:
-        raw = expected.raw
-        assert raw is not None
-        size = stored_size(raw)
+        raw, base = expected.raw, expected.base
+        size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
         if head is not None:
             old = head.head(expected.revision, size)
+            head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
         else:
+            assert raw is not None
             try:
                 modules = await stored_modules(backend, key, raw)
             except DocumentError:
@@ -89,10 +94,10 @@ async def plan(
         kept = (old, *(head.entries if head is not None else ()))
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
-        return Step(Archive(None, _names(head, 0)), None), expected
+        return Step(Archive(None, tuple(sorted(head.blobs(0)))), None), expected
     drop: tuple[str, ...] = ()
     if retention is not None and len(kept) > retention:
-        drop = _names(head, retention - 1) if head is not None else ()
+        drop = _dropped(head, retention - 1, expected.revision if stored else None) if head is not None else ()
         kept = (old, *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
     keep_as = expected.revision if stored and retention != 0 else None
     new = HeadHistory(
@@ -142,13 +147,20 @@ async def stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple
     return tuple(name for name in document if name != META_KEY)
 
 
-def _names(head: HeadHistory, start: int) -> tuple[str, ...]:
-    """The revisions the head keeps from ``start`` on (0: the newest), which a write drops.
+def _dropped(head: HeadHistory, start: int, kept_as: str | None) -> tuple[str, ...]:
+    """The blobs of the revisions the head keeps from ``start`` on (0: the newest) that no newer one is in, nor
+    the old head, kept now as ``kept_as`` (its first lines may be among them): what a write that keeps only the
+    newer ones drops.
 
     Raises:
         DocumentError: Their records are malformed.
     """
-    return tuple(dict.fromkeys(head.name(index) for index in range(max(start, 0), len(head.entries))))
+    return tuple(sorted(head.blobs(start) - head.blobs(0, start) - {kept_as}))
+
+
+def _in_blob(name: str, entry: Entry) -> Entry:
+    """A kept record, the prefixes of the head (:class:`Located` in no blob) now in the blob ``name``."""
+    return attrs.evolve(entry, blob=name) if isinstance(entry, Located) and entry.blob is None else entry
 
 
 async def head_of(backend: Backend, key: SessionKey, expected: Expected) -> tuple[HeadHistory | None, Expected]:
@@ -160,7 +172,7 @@ async def head_of(backend: Backend, key: SessionKey, expected: Expected) -> tupl
     known = expected.history
     if known is not UNKNOWN:
         return known, expected
-    if expected.only_base:  # a delta save's: a session that keeps history takes no deltas
+    if expected.only_base:  # a delta save's, which knew the history: none
         expected.history = None
         return None, expected
     raw = expected.raw
@@ -182,6 +194,11 @@ async def _with_bytes(backend: Backend, key: SessionKey, expected: Expected) -> 
         ConflictError: The stored head is another.
     """
     raw = await backend.fetch(key)
+    base = expected.base
+    if expected.only_base and base is not None and raw is not None:  # after delta saves: the token and the size say
+        doc = split(raw)[0]
+        if doc_token(doc) == base.token and stored_size(raw) == base.doc_len + base.log_len:
+            return Expected(raw=raw, base=base, names=expected.names, history=expected.history)
     if raw is None or not expected.matches(raw):
         source = backend.source(key)
         raise ConflictError(conflict_message(source, created=False), source=source)
@@ -212,9 +229,9 @@ async def read_index(backend: Backend, key: SessionKey, raw: bytes) -> HeadHisto
     else:
         if meta.format != HISTORY_FORMAT or meta.history is None:
             return None
-        return parse_index_json(bytes(meta.history), lambda: backend.source(key))
+        return over_deltas(parse_index_json(bytes(meta.history), lambda: backend.source(key)), raw, backend.source(key))
     try:
         decoded = (await decode_stored(backend, raw, key)).get(META_KEY)
     except DocumentError:
         return None  # a damaged document: the write says what is wrong (or overwrite=True replaces it)
-    return index_of(decoded, backend.source(key))
+    return over_deltas(index_of(decoded, backend.source(key)), raw, backend.source(key))

@@ -16,7 +16,7 @@ from statekit.state.module import LoadResult, StateModule
 from statekit.values.plain import describe
 from statekit.session._archive import checked_keep
 from statekit.session._arguments import check_modules_by_name
-from statekit.session._history_index import Revision
+from statekit.session._history_records import Revision
 from statekit.session._history_ops import fork, list_history, prune, read_at, rollback
 from statekit.session._ids import SessionKey
 from statekit.session._loading import load_bytes

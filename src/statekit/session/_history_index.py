@@ -13,6 +13,10 @@ metadata::
                   "parent": ..., "modules": [...], "forked_from": ...}, ...]    # newest first
     }
 
+A revision of a session with append-only lists that a delta saved (see
+:mod:`._lineage`) is the first ``"lines"`` delta lines of a stored head: its
+record says so, and names the blob holding that head in ``"in"``.
+
 A record leaves out ``"parent"`` when it is the next (older) record's revision,
 and ``"modules"`` when they are the newer record's (the head's, for the
 newest): a history is mostly a chain of saves of the same modules, and the
@@ -25,7 +29,7 @@ the save. Each kept revision's bytes are a blob named by its revision (:mod:`._a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -34,32 +38,21 @@ import msgspec
 import orjson
 
 from statekit.errors import DocumentError
+from statekit.session._history_records import (
+    Entry,
+    Located,
+    Revision,
+    checked_mapping,
+    fork_of,
+    module_names,
+    optional_revision,
+    parsed_time,
+    record_of,
+    time_text,
+)
 from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
 
 _WHERE: Final = f"__statekit__.{HISTORY_KEY}"
-
-@attrs.frozen
-class Revision:
-    """One revision of a stored session, as :meth:`~statekit.session.SessionBase.history` lists it.
-
-    Attributes:
-        revision: Its revision (the string :meth:`~statekit.session.SessionBase.revision` returned
-            while it was the head).
-        parent: The revision it was saved over (``None``: the session's first revision, or a fork's).
-        saved_at: When it was saved (UTC). ``None`` for a revision saved while the session kept no history.
-        size: Bytes of the stored document (its deltas included).
-        modules: The module names it holds, in the stored order.
-        forked_from: ``(user_id, session_id, revision)`` of the revision a fork started from
-            (only on a fork's first revision).
-    """
-
-    revision: str
-    parent: str | None
-    saved_at: datetime | None
-    size: int
-    modules: tuple[str, ...]
-    forked_from: tuple[str, str, str] | None = None
-
 
 @attrs.frozen
 class HeadHistory:
@@ -71,8 +64,9 @@ class HeadHistory:
         parent: The revision the head was saved over.
         forked_from: Where a fork's first revision came from.
         modules: The head's module names.
-        entries: The kept past revisions, newest first: each a :class:`Revision`, or the JSON of
-            its record as stored (decoded and checked by :meth:`kept`; a save carries it on as is).
+        entries: The kept past revisions, newest first: each a :class:`Revision`, a :class:`Located`
+            one, or the JSON of its record as stored (decoded and checked by :meth:`kept`; a save
+            carries it on as is).
         source: Says where the head is stored, for the error a malformed record raises (called only then).
     """
 
@@ -81,7 +75,7 @@ class HeadHistory:
     parent: str | None
     forked_from: tuple[str, str, str] | None
     modules: tuple[str, ...]
-    entries: tuple[Revision | bytes | msgspec.Raw, ...] = ()
+    entries: tuple[Entry, ...] = ()
     source: Callable[[], str] = str
 
     def head(self, revision: str, size: int) -> Revision:
@@ -99,13 +93,15 @@ class HeadHistory:
         for index, entry in enumerate(self.entries):
             if isinstance(entry, Revision):
                 record = entry
+            elif isinstance(entry, Located):
+                record = entry.revision
             else:
                 try:
                     data = msgspec.json.decode(entry)
                 except msgspec.DecodeError as err:
                     raise DocumentError(f"{_WHERE}.kept[{index}] is not JSON: {err}", source=self.source()) from None
                 older = self.name(index + 1) if index + 1 < len(self.entries) else None
-                record = _revision(data, f"{_WHERE}.kept[{index}]", self.source(), (older, newer))
+                record = record_of(data, f"{_WHERE}.kept[{index}]", self.source(), (older, newer))
             out.append(record)
             newer = record.modules
         return tuple(out)
@@ -127,28 +123,70 @@ class HeadHistory:
         entry = self.entries[index]
         if isinstance(entry, Revision):
             return entry.revision
+        if isinstance(entry, Located):
+            return entry.revision.revision
         try:
             return _NAME.decode(entry).revision
         except msgspec.DecodeError:
             return self.record(index).revision  # says what is wrong, where
 
+    def place(self, index: int) -> tuple[str | None, int | None]:
+        """Where the kept revision at ``index`` is stored: the blob holding it (``None``: the session's head),
+        and how many of that head's delta lines it holds (``None``: all of it).
+
+        Raises:
+            DocumentError: The record is malformed.
+        """
+        entry = self.entries[index]
+        if isinstance(entry, Revision):
+            return entry.revision, None
+        if isinstance(entry, Located):
+            return entry.blob, entry.lines
+        try:
+            found = _NAME.decode(entry)
+        except msgspec.DecodeError:
+            return self.record(index).revision, None  # says what is wrong, where
+        if found.lines is None:
+            return found.revision, None
+        if found.lines < 0 or not found.blob:
+            where = f"{_WHERE}.kept[{index}]"
+            raise DocumentError(f"{where} should name the blob holding it (in) and its lines (>= 0)", source=self.source())
+        return found.blob, found.lines
+
+    def blobs(self, start: int, stop: int | None = None) -> set[str]:
+        """The blobs holding the kept revisions ``start`` to ``stop`` (0: the newest).
+
+        Raises:
+            DocumentError: A record is malformed.
+        """
+        end = len(self.entries) if stop is None else min(stop, len(self.entries))
+        return {blob for blob, _ in map(self.place, range(max(start, 0), end)) if blob is not None}
+
     def find(self, revision: str) -> Revision | None:
         """The kept revision of that name (``None``: not kept)."""
         return next((kept for kept in self.kept() if kept.revision == revision), None)
 
+    def locate(self, revision: str) -> tuple[str | None, int | None] | None:
+        """Where the kept revision of that name is stored (see :meth:`place`; ``None``: not kept)."""
+        index = next((index for index, kept in enumerate(self.kept()) if kept.revision == revision), None)
+        return None if index is None else self.place(index)
+
     def as_meta(self, *, json: bool) -> dict[str, Any]:
         """The index as the head document's metadata holds it (``json``: for an orjson codec, which
         writes the records carried on as they are stored, without decoding them)."""
-        meta: dict[str, Any] = {"keep": self.keep, "saved_at": _time(self.saved_at), "parent": self.parent}
+        meta: dict[str, Any] = {"keep": self.keep, "saved_at": time_text(self.saved_at), "parent": self.parent}
         if self.forked_from is not None:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
         if json:  # one fragment: the records carried on are joined as they are stored
-            chunks = [entry if not isinstance(entry, Revision) else orjson.dumps(self._entry(index)) for index, entry in enumerate(self.entries)]
+            chunks = [
+                orjson.dumps(self._entry(index)) if isinstance(entry, (Revision, Located)) else entry
+                for index, entry in enumerate(self.entries)
+            ]
             meta["kept"] = orjson.Fragment(b"[%s]" % b",".join(chunks))
         else:
             meta["kept"] = [
-                self._entry(index) if isinstance(entry, Revision) else msgspec.json.decode(entry)
+                self._entry(index) if isinstance(entry, (Revision, Located)) else msgspec.json.decode(entry)
                 for index, entry in enumerate(self.entries)
             ]
         return meta
@@ -157,43 +195,33 @@ class HeadHistory:
         """The record of the :class:`Revision` at ``index``, as stored: it leaves out its parent when that is
         the next record, and its modules when they are the newer record's (or the head's), where known."""
         kept = self.entries[index]
+        located = kept if isinstance(kept, Located) else None
+        if located is not None:
+            kept = located.revision
         assert isinstance(kept, Revision)
-        entry: dict[str, Any] = {"revision": kept.revision, "saved_at": _time(kept.saved_at), "size": kept.size}
+        entry: dict[str, Any] = {"revision": kept.revision, "saved_at": time_text(kept.saved_at), "size": kept.size}
         if index + 1 >= len(self.entries) or kept.parent != self.name(index + 1):
             entry["parent"] = kept.parent
         newer = self.modules if index == 0 else self.entries[index - 1]
+        if isinstance(newer, Located):
+            newer = newer.revision
         if kept.modules != (newer.modules if isinstance(newer, Revision) else newer):
             entry["modules"] = list(kept.modules)
         if kept.forked_from is not None:
             entry["forked_from"] = list(kept.forked_from)
+        if located is not None:
+            assert located.blob is not None, "a revision stored in the head is given its blob before it is written"
+            entry["in"], entry["lines"] = located.blob, located.lines
         return entry
 
-    def truncated(self, count: int) -> tuple[Revision | bytes | msgspec.Raw, ...]:
+    def truncated(self, count: int) -> tuple[Entry, ...]:
         """The first ``count`` records, the last one saying its parent (the record it left out is gone)."""
         kept = self.entries[:count]
-        if count < len(self.entries) and kept and not isinstance(kept[-1], Revision):
+        if count < len(self.entries) and kept and not isinstance(kept[-1], (Revision, Located)):
             last = kept[-1]
             if _PARENT.decode(last).parent is msgspec.UNSET:
                 kept = (*kept[:-1], b'{"parent":%s,%s' % (orjson.dumps(self.name(count)), bytes(last)[1:]))
         return kept
-
-
-def widest(a: int | None, b: int | None) -> int | None:
-    """The larger of two retentions (``None``, keep all, is the largest)."""
-    return None if a is None or b is None else max(a, b)
-
-
-def now() -> datetime:
-    """The time a save records (UTC)."""
-    return datetime.now(timezone.utc)
-
-
-def _time(value: datetime | None) -> str | None:
-    """A time as a record holds it: ISO 8601, UTC written ``Z`` (the index rides in every save)."""
-    if value is None:
-        return None
-    text = value.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 # -- reading an index: every field checked, so a hand-edited head fails with its path -------------------
@@ -216,6 +244,8 @@ _RECORDS = msgspec.json.Decoder(list[msgspec.Raw])
 
 class _Name(msgspec.Struct):
     revision: str
+    blob: str | None = msgspec.field(name="in", default=None)
+    lines: int | None = None
 
 
 class _Parent(msgspec.Struct):
@@ -250,7 +280,7 @@ def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
     except ValueError:
         saved_at = None
     if (saved_at is None) != (index.saved_at is None) or (saved_at is not None and saved_at.tzinfo is None):
-        saved_at = _parsed_time(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
+        saved_at = parsed_time(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
     elif saved_at is not None and saved_at.utcoffset():
         saved_at = saved_at.astimezone(timezone.utc)
     return HeadHistory(
@@ -272,7 +302,7 @@ def parse_index(meta: object, source: str) -> HeadHistory:
         DocumentError: It is not a well-formed index (saying which part, where).
     """
     where = _WHERE
-    data = _mapping(meta, where, source)
+    data = checked_mapping(meta, where, source)
     keep = data.get("keep")
     if keep is not None and (type(keep) is not int or keep < 0):
         raise DocumentError(f"{where}.keep should be an integer >= 0 or null, got {keep!r}", source=source)
@@ -282,10 +312,10 @@ def parse_index(meta: object, source: str) -> HeadHistory:
     kept = tuple(_as_json(item, f"{where}.kept[{index}]", source) for index, item in enumerate(kept_list))
     return HeadHistory(
         keep=keep,
-        saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
-        parent=_optional_str(data.get("parent"), f"{where}.parent", source),
-        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
-        modules=_names(data.get("modules", []), f"{where}.modules", source),
+        saved_at=parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        parent=optional_revision(data.get("parent"), f"{where}.parent", source),
+        forked_from=fork_of(data.get("forked_from"), f"{where}.forked_from", source),
+        modules=module_names(data.get("modules", []), f"{where}.modules", source),
         entries=kept,
         source=lambda: source,
     )
@@ -297,66 +327,6 @@ def _as_json(item: object, where: str, source: str) -> bytes:
         return orjson.dumps(item)
     except orjson.JSONEncodeError:
         raise DocumentError(f"{where} should be an object of JSON data, got {type(item).__name__}", source=source) from None
-
-
-def _revision(item: object, where: str, source: str, implied: tuple[str | None, tuple[str, ...]]) -> Revision:
-    """A kept record, checked; ``implied``: the parent and modules it leaves out (the next record's
-    revision, the newer record's modules)."""
-    data = _mapping(item, where, source)
-    revision = data.get("revision")
-    if not isinstance(revision, str) or not revision:
-        raise DocumentError(f"{where}.revision should be a revision string, got {revision!r}", source=source)
-    size = data.get("size")
-    if type(size) is not int or size < 0:
-        raise DocumentError(f"{where}.size should be an integer >= 0, got {size!r}", source=source)
-    return Revision(
-        revision=revision,
-        parent=_optional_str(data["parent"], f"{where}.parent", source) if "parent" in data else implied[0],
-        saved_at=_parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
-        size=size,
-        modules=_names(data["modules"], f"{where}.modules", source) if "modules" in data else implied[1],
-        forked_from=_fork(data.get("forked_from"), f"{where}.forked_from", source),
-    )
-
-
-def _mapping(value: object, where: str, source: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise DocumentError(f"{where} should be an object, got {type(value).__name__}", source=source)
-    return value
-
-
-def _optional_str(value: object, where: str, source: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise DocumentError(f"{where} should be a revision string or null, got {value!r}", source=source)
-    return value
-
-
-def _parsed_time(value: object, where: str, source: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise DocumentError(f"{where} should be an ISO 8601 time with its offset, got {value!r}", source=source)
-    return parsed.astimezone(timezone.utc)
-
-
-def _names(value: object, where: str, source: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
-        raise DocumentError(f"{where} should be a list of module names, got {value!r}", source=source)
-    return tuple(value)
-
-
-def _fork(value: object, where: str, source: str) -> tuple[str, str, str] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 3 or not all(
-        isinstance(part, str) for part in value
-    ):
-        raise DocumentError(f"{where} should be [user_id, session_id, revision], got {value!r}", source=source)
-    return (value[0], value[1], value[2])
 
 
 def index_of(meta: object, source: str) -> HeadHistory | None:

@@ -15,11 +15,13 @@ from typing import Any
 from statekit.errors import ConflictError, DocumentError, LeaseError, SessionNotFoundError
 from statekit.session._backend import Backend
 from statekit.session._history import head_of, plan, store_states, stored_modules, stored_size
-from statekit.session._history_index import HeadHistory, Revision, widest
+from statekit.session._history_index import HeadHistory
+from statekit.session._history_records import Revision, widest
 from statekit.session._ids import SessionKey
+from statekit.session._lineage import check_root, prefix_of
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
-from statekit.session._delta_save import is_joined
+from statekit.session._delta_load import is_joined
 from statekit.session._revisions import MISSING, UNKNOWN, Expected, StoredDocument, Unknown, revision_of
 from statekit.session.document import META_KEY, without_token
 
@@ -53,14 +55,18 @@ async def read_at(backend: Backend, key: SessionKey, revision: str) -> tuple[byt
     index, head = await head_of(backend, key, head)
     if head.revision == revision:
         return raw, head, index
-    kept = None if index is None else index.find(revision)
-    if kept is None:
+    place = None if index is None else index.locate(revision)
+    if place is None:
         raise SessionNotFoundError(_not_kept(source, revision, index))
-    blob = await backend.blobs.get(backend.faults, key, revision)
+    name, lines = place
+    blob = raw if name is None else await backend.blobs.get(backend.faults, key, name)
     if blob is None:
         raise SessionNotFoundError(
             f"{source} lists revision {revision} but its stored bytes are gone (pruned by a writer just now?)"
         )
+    if lines is not None:  # the first lines of a head's deltas (see _lineage)
+        check_root(blob, source)
+        blob = prefix_of(blob, lines, source)
     if revision_of(blob) != revision:
         raise DocumentError(f"the kept bytes of revision {revision} are not that revision (damaged)", source=source)
     return blob, head, index

@@ -58,6 +58,12 @@ class Others:
         """The module names of the document written: the saved ones and the kept ones."""
         return frozenset(saved).union(self.states)
 
+    def ordered(self, saved: Mapping[str, object]) -> tuple[str, ...]:
+        """The module names of the document written, in its order (see :meth:`merged`)."""
+        if not self.states:
+            return tuple(saved)
+        return (*self.order, *(name for name in saved if name not in self.order))
+
     def merged(self, states: dict[str, Any]) -> dict[str, Any]:
         """``states`` (the saved modules) with the kept ones, in the stored order (new modules last)."""
         if not self.states:

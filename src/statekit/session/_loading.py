@@ -10,8 +10,10 @@ problem; the document's metadata and deltas are checked on the way.
 
 from __future__ import annotations
 
+import operator
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from statekit.state.foreign import SupportsState
@@ -27,8 +29,9 @@ from statekit.session._backend import Backend
 from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of
+from statekit.session._lineage import over_deltas
 from statekit.session._typed_appends import history_of_typed, token_of_typed, with_deltas
-from statekit.session._delta_save import base_after_load, base_after_typed_load, check_token, positioned
+from statekit.session._delta_load import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
 from statekit.session._revisions import MISSING, Expected
@@ -114,21 +117,40 @@ async def _load_typed(
     typed = typed_document(modules, META_KEY)
     if typed is None:
         return None
+    last = seen.raw if backend.codec in DEPTH_CHECKING and seen is not None else None
+    # The collector stays off from the decode to the commit, and until the decoded mirrors are
+    # dropped (when _typed_load returns): else its first pass after the decode walks them all
+    # (several ms on a large load) for nothing. (The pause is process-wide: the decode's thread too.)
+    with paused_gc():
+        return await _typed_load(backend, typed, raw, key, modules, strict, last)
+
+
+async def _typed_load(
+    backend: Backend,
+    typed: TypedDocument,
+    raw: bytes,
+    key: SessionKey,
+    modules: Mapping[str, SupportsState],
+    strict: bool,
+    last: bytes | None,
+) -> tuple[dict[str, LoadResult], DeltaBase | None, HeadHistory | None] | None:
+    """:func:`_load_typed` once its decoder is known (``last``: the bytes this object last wrote or loaded)."""
     doc, log, token = split(raw)
     body = doc[len(BOM):] if doc.startswith(BOM) else doc
     # Bytes this object wrote or loaded before passed the depth check then (the built-in
-    # codecs check it on both ways; another codec may not): a compare costs less.
-    checked = backend.codec in DEPTH_CHECKING and seen is not None and seen.raw is not None and seen.raw == raw
-    document = (await backend.run_codec(without_gc(_boxed), typed, body, checked, size=len(body))).pop()
+    # codecs check it on both ways; another codec may not): a compare costs less (made
+    # only when the bounded decoder does not prove the depth: on a large document it costs more).
+    checked = False if last is None else partial(operator.eq, last, raw)
+    document = (await backend.run_codec(_boxed, typed, body, checked, size=len(body))).pop()
     if document is not None and log:
-        document = await backend.run_codec(without_gc(with_deltas), document, body, log, token, size=len(log))
+        document = await backend.run_codec(with_deltas, document, body, log, token, size=len(log))
     elif document is not None:
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
-    history = history_of_typed(document, lambda: backend.source(key))
+    history = over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
     migrated = migrations_run()
-    with paused_gc(), secrets_with(backend.secret_box):
+    with secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
         if results is None:
             return None
@@ -150,6 +172,7 @@ async def _load_plain(
     document = await decode_stored(backend, raw, key)
     meta = document.get(META_KEY)
     history = index_of(meta, backend.source(key)) if isinstance(meta, dict) and HISTORY_KEY in meta else None
+    history = over_deltas(history, raw, backend.source(key))
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_many(modules, document, strict=strict, fresh=backend.codec.fast)
@@ -222,7 +245,7 @@ ELSEWHERE = (
 )
 
 
-def _boxed(typed: TypedDocument, body: bytes, checked: bool) -> list[Any]:
+def _boxed(typed: TypedDocument, body: bytes, checked: bool | Callable[[], bool]) -> list[Any]:
     """What :func:`decode` returns, in a list the caller empties (so the worker thread's future does not hold it)."""
     return [decode(typed, body, checked)]
 

@@ -6,7 +6,8 @@
   ``allow_not_exist`` is true, so that a silent fresh start shows in the logs
   (AgentScope logs the same words); WARNING instead when stored sessions are
   near the one asked for (see :mod:`._near`).
-- WARNING: keys a non-strict load ignored (logged by the state layer).
+- WARNING: keys a non-strict load ignored (logged by the state layer); kept
+  revisions a turn pushed past the retention that could not be removed.
 
 Values never reach the log: they may hold secrets.
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable
 
 logger = logging.getLogger("statekit")
 
-__all__ = ["log_missing", "log_timed", "logger"]
+__all__ = ["log_missing", "log_timed", "log_unpruned", "logger"]
 
 
 def log_timed(what: str, names: list[str], source: Callable[[], str], size: int, started: float) -> None:
@@ -36,3 +37,14 @@ def log_timed(what: str, names: list[str], source: Callable[[], str], size: int,
 def log_missing(source: str) -> None:
     """INFO: the session does not exist, so the load changed nothing."""
     logger.info("session %s does not exist; nothing was loaded (allow_not_exist=True)", source)
+
+
+def log_unpruned(source: str, count: int, error: Exception) -> None:
+    """WARNING: a turn was saved, but the kept revisions it pushed past the retention were not removed."""
+    logger.warning(
+        "the turn was saved to %s, but %d kept revision(s) past its retention could not be removed (%s); "
+        "no revision lists them, and deleting the session removes them",
+        source,
+        count,
+        error,
+    )

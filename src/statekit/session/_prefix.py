@@ -9,15 +9,23 @@ extended is copied before it grows (two saves from one base: rare).
 Whether a live list still starts with the saved items is a question of
 identity (items are immutable, so the same object is the same data; an equal
 one may not encode the same: ``1`` and ``1.0``). On CPython it is answered by
-comparing item pointers: the live list's first ``length`` items are sliced
-into a list of statekit's own (one C step, so no other thread can change it
-while it is read), whose array of item pointers is copied as bytes and
-compared with the saved ones by a ``memcmp`` that does not touch the items
-(a few ns per item, where a Python-level identity scan costs 15-30 ns). The
-snapshot keeps every saved item alive, so an address that matches is the saved
-object. Only lists statekit made are read this way, never the live one. The
-list layout this reads is checked once, at import, against ``id()``; elsewhere,
-or when the check fails, the identity scan runs.
+comparing item pointers: the live list's first ``length`` item pointers are
+compared with the saved ones where they lie, by a ``memcmp`` that touches
+neither the items nor their reference counts (a fraction of a ns per item,
+where a slice, which increments every item's count, costs 2-9 ns and an
+identity scan 15-30 ns, each item a cache miss once the list is long). The
+compare is one C call that holds the GIL: it reads the array's address and
+compares, and the list's length is read just before it with no call or
+backward jump between the two, the only places where CPython lets another
+thread run, so no other thread can resize the list (and free its array) in
+between; the length is read again after it. While a trace or profile function
+or a ``sys.monitoring`` tool may run Python code anywhere, the live list is
+sliced first instead (one C step, but it increments every item's count), and
+the slice, a list of statekit's own, is compared. The snapshot keeps every saved
+item alive, so an address that matches is the saved object. The list layout
+this reads is checked once, at import, against ``id()``; elsewhere (another
+interpreter, a build without the GIL), or when the check fails, the identity
+scan runs.
 """
 
 from __future__ import annotations
@@ -41,21 +49,68 @@ _GROW = threading.Lock()
 _WORD = ctypes.sizeof(ctypes.c_void_p)
 
 
-def _pointer_reader() -> Callable[[list[Any], int], bytes] | None:
-    """Reads the first ``n`` item pointers of a list, if this interpreter lays lists out as CPython does."""
+Reader = Callable[[list[Any], int], bytes | None]
+"""A list's first ``n`` item pointers, copied (``None``: it holds fewer)."""
+Matcher = Callable[[list[Any], int, bytearray], bool]
+"""Whether a list's first ``n`` item pointers are the first ``n`` of saved ones (compared in place)."""
+
+
+def _pointer_access() -> tuple[Reader, Matcher] | None:
+    """Reading and comparing lists' item pointers, if this interpreter lays lists out as
+    CPython does and runs Python code one thread at a time."""
     if sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)():
         return None
-    offset = list.__basicsize__ - 2 * _WORD  # PyListObject ends with ob_item, then allocated
+    try:  # C functions called with the GIL held (PYFUNCTYPE): one step, which no other thread interrupts
+        copy = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)(
+            ("PyBytes_FromStringAndSize", ctypes.pythonapi)
+        )
+    except AttributeError:
+        return None
+    try:
+        compare = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
+            ("memcmp", ctypes.pythonapi)
+        )
+    except AttributeError:  # not found beside the interpreter (Windows): copy, then compare
+        compare = None
+    size_at = list.__basicsize__ - 3 * _WORD  # PyListObject: ob_refcnt, ob_type, ob_size, ob_item, allocated
+    items_at = list.__basicsize__ - 2 * _WORD
+    c_ssize_t, c_void_p, in_place = ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_char * 0
 
-    def read(items: list[Any], n: int) -> bytes:
-        return ctypes.string_at(ctypes.c_void_p.from_address(id(items) + offset), n * _WORD)
+    def read(items: list[Any], n: int) -> bytes | None:
+        where = id(items)
+        size, array = c_ssize_t.from_address(where + size_at), c_void_p.from_address(where + items_at)
+        if size.value < n:
+            return None
+        # From the length read above to the copy: no call, no backward jump (no thread switch).
+        # ``array`` is a view of the list's own field: the call reads the address when it runs.
+        pointers: bytes = copy(array, n * _WORD)
+        return pointers if size.value >= n else None  # and still as long (nothing in between shrank it)
+
+    def matches(items: list[Any], n: int, saved: bytearray) -> bool:
+        if compare is None or len(saved) < n * _WORD:
+            head = read(items, n)
+            return head is not None and saved.startswith(head)
+        where = id(items)
+        size, array = c_ssize_t.from_address(where + size_at), c_void_p.from_address(where + items_at)
+        view = in_place.from_buffer(saved)  # the saved pointers where they are (not resized while exported)
+        try:
+            if size.value < n:
+                return False
+            same: bool = compare(array, view, n * _WORD) == 0  # as in read(): nothing in between
+            return same and size.value >= n
+        finally:
+            del view
 
     probe = [object() for _ in range(5)]
     expected = b"".join(id(item).to_bytes(_WORD, sys.byteorder) for item in probe)
-    return read if read(probe, 5) == expected and read(probe[:2], 2) == expected[: 2 * _WORD] else None
+    saved, other = bytearray(expected), [*probe[:4], object()]
+    fits = read(probe, 5) == expected and read(probe[:2], 2) == expected[: 2 * _WORD] and read(probe, 6) is None
+    fits = fits and matches(probe, 5, saved) and matches(probe[:3], 3, saved) and not matches(probe[:4], 5, saved)
+    fits = fits and not matches(other, 5, saved) and matches(other, 4, saved)
+    return (read, matches) if fits else None
 
 
-_POINTERS = _pointer_reader()
+_POINTERS, _MATCHES = _pointer_access() or (None, None)
 
 
 @attrs.frozen(eq=False)  # compared by identity: equality would compare every item
@@ -76,7 +131,8 @@ class Prefix:
     def of(cls, items: list[Any]) -> Prefix:
         """All of ``items``, copied (after a full write or a load)."""
         snapshot = list(items)
-        return cls(snapshot, len(snapshot), None if _POINTERS is None else bytearray(_POINTERS(snapshot, len(snapshot))))
+        pointers = None if _POINTERS is None else _POINTERS(snapshot, len(snapshot))
+        return cls(snapshot, len(snapshot), None if pointers is None else bytearray(pointers))
 
     def grown(self, new: list[Any]) -> Prefix:
         """This prefix followed by ``new`` (the items a delta just stored: a list of the caller's own)."""
@@ -89,17 +145,32 @@ class Prefix:
                 pointers = None if pointers is None else pointers[: self.length * _WORD]
             snapshot.extend(new)
             if pointers is not None and _POINTERS is not None:
-                pointers += _POINTERS(new, len(new))
+                pointers += _POINTERS(new, len(new)) or b""  # a list of the caller's own: never shorter
         return Prefix(snapshot, self.length + len(new), pointers)
 
     def starts(self, items: list[Any]) -> bool:
         """Whether ``items`` starts with exactly these items (the same objects, not equal ones)."""
         if len(items) < self.length:
             return False
-        if self.pointers is not None and _POINTERS is not None and SEAM.pointer_prefixes:
-            head = items[: self.length]  # a list of our own, made in one C step: no other thread can change it
-            if len(head) != self.length:  # shrunk by another thread since the length was read
-                return False
+        if self.pointers is None or _MATCHES is None or _POINTERS is None or not SEAM.pointer_prefixes:
+            return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
+        if not _watched():  # (a held list is a list, never a subclass: see dump_many)
             with _GROW:  # not while another prefix extends the shared pointers
-                return self.pointers.startswith(_POINTERS(head, self.length))
-        return all(map(operator.is_, items, itertools.islice(self.snapshot, self.length)))
+                return _MATCHES(items, self.length, self.pointers)  # the live list's own array, read in place
+        head = items[: self.length]  # a list of our own, made in one C step: no other thread can change it
+        if len(head) != self.length:  # shrunk by another thread since the length was read
+            return False
+        with _GROW:
+            return _MATCHES(head, self.length, self.pointers)
+
+
+_MONITORING = getattr(sys, "monitoring", None)
+
+
+def _watched() -> bool:
+    """Whether Python code may run anywhere in this thread, even between two lines: a trace or
+    profile function (a debugger, a profiler written in Python) or a ``sys.monitoring`` tool. A
+    live list is then compared through a slice of it, not read in place (see the module's docs)."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        return True
+    return _MONITORING is not None and any(_MONITORING.get_tool(tool) is not None for tool in range(6))

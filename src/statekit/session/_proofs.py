@@ -21,6 +21,14 @@ the same script) finds the last lines cut off; one line more than it says is a
 save killed between the two writes, which stored its line. Companions of
 format 1 (lines of deltas alone) still load as they did; the next save rewrites
 them whole in this format.
+
+A session that keeps history (docs/history.md) names each delta's revision: its
+proof also holds the revision the line was saved over and when it was saved,
+``[[sequence, checksum, parent, saved_at], delta, ...]``, and the revision of
+the stored session is then the SHA-1 of its last line (see
+:func:`~statekit.session._revisions.revision_of`): each line names its parent,
+so the revisions chain back to the document, and a delta save names its new
+revision without hashing what was stored before it.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from typing import Any
 
 from statekit.errors import DocumentError
 
-_SEALED = re.compile(rb'\[\[([1-9][0-9]{0,17}),"([0-9a-f]{8})"\],')
+_SEALED = re.compile(rb'\[\[([1-9][0-9]{0,17}),"([0-9a-f]{8})"(?:,"([0-9a-f]{40})","([0-9TZ:.+-]{1,40})")?\](?:,|(?=\]$))')
+_CHAINED = re.compile(rb'\[\[[1-9][0-9]{0,17},"[0-9a-f]{8}","[0-9a-f]{40}",')
 
 
 def start(token: str) -> int:
@@ -39,11 +48,33 @@ def start(token: str) -> int:
     return zlib.crc32(token.encode())
 
 
-def seal(deltas: bytes, sequence: int, previous: int) -> tuple[bytes, int]:
-    """The delta line of ``deltas`` (a non-empty JSON array, maybe newline-terminated), and its checksum."""
+def seal(deltas: bytes, sequence: int, previous: int, record: tuple[str, str] | None = None) -> tuple[bytes, int]:
+    """The delta line of ``deltas`` (a non-empty JSON array, maybe newline-terminated), and its checksum;
+    ``record``: the revision it is saved over and when (a session that keeps history)."""
     body = deltas.removesuffix(b"\n")[1:-1]
     checksum = zlib.crc32(b"%d," % sequence + body, previous)
-    return b'[[%d,"%08x"],%s]\n' % (sequence, checksum, body), checksum
+    named = b"" if record is None else b',"%s","%s"' % (record[0].encode(), record[1].encode())
+    return b'[[%d,"%08x"%s]%s]\n' % (sequence, checksum, named, b"," + body if body else b""), checksum
+
+
+def chained_line(log: bytes) -> bytes | None:
+    """The last line of stored deltas when it names its parent revision (a session that keeps history):
+    the revision of the stored session is its SHA-1. ``None``: the deltas name no revisions."""
+    if not log.endswith(b"\n"):
+        return None
+    line = log[log.rfind(b"\n", 0, len(log) - 1) + 1 :]
+    return line if _CHAINED.match(line) else None
+
+
+def chained_lines(log: bytes) -> list[tuple[bytes, str | None, str | None]]:
+    """Each complete delta line of stored deltas (its newline included; the header line left out), with the
+    parent revision and the time its proof names (``None``: it names none, or it is no delta line)."""
+    out: list[tuple[bytes, str | None, str | None]] = []
+    for line in log.removeprefix(b"\n").split(b"\n")[1:-1]:
+        found = _SEALED.match(line)
+        parent, at = (None, None) if found is None else found.group(3, 4)
+        out.append((line + b"\n", None if parent is None else parent.decode(), None if at is None else at.decode()))
+    return out
 
 
 def last(lines: list[bytes]) -> tuple[int, int]:
@@ -74,13 +105,13 @@ def check(lines: list[bytes], decoded: list[Any], token: str, count: int | None,
     previous, crc32, match = start(token), zlib.crc32, _SEALED.match
     for index, (line, value) in enumerate(zip(lines, decoded, strict=True)):
         found = match(line)
-        if found is None or line[-1:] != b"]" or type(value) is not list or len(value) < 2:
+        if found is None or line[-1:] != b"]" or type(value) is not list or len(value) < (1 if found.group(3) else 2):
             raise DocumentError(
                 "not a delta line of this companion's format ([[sequence, checksum], delta, ...])",
                 source=source,
                 line=index + 2,
             )
-        sequence, checksum = found.groups()
+        sequence, checksum = found.group(1, 2)
         if int(sequence) != index + 1:
             raise DocumentError(_out_of_place(int(sequence), index + 1), source=source, line=index + 2)
         previous = crc32(memoryview(line)[found.end() : -1], crc32(sequence + b",", previous))

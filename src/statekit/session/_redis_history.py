@@ -19,14 +19,14 @@ from typing import Any
 from statekit.session._archive import Archive
 from statekit.session._redis_fence import FENCE
 from statekit.session._redis_ids import ALIGN, MINE, beside
-from statekit.session._redis_scripts import SAVE, Script
+from statekit.session._redis_scripts import REVISION, SAVE, Script
 from statekit.session._revisions import Expected
 from statekit.session.document import HEAD_BYTES, token_mark
 
 HISTORY_SUFFIX = ":history"
 """What follows the session key in its kept revisions' key (never ``:state``: listing does not see it)."""
 
-KEEP = Script(MINE + FENCE + SAVE + f"""
+KEEP = Script(MINE + FENCE + SAVE + REVISION + f"""
 local refused = fence(KEYS[3], ARGV[#ARGV - 3])
 if refused then return refused end
 local current = redis.call('GET', KEYS[1])
@@ -35,7 +35,7 @@ if ARGV[4] == 'base' then
   if not string.find(string.sub(current, 1, {HEAD_BYTES}), ARGV[2], 1, true) then return 0 end
 else
   local revision = ''
-  if current then revision = redis.sha1hex(current) end
+  if current then revision = revision_of(current) end
   if revision ~= ARGV[2] then return 0 end
 end
 save(ARGV[1], ARGV[3])

@@ -44,12 +44,32 @@ end
 """
 """Prepended to the scripts that set the value: ``save(value, ttl)`` sets KEYS[1], ``ttl`` seconds, '' or 'keep'."""
 
-COMPARE_AND_SET = Script(MINE + FENCE + SAVE + """
+_HEX = "[0-9a-f]"
+REVISION = (
+    """
+local function revision_of(value)
+  local size = #value
+  if size > 1 and string.byte(value, size) == 10 then
+    local at = size - 1
+    while at > 0 and string.byte(value, at) ~= 10 do at = at - 1 end
+    if at > 0 then
+      local line = string.sub(value, at + 1)
+      if string.find(line, '^%[%[[1-9]%d*,"CRC","PARENT",') then return redis.sha1hex(line) end
+    end
+  end
+  return redis.sha1hex(value)
+end
+""".replace("CRC", _HEX * 8).replace("PARENT", _HEX * 40)
+)
+"""Prepended to the scripts that compare revisions: ``revision_of(value)`` as ``_revisions.revision_of`` computes it
+(the SHA-1 of the value, or of its last delta line when that line names its parent revision, see ``_proofs``)."""
+
+COMPARE_AND_SET = Script(MINE + FENCE + SAVE + REVISION + """
 local refused = fence(KEYS[3], ARGV[#ARGV - 3])
 if refused then return refused end
 local current = redis.call('GET', KEYS[1])
 local revision = ''
-if current then revision = redis.sha1hex(current) end
+if current then revision = revision_of(current) end
 if revision ~= ARGV[2] then return 0 end
 save(ARGV[1], ARGV[3])
 stamp()

@@ -3,7 +3,9 @@
 A revision is the SHA-1 hex digest of the stored bytes: nothing extra is
 stored (a re-save of unchanged state writes the same bytes, so the same
 revision), and a Redis script can compute it server-side with
-``redis.sha1hex``.
+``redis.sha1hex``. Deltas that name their revisions (a session that keeps
+history, see :mod:`._proofs`) chain: the last line names the revision before
+it, so its SHA-1 alone names the stored session.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from statekit.session._history_index import HeadHistory
+from statekit.session._proofs import chained_line
 
 class Unknown(enum.Enum):
     """The type of :data:`UNKNOWN`."""
@@ -46,11 +49,20 @@ def revision_of(raw: bytes) -> str:
     """The revision of stored bytes: their SHA-1, as 40 lower-case hex digits.
 
     Bytes that carry deltas (``raw.log``, see ``_companion.Stored``) are hashed
-    as the document followed by them.
+    as the document followed by them; when the last delta line names its parent
+    revision (see :mod:`._proofs`), that line alone is hashed.
     """
+    log = getattr(raw, "log", b"")
+    if log and (line := chained_line(log)) is not None:
+        return line_revision(line)
     digest = hashlib.sha1(raw, usedforsecurity=False)
-    digest.update(getattr(raw, "log", b""))
+    digest.update(log)
     return digest.hexdigest()
+
+
+def line_revision(line: bytes) -> str:
+    """The revision of stored bytes whose last delta line, ``line`` (its newline included), names its parent."""
+    return hashlib.sha1(line, usedforsecurity=False).hexdigest()
 
 
 def backoff(attempt: int) -> float:
@@ -126,6 +138,8 @@ class Expected:
         """The expected revision (:data:`MISSING_REVISION`: nothing stored)."""
         if self._revision is None:
             if self.raw is None:
+                if self.base is not None and self.base.revision is not None:
+                    return self.base.revision  # named by the delta save that stored it (history)
                 raise TypeError("only the delta base is known: check it with the backend's delta check")
             self._revision = revision_of(self.raw)
         return self._revision

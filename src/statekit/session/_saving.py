@@ -29,7 +29,7 @@ from statekit.session._keyless import refuse_secret_fields
 from statekit.session._kept import BLIND_ATTEMPTS, Basis, Others, json_names, others, refuse_removal, save_basis
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
-from statekit.session._revisions import Expected, backoff
+from statekit.session._revisions import UNKNOWN, Expected, backoff
 from statekit.session.document import META_KEY, plain_document, with_meta
 
 T = TypeVar("T")
@@ -89,25 +89,25 @@ class _Save:
         )
 
     def attempt(self, basis: Basis) -> Awaitable[int]:
-        """One attempt over ``basis``; the bytes written. A save that may write a delta, over a head whose
-        history is known to be none (the usual save after a load or save), is :func:`save_with_appends`'s
+        """One attempt over ``basis``; the bytes written. A save that may write a delta over a head whose
+        history index is known already (the usual save after a load or save) is :func:`save_with_appends`'s
         coroutine itself (no coroutine of its own while the write waits)."""
         backend = self.backend
-        if basis.expected.history is None and backend.keep_history == 0 and backend.saves_deltas():
+        if backend.saves_deltas() and (basis.expected.history is not UNKNOWN or not backend.supports_history):
             self.basis = basis
             return save_with_appends(backend, self.key, self.modules, basis.expected, self.kept_now)
         return self._attempt(basis)
 
     async def _attempt(self, basis: Basis) -> int:
         backend, key, modules = self.backend, self.key, self.modules
-        history, seen = (None, basis.expected)
-        if backend.supports_history:
-            history, seen = await head_of(backend, key, basis.expected)
-        if backend.saves_deltas() and history is None and backend.keep_history == 0:
+        seen = basis.expected
+        if backend.supports_history:  # the stored head's history index, known before anything is dumped
+            _, seen = await head_of(backend, key, basis.expected)
+        if backend.saves_deltas():  # append-only lists saved as deltas (history or not)
             self.basis = basis
             return await save_with_appends(backend, key, modules, seen, self.kept_now)
         found = await self.kept(basis)
-        step, _ = await plan(backend, key, found.expected, _order(found, modules))
+        step, _ = await plan(backend, key, found.expected, found.ordered(modules))
         raw = await _encode(backend, modules, found, step)
         await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules), step=step)
         return len(raw)
@@ -138,13 +138,6 @@ def _tries_again(error: ConflictError, blind: bool, attempt: int) -> bool:
     """Whether a save or a removal writes again after ``error``: only a blind one that lost a race (a lease
     decides who writes, so no retry wins against it), at most ``BLIND_ATTEMPTS`` times."""
     return blind and attempt < BLIND_ATTEMPTS and not isinstance(error, LeaseError)
-
-
-def _order(found: Others, modules: Mapping[str, SupportsState]) -> tuple[str, ...]:
-    """The module names of the document a save writes, in its order (see :meth:`Others.merged`)."""
-    if not found.states:
-        return tuple(modules)
-    return (*found.order, *(name for name in modules if name not in found.order))
 
 
 async def _encode(backend: Backend, modules: Mapping[str, SupportsState], found: Others, step: Step | None) -> bytes:

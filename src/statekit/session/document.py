@@ -125,9 +125,12 @@ def plain_document(states: Mapping[str, Any], history: Mapping[str, Any] | None 
     return {META_KEY: {FORMAT_KEY: HISTORY_FORMAT, HISTORY_KEY: history}, **states}
 
 
-def appends_document(token: str, states: Mapping[str, Any]) -> dict[str, Any]:
-    """A session document with append-only lists, new at a full write: its token, no deltas yet."""
-    return {META_KEY: {FORMAT_KEY: APPENDS_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0}, **states}
+def appends_document(token: str, states: Mapping[str, Any], history: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A session document with append-only lists, new at a full write: its token, no deltas yet (and the
+    history's index, after the token and the flag, where readers find them in the first bytes)."""
+    if history is None:
+        return {META_KEY: {FORMAT_KEY: APPENDS_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0}, **states}
+    return {META_KEY: {FORMAT_KEY: HISTORY_FORMAT, TOKEN_KEY: token, DELTAS_KEY: 0, HISTORY_KEY: history}, **states}
 
 
 def token_of(document: Mapping[str, Any]) -> str | None:

@@ -11,7 +11,7 @@ from statekit.errors import DocumentError
 from statekit.session._agentscope import legacy_files
 from statekit.session._appends import merge
 from statekit.session._companion import companion, read_session, split
-from statekit.session._delta_save import check_token, is_joined, positioned
+from statekit.session._delta_load import check_token, is_joined, positioned
 from statekit.session._loading import misplaced
 from statekit.session._safe_files import read_regular
 from statekit.session.document import token_of

@@ -36,8 +36,8 @@ from statekit.errors import MissingExtraError, SessionError
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import joined
-from statekit.session.document import count_at, count_field, doc_token, header, token_mark
+from statekit.session._companion import value_joined
+from statekit.session.document import count_at, count_field, header, token_mark
 from statekit.session._revisions import Expected
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._archive import Archive, checked_keep
@@ -224,7 +224,7 @@ class RedisSession(SessionBase):
             name, ttl = self._key(key), self.key_ttl  # with a TTL, the kept revisions' expiry slides too
             value = await read_value(self._client, name, ttl, "" if ttl is None else self._keys(key)[3])
         value = value.encode("utf-8") if isinstance(value, str) else value
-        return None if value is None else self._joined(value)
+        return None if value is None else value_joined(value)
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         expiry = (self.key_ttl, self._keep_ttl)
@@ -293,12 +293,6 @@ class RedisSession(SessionBase):
             return str(self.key_ttl)
         return "keep" if self._keep_ttl else ""
 
-    def _joined(self, value: bytes) -> bytes:
-        """A value holding deltas after its document, marked for the decoder."""
-        end = value.find(b"\n")
-        token = doc_token(value) if end >= 0 else None
-        return value if token is None else joined(value[:end], value[end:], token)
-
     def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> Coroutine[Any, Any, bool]:
         # a plain method handing back the write's coroutine: one coroutine less held while it waits
         if expected.only_base:
@@ -325,7 +319,7 @@ class RedisSession(SessionBase):
     async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
         async with self._errors(key):
             value = blob_text(await self._client.execute_command("HGET", self._keys(key)[3], name))
-        return None if value is None else self._joined(value)
+        return None if value is None else value_joined(value)
 
     async def _list_blobs(self, key: SessionKey) -> list[str]:
         async with self._errors(key):

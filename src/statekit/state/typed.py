@@ -291,7 +291,7 @@ def _meta_decoder(meta: type) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(meta)
 
 
-def decode(typed: TypedDocument, raw: bytes, checked: bool = False) -> Any:
+def decode(typed: TypedDocument, raw: bytes, checked: bool | Callable[[], bool] = False) -> Any:
     """The document's mirrors (its metadata as bytes, for :func:`meta_as`), or
     ``None`` when msgspec refuses it or it nests too deep (the full path says why).
 
@@ -300,10 +300,13 @@ def decode(typed: TypedDocument, raw: bytes, checked: bool = False) -> Any:
         raw: The document's bytes.
         checked: These exact bytes passed an exact depth check before (a
             session wrote or loaded them with a built-in codec): skip it, and
-            the fallback to the full path for data orjson cannot write.
+            the fallback to the full path for data orjson cannot write. A
+            callable is asked only when the bounded decoder did not take the
+            document (a large document's compare with the bytes last seen costs
+            more than nothing).
     """
     SEAM.typed_decodes += 1
-    bounded = None if checked or typed.deep or len(raw) < SEAM.bounded_from else typed.bounded_decoder()
+    bounded = None if checked is True or typed.deep or len(raw) < SEAM.bounded_from else typed.bounded_decoder()
     if bounded is not None:
         with contextlib.suppress(msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
             return bounded.decode(raw)  # its types prove the depth limit: no pass
@@ -311,11 +314,10 @@ def decode(typed: TypedDocument, raw: bytes, checked: bool = False) -> Any:
         document = typed.decoder.decode(raw)
     except (msgspec.MsgspecError, RecursionError, UnicodeDecodeError):
         return None
-    if checked:
-        return document
-    states = [getattr(document, f"m{index}") for index in range(len(typed.planners))]
-    if _too_deep(states):
-        return None
+    if not (checked if isinstance(checked, bool) else checked()):
+        states = [getattr(document, f"m{index}") for index in range(len(typed.planners))]
+        if _too_deep(states):
+            return None
     if bounded is not None:
         typed.deep = True  # an Any nested past ANY_LEVELS, within the limit: likely again
     return document

@@ -178,5 +178,8 @@ class SessionContract:
     def test_history_with_appends(self) -> None:  # noqa: D102
         self._run("history_with_appends")
 
+    def test_history_over_deltas(self) -> None:  # noqa: D102
+        self._run("history_over_deltas")
+
     def test_blocking_lease(self) -> None:  # noqa: D102
         check_blocking_lease(self.make_session)

@@ -8,6 +8,7 @@ refuse ``keep_history`` other than 0 and list a session's head alone.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from statekit.errors import ConflictError, SessionError, SessionNotFoundError
 from statekit.session import SessionBase
@@ -138,11 +139,74 @@ async def check_history_with_appends(make_session: SessionFactory) -> None:
             assert loaded.entries == [f"entry {turn}" for turn in range(count)], (revision, loaded.entries)
 
 
+async def _entries_at(session: SessionBase, user: str, revision: str, sid: str = "d") -> list[str]:
+    loaded = Journal()
+    await session.aload_at(sid, revision, user_id=user, journal=loaded, tally=Tally())
+    return loaded.entries
+
+
+async def check_history_over_deltas(make_session: SessionFactory) -> None:
+    """Turns saved as deltas name their revisions: each loads as saved after more turns, a full rewrite,
+    a rollback to a shorter list and a fork; the retention counts them like any revision."""
+    user = fresh_user()
+    async with make_session() as session, make_session() as other:
+        if not session.supports_history:
+            return
+        session.keep_history = 4
+        journal, tally = Journal(), Tally()
+        saved: dict[str, list[str]] = {}
+        revisions: list[str] = []
+
+        async def turn(text: str | None, count: int = 0) -> str:
+            if text is not None:
+                journal.entries.append(text)
+            tally.count = count
+            await session.asave("d", user, journal=journal, tally=tally)
+            revision = await session.arevision("d", user)
+            assert revision is not None and revision not in saved, (revision, saved)
+            saved[revision] = list(journal.entries)
+            revisions.append(revision)
+            return revision
+
+        for number in range(3):
+            await turn(f"turn {number}")
+        await turn(None)  # nothing appended: still a revision of its own
+        listed = await session.ahistory("d", user)
+        assert [r.revision for r in listed] == revisions[::-1], (listed, revisions)
+        assert [r.parent for r in listed] == [*revisions[::-1][1:], None], listed
+        assert [r.size for r in listed] == sorted((r.size for r in listed), reverse=True), listed
+        await turn("turn 3", count=1)  # the skeleton changed: a full rewrite keeps the turns before it
+        for number in range(4, 7):
+            await turn(f"turn {number}", count=1)
+        listed = await session.ahistory("d", user)
+        assert [r.revision for r in listed] == revisions[::-1][:5], (listed, revisions)
+        for revision in revisions[-5:]:
+            assert await _entries_at(other, user, revision) == saved[revision], revision
+        for pruned in revisions[:-5]:
+            await expect(SessionNotFoundError, partial(_entries_at, other, user, pruned), "a revision past the retention")
+        early = revisions[-5]
+        rolled = await other.arollback("d", early, user_id=user)
+        saved[rolled] = saved[early]
+        await other.aload("d", user, journal=(again := Journal()), tally=Tally(count=1))
+        again.entries.append("after the rollback")
+        await other.asave("d", user, journal=again, tally=Tally(count=1))
+        head = await other.arevision("d", user)
+        assert head is not None
+        saved[head] = list(again.entries)
+        listed = await other.ahistory("d", user)
+        assert [r.revision for r in listed][:3] == [head, rolled, revisions[-1]], listed
+        for revision in [r.revision for r in listed]:
+            assert await _entries_at(other, user, revision) == saved[revision], revision
+        forked = await other.afork("d", "d2", user_id=user, at=revisions[-1])
+        assert await _entries_at(other, user, forked, "d2") == saved[revisions[-1]]
+
+
 HISTORY_CHECKS: dict[str, Check] = {
     "history_keeps_and_prunes": check_history_keeps_and_prunes,
     "history_is_recorded_with_the_session": check_history_is_recorded_with_the_session,
     "rollback_and_fork": check_rollback_and_fork,
     "delete_erases_history": check_delete_erases_history,
     "history_with_appends": check_history_with_appends,
+    "history_over_deltas": check_history_over_deltas,
 }
 """The history checks, by name (part of :data:`~statekit.testing.CHECKS`)."""

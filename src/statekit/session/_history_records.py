@@ -1,0 +1,139 @@
+"""History's records: a :class:`Revision` as listed, a :class:`Located` one (the first lines of a head's deltas), the times they hold, and the checks that read one.
+
+Every field a record or a head's index holds is checked when read, so a
+hand-edited head fails with the path of what is wrong (``where``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+import msgspec
+
+from statekit.errors import DocumentError
+
+
+@attrs.frozen
+class Revision:
+    """One revision of a stored session, as :meth:`~statekit.session.SessionBase.history` lists it.
+
+    Attributes:
+        revision: Its revision (the string :meth:`~statekit.session.SessionBase.revision` returned
+            while it was the head).
+        parent: The revision it was saved over (``None``: the session's first revision, or a fork's).
+        saved_at: When it was saved (UTC). ``None`` for a revision saved while the session kept no history.
+        size: Bytes of the stored document (its deltas included).
+        modules: The module names it holds, in the stored order.
+        forked_from: ``(user_id, session_id, revision)`` of the revision a fork started from
+            (only on a fork's first revision).
+    """
+
+    revision: str
+    parent: str | None
+    saved_at: datetime | None
+    size: int
+    modules: tuple[str, ...]
+    forked_from: tuple[str, str, str] | None = None
+
+
+@attrs.frozen
+class Located:
+    """A kept revision that is the first ``lines`` delta lines of a stored head (see :mod:`._lineage`).
+
+    Attributes:
+        revision: Its record.
+        lines: How many of the head's delta lines it holds.
+        blob: The blob holding that head (``None``: the session's head itself, not yet kept as a blob).
+    """
+
+    revision: Revision
+    lines: int
+    blob: str | None = None
+
+
+Entry = Revision | Located | bytes | msgspec.Raw
+"""A kept revision's record in a :class:`HeadHistory`: decoded, located in a head, or its JSON as stored."""
+
+
+def widest(a: int | None, b: int | None) -> int | None:
+    """The larger of two retentions (``None``, keep all, is the largest)."""
+    return None if a is None or b is None else max(a, b)
+
+
+def now() -> datetime:
+    """The time a save records (UTC)."""
+    return datetime.now(timezone.utc)
+
+
+def time_text(value: datetime | None) -> str | None:
+    """A time as a record holds it: ISO 8601, UTC written ``Z`` (the index rides in every save)."""
+    return None if value is None else stamp(value)
+
+
+def stamp(value: datetime) -> str:
+    """A time as a record (or a delta line, see :mod:`._proofs`) holds it: ISO 8601, UTC written ``Z``."""
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def record_of(item: object, where: str, source: str, implied: tuple[str | None, tuple[str, ...]]) -> Revision:
+    """A kept record, checked; ``implied``: the parent and modules it leaves out (the next record's
+    revision, the newer record's modules)."""
+    data = checked_mapping(item, where, source)
+    revision = data.get("revision")
+    if not isinstance(revision, str) or not revision:
+        raise DocumentError(f"{where}.revision should be a revision string, got {revision!r}", source=source)
+    size = data.get("size")
+    if type(size) is not int or size < 0:
+        raise DocumentError(f"{where}.size should be an integer >= 0, got {size!r}", source=source)
+    return Revision(
+        revision=revision,
+        parent=optional_revision(data["parent"], f"{where}.parent", source) if "parent" in data else implied[0],
+        saved_at=parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        size=size,
+        modules=module_names(data["modules"], f"{where}.modules", source) if "modules" in data else implied[1],
+        forked_from=fork_of(data.get("forked_from"), f"{where}.forked_from", source),
+    )
+
+
+def checked_mapping(value: object, where: str, source: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise DocumentError(f"{where} should be an object, got {type(value).__name__}", source=source)
+    return value
+
+
+def optional_revision(value: object, where: str, source: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise DocumentError(f"{where} should be a revision string or null, got {value!r}", source=source)
+    return value
+
+
+def parsed_time(value: object, where: str, source: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise DocumentError(f"{where} should be an ISO 8601 time with its offset, got {value!r}", source=source)
+    return parsed.astimezone(timezone.utc)
+
+
+def module_names(value: object, where: str, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise DocumentError(f"{where} should be a list of module names, got {value!r}", source=source)
+    return tuple(value)
+
+
+def fork_of(value: object, where: str, source: str) -> tuple[str, str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 3 or not all(
+        isinstance(part, str) for part in value
+    ):
+        raise DocumentError(f"{where} should be [user_id, session_id, revision], got {value!r}", source=source)
+    return (value[0], value[1], value[2])
