@@ -31,6 +31,9 @@ INLINE_DECODE_BYTES = 1 << 20
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
+Faults = Callable[[str, SessionKey | Callable[[], str]], BackendFaults]
+"""Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
+
 PRIMITIVES = (
     "_fetch", "_faults", "_write", "_write_if", "_append", "_saves_deltas", "_source", "_companion_source",
     "_write_keeping", "_get_blob", "_drop_blobs", "_list_blobs",
@@ -97,9 +100,6 @@ class Blobs:
         """``_list_blobs``, with the backend's faults told as ``SessionError``."""
         with faults("_list_blobs", key):
             return await self._calls.list_blobs(self._storage, key)  # type: ignore[no-any-return]
-
-
-Faults = Callable[[str, SessionKey | Callable[[], str]], BackendFaults]
 
 
 class Backend:
