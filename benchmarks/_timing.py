@@ -69,15 +69,16 @@ Job = Callable[[int], Awaitable[None]]
 
 
 async def rate(job: Job, tasks: int, rounds: int) -> float:
-    """Units of ``job`` per second with ``tasks`` concurrent tasks doing ``rounds`` each."""
+    """Units of ``job`` per second of :data:`CLOCK` with ``tasks`` concurrent tasks doing ``rounds`` each
+    (``--clock cpu``: per second of this process's CPU, the server's own work left out on every side)."""
 
     async def worker(index: int) -> None:
         for _ in range(rounds):
             await job(index)
 
-    started = time.perf_counter()
+    started = CLOCK()
     await asyncio.gather(*(worker(index) for index in range(tasks)))
-    return tasks * rounds / (time.perf_counter() - started)
+    return tasks * rounds / (CLOCK() - started)
 
 
 async def interleaved_rates(jobs: Mapping[str, Job], tasks: int, rounds: int, runs: int, *, warm_up: int = 2) -> dict[str, float]:

@@ -663,6 +663,30 @@ def test_a_raw_error_of_an_own_backend_is_a_session_error_naming_it(primitive: s
     session.close()
 
 
+def test_a_primitive_set_on_one_session_object_is_the_one_its_calls_use() -> None:
+    """The pipelines call a backend class's primitives with the object; a stand-in set on the object itself
+    (as a test does) still replaces its class's for that object, and for no other."""
+    store: dict[tuple[str, str], bytes] = {}
+    session = _DictSession(store)
+    session.save("s", "u", counter=Counter(count=1))  # remembered: the next save is a compare-and-set
+    asked: list[SessionKey] = []
+
+    async def refusing(key: SessionKey, data: bytes, expected: Expected) -> bool:
+        asked.append(key)
+        return False  # "changed by another writer"
+
+    session._write_if = refusing  # type: ignore[method-assign]
+    with pytest.raises(ConflictError):
+        session.save("s", "u", counter=Counter(count=2))
+    assert asked == [SessionKey("u", "s")]
+    other = _DictSession(store)  # the class is untouched
+    other.load("s", "u", counter=Counter())
+    other.save("s", "u", counter=Counter(count=3))
+    assert json.loads(store["u", "s"])["counter"] == {"count": 3}
+    session.close()
+    other.close()
+
+
 class _ReadsWrongly(_DictSession):
     """``_read`` hands back the stored bytes converted by ``wrap``."""
 

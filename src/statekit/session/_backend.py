@@ -2,7 +2,8 @@
 
 A :class:`~statekit.session.SessionBase` hands its pipelines a :class:`Backend`
 made for the call (held by no one after it, so no reference cycle keeps a
-session alive): the backend's storage primitives (bound methods), each call of
+session alive): the backend's storage primitives (its class's functions, called
+with the session object: no bound method is made per call), each call of
 one wrapped so that a backend's own fault becomes a ``SessionError``, the
 codec, the secret key and what the object remembers of each session. The
 pipelines never reach into the session object itself.
@@ -30,16 +31,41 @@ INLINE_DECODE_BYTES = 1 << 20
 """Documents up to this size are decoded on the event loop even by backends that
 offload their codec: a thread hop on a busy machine costs more than decoding them (a few ms)."""
 
-Fetch = Callable[[SessionKey], Awaitable[bytes | None]]
 Faults = Callable[[str, SessionKey | Callable[[], str]], BackendFaults]
-Write = Callable[[SessionKey, bytes], Awaitable[None]]
-WriteIf = Callable[[SessionKey, bytes, Expected], Awaitable[bool]]
-Append = Callable[[SessionKey, bytes, DeltaBase], Awaitable[int | None]]
-Name = Callable[[SessionKey], str]
-WriteKeeping = Callable[[SessionKey, bytes, Expected, Archive], Awaitable[bool]]
-GetBlob = Callable[[SessionKey, str], Awaitable[bytes | None]]
-DropBlobs = Callable[[SessionKey, tuple[str, ...]], Awaitable[None]]
-ListBlobs = Callable[[SessionKey], Awaitable[list[str]]]
+"""Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
+
+PRIMITIVES = (
+    "_fetch", "_faults", "_write", "_write_if", "_append", "_saves_deltas", "_source", "_companion_source",
+    "_write_keeping", "_get_blob", "_drop_blobs", "_list_blobs",
+)
+"""The names of the storage primitives the pipelines call (see :class:`Primitives`)."""
+
+
+class Primitives:
+    """A backend class's storage primitives (:data:`PRIMITIVES`, in that order), as plain functions taking the
+    session object first: read from its class at each call by :mod:`._storage` (one C call), so that a pipeline
+    makes no bound method of its own."""
+
+    __slots__ = (
+        "append",
+        "companion_source",
+        "drop_blobs",
+        "faults",
+        "fetch",
+        "get_blob",
+        "list_blobs",
+        "saves_deltas",
+        "source",
+        "write",
+        "write_if",
+        "write_keeping",
+    )
+
+    def __init__(self, calls: tuple[Callable[..., Any], ...]) -> None:
+        (
+            self.fetch, self.faults, self.write, self.write_if, self.append, self.saves_deltas, self.source,
+            self.companion_source, self.write_keeping, self.get_blob, self.drop_blobs, self.list_blobs,
+        ) = calls
 
 
 class Blobs:
@@ -50,41 +76,36 @@ class Blobs:
         supported: The backend's ``supports_history``.
     """
 
-    __slots__ = ("_drop", "_get", "_list", "keep", "supported", "write_keeping")
+    __slots__ = ("_calls", "_storage", "keep", "supported")
 
-    def __init__(
-        self,
-        keep: int | None,
-        supported: bool,
-        calls: tuple[WriteKeeping, GetBlob, DropBlobs, ListBlobs],
-    ) -> None:
+    def __init__(self, keep: int | None, supported: bool, storage: object, calls: Primitives) -> None:
         self.keep, self.supported = keep, supported
-        self.write_keeping, self._get, self._drop, self._list = calls
+        self._storage, self._calls = storage, calls
+
+    def write_keeping(self, key: SessionKey, raw: bytes, expected: Expected, archive: Archive) -> Awaitable[bool]:
+        """``_write_keeping`` (the caller tells its faults)."""
+        return self._calls.write_keeping(self._storage, key, raw, expected, archive)  # type: ignore[no-any-return]
 
     async def get(self, faults: Faults, key: SessionKey, name: str) -> bytes | None:
         """``_get_blob``, with the backend's faults told as ``SessionError``."""
         with faults("_get_blob", key):
-            return await self._get(key, name)
+            return await self._calls.get_blob(self._storage, key, name)  # type: ignore[no-any-return]
 
     async def drop(self, faults: Faults, key: SessionKey, names: tuple[str, ...]) -> None:
         """``_drop_blobs``, with the backend's faults told as ``SessionError``."""
         with faults("_drop_blobs", key):
-            await self._drop(key, names)
+            await self._calls.drop_blobs(self._storage, key, names)
 
     async def listed(self, faults: Faults, key: SessionKey) -> list[str]:
         """``_list_blobs``, with the backend's faults told as ``SessionError``."""
         with faults("_list_blobs", key):
-            return await self._list(key)
+            return await self._calls.list_blobs(self._storage, key)  # type: ignore[no-any-return]
 
 
 class Backend:
     """One session object's storage and memory, as the pipelines may use them.
 
     Attributes:
-        fetch: Reads the stored bytes (``_read``, its faults told as ``SessionError``).
-        faults: Around a call of a storage primitive: a fault that is not a
-            ``StatekitError`` becomes a ``SessionError`` naming the backend and the session.
-        source: How error messages name a stored session; ``companion_source``: its deltas.
         codec: How documents become bytes.
         secret_box: Seals and opens secret fields (``None``: no key).
         omit_secrets: Without a key, save secret fields' modules without them.
@@ -93,42 +114,50 @@ class Backend:
     """
 
     __slots__ = (
-        "_append",
+        "_calls",
         "_offload",
-        "_saves_deltas",
-        "_write",
-        "_write_if",
+        "_storage",
         "blobs",
         "codec",
-        "companion_source",
-        "faults",
-        "fetch",
         "omit_secrets",
         "revisions",
         "secret_box",
-        "source",
         "writes_in_threads",
     )
 
     def __init__(
         self,
-        calls: tuple[Fetch, Faults, Write, WriteIf, Append],
-        names: tuple[Name, Name],
+        storage: object,
+        calls: Primitives,
         codec: tuple[Codec, bool],
         secrets: tuple[SecretBox | None, bool],
         revisions: RevisionMemory,
-        saves_deltas: Callable[[], bool],
         writes_in_threads: bool,
-        blobs: Blobs,
+        blobs: tuple[int | None, bool],
     ) -> None:
-        self.fetch, self.faults, self._write, self._write_if, self._append = calls
-        self.source, self.companion_source = names
+        self._storage, self._calls = storage, calls
         self.codec, self._offload = codec
         self.secret_box, self.omit_secrets = secrets
         self.revisions = revisions
-        self._saves_deltas = saves_deltas
         self.writes_in_threads = writes_in_threads
-        self.blobs = blobs
+        self.blobs = Blobs(*blobs, storage, calls)
+
+    def fetch(self, key: SessionKey) -> Awaitable[bytes | None]:
+        """Read the stored bytes (``_read``, its faults told as ``SessionError``)."""
+        return self._calls.fetch(self._storage, key)  # type: ignore[no-any-return]
+
+    def faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
+        """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a
+        ``SessionError`` naming the backend and the session."""
+        return self._calls.faults(self._storage, primitive, where)  # type: ignore[no-any-return]
+
+    def source(self, key: SessionKey) -> str:
+        """How error messages name a stored session."""
+        return self._calls.source(self._storage, key)  # type: ignore[no-any-return]
+
+    def companion_source(self, key: SessionKey) -> str:
+        """How error messages name a stored session's deltas."""
+        return self._calls.companion_source(self._storage, key)  # type: ignore[no-any-return]
 
     @property
     def keep_history(self) -> int | None:
@@ -142,17 +171,17 @@ class Backend:
 
     def saves_deltas(self) -> bool:
         """Whether a save after appends writes only the new items (see ``supports_appends``)."""
-        return self._saves_deltas()
+        return self._calls.saves_deltas(self._storage)  # type: ignore[no-any-return]
 
     async def write(self, key: SessionKey, raw: bytes) -> None:
         """``_write``, with the backend's faults told as ``SessionError``."""
         with self.faults("_write", key):
-            await self._write(key, raw)
+            await self._calls.write(self._storage, key, raw)
 
     async def append(self, key: SessionKey, line: bytes, base: DeltaBase) -> int | None:
         """``_append``, with the backend's faults told as ``SessionError``."""
         with self.faults("_append", key):
-            return await self._append(key, line, base)
+            return await self._calls.append(self._storage, key, line, base)  # type: ignore[no-any-return]
 
     @finished_despite_cancel
     async def store(
@@ -200,7 +229,7 @@ class Backend:
             await self.write(key, raw)
         else:
             with self.faults("_write_if", key):
-                written = await self._write_if(key, raw, expected)
+                written = await self._calls.write_if(self._storage, key, raw, expected)
             if not written:
                 source = self.source(key)
                 raise ConflictError(conflict_message(source, created=expected.matches(None)), source=source)

@@ -42,8 +42,10 @@ def finished_despite_cancel(
     """
 
     @functools.wraps(method)
-    async def run(session: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await finished(session, method(session, *args, **kwargs))
+    def run(session: S, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, T]:
+        # A plain function handing back the coroutine to await: no coroutine of its own per write.
+        work = method(session, *args, **kwargs)
+        return to_the_end(work) if session.writes_in_threads else work
 
     return run
 

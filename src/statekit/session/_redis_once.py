@@ -85,7 +85,11 @@ async def write_once(guard: Callable[[], AbstractAsyncContextManager[None]], att
     sending = Sending()
     try:
         async with guard():
-            return await _tried(attempt, False, sending)
+            try:  # _tried, inlined: the first try is every write's
+                return await attempt(False, sending)
+            except redis_errors.WatchError as err:
+                raise_if_lost(err)
+                raise
     except BackendUnavailableError:
         if not sending.pending:
             raise
@@ -134,13 +138,29 @@ async def send_once(client: Redis | RedisCluster, sending: Sending, name: str, *
     ``sending.pending`` is true from the moment the command may have reached the
     server until a reply (or an error reply) is read; the connection is made before that.
     """
+    if not isinstance(client, Redis):  # a plain client's exact class: no protocol check (see _redis_cluster)
+        try:
+            return await _sent_to_node(client, sending, name, command)
+        except redis_errors.ResponseError:
+            sending.pending = False  # an answer (NOSCRIPT, CLUSTERDOWN...): the command did nothing
+            raise
+    pool = client.connection_pool
+    connection = await connection_of(pool, command[0])
     try:
-        if isinstance(client, Redis):  # a plain client's exact class: no protocol check (see _redis_cluster)
-            return await _sent_on_connection(client, sending, command)
-        return await _sent_to_node(client, sending, name, command)
+        await connection.check_health()  # a PING first, if the client asks for them
+        sending.pending = True
+        await connection.send_packed_command(packed(connection, command), check_health=False)
+        reply = await connection.read_response()
+        sending.pending = False
+        return reply
     except redis_errors.ResponseError:
-        sending.pending = False  # an answer (NOSCRIPT, CLUSTERDOWN...): the command did nothing
+        sending.pending = False  # an answer (NOSCRIPT, CLUSTERDOWN...): the command did nothing; the connection is sound
         raise
+    except BaseException:
+        await connection.disconnect(nowait=True)  # its reply may still come: never reuse it
+        raise
+    finally:
+        await pool.release(connection)
 
 
 async def _sent_to_node(client: RedisCluster, sending: Sending, name: str, command: tuple[Any, ...]) -> Any:
@@ -154,30 +174,11 @@ async def _sent_to_node(client: RedisCluster, sending: Sending, name: str, comma
     return reply
 
 
-async def _sent_on_connection(client: Redis, sending: Sending, command: tuple[Any, ...]) -> Any:
-    pool = client.connection_pool
-    connection = await connection_of(pool, command[0])
-    try:
-        await connection.check_health()  # a PING first, if the client asks for them
-        sending.pending = True
-        await connection.send_packed_command(packed(connection, command), check_health=False)
-        reply = await connection.read_response()
-        sending.pending = False
-        return reply
-    except redis_errors.ResponseError:
-        raise  # an answer: the connection is sound
-    except BaseException:
-        await connection.disconnect(nowait=True)  # its reply may still come: never reuse it
-        raise
-    finally:
-        await pool.release(connection)
-
-
-async def connection_of(pool: ConnectionPool, command: str) -> Any:
+def connection_of(pool: ConnectionPool, command: str) -> Awaitable[Any]:
     """A connected connection of ``pool`` (redis-py retries connecting: nothing is sent yet), for ``command``
-    (redis-py 5.x needs its name); the caller releases it."""
+    (redis-py 5.x needs its name), to await (no coroutine of its own); the caller releases it."""
     named = (command,) if _NAMED_CONNECTIONS else ()
-    return await pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+    return pool.get_connection(*named)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
 
 
 async def _connected(node: ClusterNode) -> None:

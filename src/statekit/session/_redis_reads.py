@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -39,22 +40,27 @@ async def read_value(client: Redis | RedisCluster, name: str, ttl: int | None, f
     connection = await connection_of(pool, command[0])
     try:
         message = [part for each in commands for part in packed(connection, each)]
-
-        async def once() -> Any:
-            await connection.send_packed_command(message)  # checks its health first, as send_command does
-            replies: list[Any] = []
-            for _ in commands:  # every reply read, so that none is left for the connection's next command
-                try:
-                    replies.append(await connection.read_response())
-                except redis_errors.ResponseError as err:
-                    replies.append(err)
-            if isinstance(replies[0], redis_errors.ResponseError):
-                raise replies[0]
-            return replies[0]
-
-        async def lost(error: Exception) -> None:
-            await connection.disconnect()  # sent again on a new connection (as redis-py's retry does)
-
+        once, lost = partial(_once, connection, message, len(commands)), partial(_lost, connection)
         return await connection.retry.call_with_retry(once, lost)
     finally:
         await pool.release(connection)
+
+
+async def _once(connection: Any, message: list[bytes], replies: int) -> Any:
+    """Send the packed commands and read every reply (so that none is left for the connection's next command);
+    the first one's, raised if it is an error."""
+    await connection.send_packed_command(message)  # checks its health first, as send_command does
+    answers: list[Any] = []
+    for _ in range(replies):
+        try:
+            answers.append(await connection.read_response())
+        except redis_errors.ResponseError as err:
+            answers.append(err)
+    if isinstance(answers[0], redis_errors.ResponseError):
+        raise answers[0]
+    return answers[0]
+
+
+async def _lost(connection: Any, error: Exception) -> None:
+    """The connection was lost: the commands go again on a new one (as redis-py's retry does)."""
+    await connection.disconnect()

@@ -170,31 +170,33 @@ class RevisionMemory:
     """What a session object last loaded or saved, per session (thread-safe).
 
     The bytes of the most recent sessions are kept, up to :data:`MEMORY_BYTES`;
-    older ones are reduced to their revision.
+    older ones are reduced to their revision. Sessions are held by their ids as a
+    tuple, whose hash and comparison run in C (a :class:`SessionKey`'s run in Python,
+    several times per save and load).
     """
 
     __slots__ = ("_bytes", "_known", "_lock", "_with_bytes")
 
     def __init__(self) -> None:
-        self._known: dict[SessionKey, Expected] = {}
-        self._with_bytes: dict[SessionKey, int] = {}  # oldest first (a dict keeps its order), with their sizes
+        self._known: dict[tuple[str, str], Expected] = {}
+        self._with_bytes: dict[tuple[str, str], int] = {}  # oldest first (a dict keeps its order), with their sizes
         self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: SessionKey) -> Expected | None:
         """What is remembered of the session (``None``: never seen, or forgotten)."""
-        return self._known.get(key)  # one dict read is atomic: no lock needed
+        return self._known.get((key.user_id, key.session_id))  # one dict read is atomic: no lock needed
 
     def remember(self, key: SessionKey, expected: Expected) -> None:
         """Remember what was just read or written."""
-        raw = expected.raw
+        raw, ids = expected.raw, (key.user_id, key.session_id)
         with self._lock:
-            self._known[key] = expected
+            self._known[ids] = expected
             with_bytes = self._with_bytes
-            self._bytes -= with_bytes.pop(key, 0)
+            self._bytes -= with_bytes.pop(ids, 0)
             if raw is None:
                 return
-            with_bytes[key] = size = len(raw)  # the newest last
+            with_bytes[ids] = size = len(raw)  # the newest last
             self._bytes += size
             while self._bytes > MEMORY_BYTES:
                 oldest = next(iter(with_bytes))
@@ -203,9 +205,10 @@ class RevisionMemory:
 
     def forget(self, key: SessionKey) -> None:
         """Forget the session (after a delete): the next save is blind."""
+        ids = (key.user_id, key.session_id)
         with self._lock:
-            self._known.pop(key, None)
-            self._bytes -= self._with_bytes.pop(key, 0)
+            self._known.pop(ids, None)
+            self._bytes -= self._with_bytes.pop(ids, 0)
 
 
 def conflict_message(source: str, *, created: bool) -> str:

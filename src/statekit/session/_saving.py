@@ -9,7 +9,6 @@ stores it with a compare-and-set; a blind save that lost a race reads again.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -30,7 +29,7 @@ from statekit.session._keyless import refuse_secret_fields
 from statekit.session._kept import BLIND_ATTEMPTS, Basis, Others, json_names, others, refuse_removal, save_basis
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
-from statekit.session._revisions import Expected, backoff
+from statekit.session._revisions import UNKNOWN, Expected, backoff
 from statekit.session.document import META_KEY, plain_document, with_meta
 
 T = TypeVar("T")
@@ -49,26 +48,69 @@ async def save_modules(
     started = time.perf_counter()
     if backend.secret_box is None and not backend.omit_secrets:
         refuse_secret_fields(modules)
-    names = frozenset(modules)
-    source = partial(backend.source, key)
-    scan = json_names if backend.codec.fast else None
+    save = _Save(backend, key, modules, expected, overwrite)
+    size = await _written(backend, key, save.remembered, overwrite, save.attempt)
+    log_timed("saved", list(modules), save.source, size, started)
 
-    async def attempt(basis: Basis) -> int:
-        kept = partial(others, names, basis, partial(backend.fetch, key), partial(decode_stored, backend, key=key), source, scan=scan)
+
+class _Save:
+    """One ``save_modules()`` call: what its attempts share (one object held across the write's wait,
+    instead of closures and their cells: a small save's per-call cost, and its share of the collector's work)."""
+
+    __slots__ = ("backend", "basis", "expected", "key", "modules", "overwrite")
+
+    def __init__(
+        self, backend: Backend, key: SessionKey, modules: Mapping[str, SupportsState], expected: Expected | None, overwrite: bool
+    ) -> None:
+        self.backend, self.key, self.modules, self.expected, self.overwrite = backend, key, modules, expected, overwrite
+        self.basis: Basis | None = None  # the attempt's (see kept_now)
+
+    def source(self) -> str:
+        """How errors name the session."""
+        return self.backend.source(self.key)
+
+    def remembered(self) -> Expected | None:
+        """What the save must find stored: as given, else as remembered (``None``: blind)."""
+        if self.expected is not None or self.overwrite:
+            return self.expected
+        return self.backend.revisions.get(self.key)
+
+    def kept_now(self) -> Awaitable[Others]:
+        """:meth:`kept` over the basis of the attempt running."""
+        assert self.basis is not None
+        return self.kept(self.basis)
+
+    def kept(self, basis: Basis) -> Awaitable[Others]:
+        """The stored modules the save does not name (see :func:`~._kept.others`)."""
+        backend, key = self.backend, self.key
+        return others(
+            frozenset(self.modules), basis, partial(backend.fetch, key), partial(decode_stored, backend, key=key),
+            self.source, scan=json_names if backend.codec.fast else None,
+        )
+
+    def attempt(self, basis: Basis) -> Awaitable[int]:
+        """One attempt over ``basis``; the bytes written. A save that may write a delta over a head whose
+        history index is known already (the usual save after a load or save) is :func:`save_with_appends`'s
+        coroutine itself (no coroutine of its own while the write waits)."""
+        backend = self.backend
+        if backend.saves_deltas() and (basis.expected.history is not UNKNOWN or not backend.supports_history):
+            self.basis = basis
+            return save_with_appends(backend, self.key, self.modules, basis.expected, self.kept_now)
+        return self._attempt(basis)
+
+    async def _attempt(self, basis: Basis) -> int:
+        backend, key, modules = self.backend, self.key, self.modules
         seen = basis.expected
         if backend.supports_history:  # the stored head's history index, known before anything is dumped
             _, seen = await head_of(backend, key, basis.expected)
         if backend.saves_deltas():  # append-only lists saved as deltas (history or not)
-            return await save_with_appends(backend, key, modules, seen, kept)
-        found = await kept()
+            self.basis = basis
+            return await save_with_appends(backend, key, modules, seen, self.kept_now)
+        found = await self.kept(basis)
         step, _ = await plan(backend, key, found.expected, found.ordered(modules))
         raw = await _encode(backend, modules, found, step)
         await backend.store(key, raw, found.expected, overwrite=False, names=found.names(modules), step=step)
         return len(raw)
-
-    remembered = lambda: expected if expected is not None or overwrite else backend.revisions.get(key)  # noqa: E731
-    size = await _written(backend, key, remembered, overwrite, attempt)
-    log_timed("saved", list(modules), source, size, started)
 
 
 async def _written(
@@ -80,16 +122,16 @@ async def _written(
 ) -> T:
     """``attempt(basis)`` over what a write must find stored (``remembered()``; else, blind, what a read finds
     now); a blind write that lost a race reads again after a random backoff (:func:`_tries_again`)."""
-    fetch = partial(backend.fetch, key)
-    for number in itertools.count(1):
-        basis = await save_basis(remembered(), overwrite, fetch)
+    number = 0
+    while True:
+        number += 1
+        basis = await save_basis(remembered(), overwrite, partial(backend.fetch, key))
         try:
             return await attempt(basis)
         except ConflictError as err:
             if not _tries_again(err, basis.blind, number):
                 raise
         await asyncio.sleep(backoff(number))
-    raise AssertionError("unreachable")
 
 
 def _tries_again(error: ConflictError, blind: bool, attempt: int) -> bool:

@@ -10,7 +10,9 @@ pipelines (load, save, update) reach them only through :meth:`Storage._backend`.
 from __future__ import annotations
 
 import abc
+import operator
 from collections.abc import Callable
+from functools import partial
 from typing import ClassVar
 
 from statekit.values.secrets import SecretBox
@@ -18,7 +20,7 @@ from statekit.codecs import JSON, Codec
 from statekit.errors import SessionError
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive
-from statekit.session._backend import Backend, Blobs
+from statekit.session._backend import PRIMITIVES, Backend, Primitives
 from statekit.session._faults import BackendFaults, read_bytes
 from statekit.session._fence import LeaseBusy, LeaseGrant
 from statekit.session._ids import SessionKey
@@ -190,7 +192,8 @@ class Storage(abc.ABC):
         (:func:`statekit.session._fence.fence_verdict`), and raises what
         :func:`statekit.session._fence.check_fence` raises when refused.
         """
-        return self._leases.get(key)
+        held = self._leases
+        return held.get(key) if held else None  # no lease held (the usual case): the key is not hashed
 
     @property
     def _leases(self) -> dict[SessionKey, int]:
@@ -241,29 +244,42 @@ class Storage(abc.ABC):
     def _faults(self, primitive: str, where: SessionKey | Callable[[], str]) -> BackendFaults:
         """Around a call of a storage primitive: a fault that is not a ``StatekitError`` becomes a ``SessionError``."""
         if isinstance(where, SessionKey):
-            key = where
-            return BackendFaults(self, primitive, lambda: self._source(key))
+            return BackendFaults(self, primitive, partial(self._source, where))
         return BackendFaults(self, primitive, where)
 
     async def _fetch(self, key: SessionKey) -> bytes | None:
         """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
         with self._faults("_read", key):
             raw = await self._read(key)
-        return read_bytes(raw, self, lambda: self._source(key))
+        if raw is None or type(raw) is bytes:
+            return raw
+        return read_bytes(raw, self, partial(self._source, key))
 
     def _backend(self) -> Backend:
         """What the pipelines (load, save, update) use of this object, made for one call."""
         return Backend(
-            (self._fetch, self._faults, self._write, self._write_if, self._append),
-            (self._source, self._companion_source),
+            self,
+            _primitives(self),
             (self.codec, self.offload_codec),
             (self._secret_box, self.omit_secrets),
             self._revisions,
-            self._saves_deltas,
             self.writes_in_threads,
-            Blobs(
-                self.keep_history,
-                self.supports_history,
-                (self._write_keeping, self._get_blob, self._drop_blobs, self._list_blobs),
-            ),
+            (self.keep_history, self.supports_history),
         )
+
+
+_PRIMITIVE_NAMES = frozenset(PRIMITIVES)
+_primitives_of = operator.attrgetter(*PRIMITIVES)
+
+
+def _primitives(storage: Storage) -> Primitives:
+    """The storage primitives of ``storage``: its class's functions, read at each call (a test or a user may
+    replace one on the class); an object that set one of them on itself (a test's stand-in) gets those."""
+    if not _PRIMITIVE_NAMES.isdisjoint(storage.__dict__):
+        return Primitives(tuple(_unbound(getattr(storage, name)) for name in PRIMITIVES))
+    return Primitives(_primitives_of(type(storage)))
+
+
+def _unbound(call: Callable[..., object]) -> Callable[..., object]:
+    """``call`` (set on an object itself), called as its class's functions are: with the object first, ignored."""
+    return lambda _storage, *args: call(*args)

@@ -24,7 +24,8 @@ a write whose reply is lost gets one more ``timeout`` to learn whether it landed
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from functools import partial
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
@@ -63,6 +64,7 @@ try:
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
+    from statekit.session._redis_write import ConditionalWrite
     from statekit.session._redis_reads import read_value
     from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, quote
     from statekit.session._redis_scan import sessions_of, some_owners_of, some_sessions_of, users_of
@@ -269,20 +271,16 @@ class RedisSession(SessionBase):
     async def _conditional(self, key: SessionKey, script: Script, args: tuple[Any, ...], twin: Twin) -> bool:
         """A conditional write with a write id (see _redis_once): ``script`` on :meth:`_keys` with ``args``, the
         token carried and the id; without Lua, ``twin(keys, (key_ttl, keep_ttl), (id, retried, sending, token))``."""
-        write_id, token, keys = new_id(), self._fence(key), self._keys(key)
-
-        async def attempt(retried: bool, sending: Sending) -> Any:
-            expiry, write = (self.key_ttl, self._keep_ttl), (write_id, retried, sending, token)
-            return await self._scripting.run(
-                script, sending, keys, (*args, carried(token), *id_args(write_id, retried)),
-                lambda: twin(keys, expiry, write),
-            )
-
-        return self._answered(key, await write_once(lambda: self._errors(key), attempt), token)
+        token = self._fence(key)
+        write = ConditionalWrite(
+            self._scripting, (script, self._keys(key), args, twin), token, (self.key_ttl, self._keep_ttl),
+            partial(self._errors, key),
+        )
+        return self._answered(key, await write_once(write.errors, write.attempt), token)
 
     def _keys(self, key: SessionKey) -> tuple[str, str, str, str]:
         """The keys a conditional write touches: the session's, its write ids', its lease's and its kept revisions'."""
-        name, cluster = self._key(key), is_cluster(self._client)
+        name, cluster = self._key(key), self._guard.cluster
         return name, id_key(name, cluster), lease_key(name, cluster), history_key(name, cluster)
 
     def _answered(self, key: SessionKey, answer: Any, token: int | None) -> bool:
@@ -295,12 +293,12 @@ class RedisSession(SessionBase):
             return str(self.key_ttl)
         return "keep" if self._keep_ttl else ""
 
-
-    async def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> bool:
+    def _write_if(self, key: SessionKey, data: bytes, expected: Expected) -> Coroutine[Any, Any, bool]:
+        # a plain method handing back the write's coroutine: one coroutine less held while it waits
         if expected.only_base:
             assert expected.base is not None
-            return await self._if_base(key, expected.base, data, "set")
-        return await self._conditional(
+            return self._if_base(key, expected.base, data, "set")
+        return self._conditional(
             key, COMPARE_AND_SET, (data, expected.revision, self._ttl_arg()),
             lambda keys, ttl, write: compare_and_set_watching(self._client, keys, data, expected, ttl, write),
         )
@@ -381,7 +379,7 @@ class RedisSession(SessionBase):
         Raises:
             SessionError: The session is closed (``closing``: the close itself).
         """
-        return self._guard.errors(lambda: self._where(key), self.timeout, closing=closing)
+        return self._guard.errors(partial(self._where, key), self.timeout, closing=closing)
 
     def _where(self, key: SessionKey | None) -> str:
         """The server, or for a cluster the node that holds ``key`` (errors only)."""
