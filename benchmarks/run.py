@@ -68,9 +68,10 @@ def main() -> int:
         for n, ratios in json.items():
             save = ratios["save"][STATEKIT] / ratios["save"][GUARANTEE]
             targets.append((f"JSON save, {n:,}", save, "<= 1.1x the guarantee floor", save <= 1.1))
-            targets.append((f"JSON load, {n:,}", ratios["load"][STATEKIT], "<= 0.8x floor", ratios["load"][STATEKIT] <= 0.8))
-            cold = ratios["load"][STATEKIT_COLD]
-            targets.append((f"JSON load by a new object, {n:,}", cold, "<= 0.8x floor", cold <= 0.8))
+            bound = 1.05 if n <= 1_000 else 0.8  # issue 27: 1.05x at 1,000, 0.8x from 10,000
+            warm, cold = ratios["load"][STATEKIT], ratios["load"][STATEKIT_COLD]
+            targets.append((f"JSON load, {n:,}", warm, f"<= {bound}x floor", warm <= bound))
+            targets.append((f"JSON load by a new object, {n:,}", cold, f"<= {bound}x floor", cold <= bound))
     if "memory" in parts:
         targets.extend(_memory_targets(run_memory(10_000 if args.quick else max(sizes), rivals=not args.quick)))
     if "state" in parts:
@@ -86,7 +87,7 @@ def main() -> int:
     if "redis" in parts:
         rates = run_redis(runs, 5 if args.quick else 20)
         share = rates["statekit RedisSession"] / rates["by hand (floor)"]
-        targets.append(("Redis 20 msgs x 64 tasks", share, ">= 90% of by hand", share >= 0.9))
+        targets.append(("Redis 20 msgs x 64 tasks", share, ">= 75% of by hand", share >= 0.75))
     if "sqlite" in parts:
         run_save_load(sizes[:2], runs)
         run_tasks(runs, 5 if args.quick else 20)
@@ -130,7 +131,7 @@ def _memory_targets(peaks: dict[str, tuple[float, float]]) -> list[tuple[str, fl
 
 
 def _print_targets(targets: list[tuple[str, float, str, bool]]) -> None:
-    print("\nTargets (issue 11)")
+    print("\nTargets (issues 11 and 27)")
     for label, value, target, met in targets:
         shown = (f"{value:.2%}" if value < 0.1 else f"{value:.0%}") if "%" in target else f"{value:.2f}" + ("" if "MiB" in label or "(ms)" in label else "x")
         print(f"  {label:<36} {shown:>9}  target {target:<22} {'met' if met else 'MISSED'}")
