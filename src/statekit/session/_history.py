@@ -83,7 +83,8 @@ async def plan(
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
         if head is not None:
             old = head.head(expected.revision, size)
-            head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
+            if _in_head(head):
+                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
         else:
             assert raw is not None
             try:
@@ -154,7 +155,23 @@ def _dropped(head: HeadHistory, start: int) -> tuple[str, ...]:
     Raises:
         DocumentError: Their records are malformed.
     """
-    return tuple(sorted(head.blobs(start) - head.blobs(0, start)))
+    gone = head.blobs(start)
+    if not gone:
+        return ()
+    try:  # the newer records as stored: one that names none of these blobs is stored in none of them
+        newer = b",".join(head.entries[: max(start, 0)])  # type: ignore[arg-type]
+    except TypeError:
+        newer = b"\\"  # decoded records among them: read each one
+    if b"\\" not in newer and not any(name.encode() in newer for name in gone):  # no escape hides a name
+        return tuple(sorted(gone))
+    return tuple(sorted(gone - head.blobs(0, start)))
+
+
+def _in_head(head: HeadHistory) -> bool:
+    """Whether a kept record is a prefix of the head (:class:`Located` in no blob), which :func:`_in_blob` moves."""
+    if Located not in map(type, head.entries):  # the usual case, found at C speed
+        return False
+    return any(isinstance(entry, Located) and entry.blob is None for entry in head.entries)
 
 
 def _in_blob(name: str, entry: Entry) -> Entry:
