@@ -109,7 +109,7 @@ async def plan(
         modules=modules,
         entries=kept,
         source=lambda: backend.source(key),
-    )
+    ).newest_stored()
     return Step(Archive(keep_as, drop), new), expected
 
 

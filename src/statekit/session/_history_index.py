@@ -212,6 +212,14 @@ class HeadHistory:
             return rest
         return b"%s,%s" % (orjson.dumps(self._entry(0)), rest) if rest else orjson.dumps(self._entry(0))
 
+    def newest_stored(self) -> HeadHistory:
+        """This index, its newest record (a save's record of the head it replaced) as stored, JSON: as a load
+        of the new head reads it, so that the object's next save carries it on like any other."""
+        if not self.entries or not isinstance(self.entries[0], Revision):
+            return self
+        entries = (orjson.dumps(self._entry(0)), *self.entries[1:])
+        return HeadHistory(self.keep, self.saved_at, self.parent, self.forked_from, self.modules, entries, self.source)
+
     def _entry(self, index: int) -> dict[str, Any]:
         """The record of the :class:`Revision` at ``index``, as stored: it leaves out its parent when that is
         the next record, and its modules when they are the newer record's (or the head's), where known."""

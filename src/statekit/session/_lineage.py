@@ -14,6 +14,7 @@ prefixes' records name that blob.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import attrs
@@ -23,7 +24,7 @@ from statekit.session._companion import joined, split
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import Located, Revision
 from statekit.session._proofs import chained_lines
-from statekit.session._revisions import line_revision
+from statekit.session._revisions import UNKNOWN, Expected, line_revision
 from statekit.session.document import deltas_flag, header, header_of
 
 
@@ -77,6 +78,14 @@ def over_deltas(index: HeadHistory | None, raw: bytes, source: str) -> HeadHisto
         source=index.source,
     )
     return over if index.keep is None or len(entries) <= index.keep else attrs.evolve(over, entries=over.truncated(index.keep))
+
+
+def loaded_index(seen: Expected | None, raw: bytes, read: Callable[[], HeadHistory | None]) -> HeadHistory | None:
+    """The history index of loaded bytes: what the object remembers of them when they are the bytes it last
+    wrote or loaded (a turn's load after its own save reads no index), else ``read()``."""
+    if seen is not None and seen.raw is not None and seen.history is not UNKNOWN and seen.raw == raw:
+        return seen.history  # type: ignore[return-value]
+    return read()
 
 
 def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) -> tuple[HeadHistory, set[str]]:

@@ -27,7 +27,7 @@ from statekit.session._backend import Backend
 from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of
-from statekit.session._lineage import over_deltas
+from statekit.session._lineage import loaded_index, over_deltas
 from statekit.session._typed_appends import history_of_typed, token_of_typed, with_deltas
 from statekit.session._delta_load import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
@@ -127,7 +127,9 @@ async def _load_typed(
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
-    history = over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
+    history = loaded_index(
+        seen, raw, lambda: over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
+    )
     migrated = migrations_run()
     with paused_gc(), secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
