@@ -84,7 +84,7 @@ def loaded_index(seen: Expected | None, raw: bytes, read: Callable[[], HeadHisto
     """The history index of loaded bytes: what the object remembers of them when they are the bytes it last
     wrote or loaded (a turn's load after its own save reads no index), else ``read()``."""
     if seen is not None and seen.raw is not None and seen.history is not UNKNOWN and seen.raw == raw:
-        return seen.history  # type: ignore[return-value]
+        return seen.history
     return read()
 
 
