@@ -491,6 +491,30 @@ def test_a_lineage_blob_stays_while_a_revision_is_in_it_and_goes_with_the_last(t
     session.close()
 
 
+@pytest.mark.parametrize("kind", ["json", pytest.param("redis", marks=pytest.mark.redis)])
+def test_keeping_one_revision_a_rewrite_keeps_the_delta_revision_it_replaced(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """keep_history=1 and a rewrite over a turn's delta line: the old head's blob holds the one revision kept
+    (the line's) and the one pruned (its document's); it stays."""
+    if kind == "redis":
+        server = request.getfixturevalue("redis_server")
+        session: SessionBase = RedisSession(server.host, server.port, key_prefix=f"one-{uuid.uuid4().hex}:", keep_history=1)
+    else:
+        session = JSONSession(tmp_path, keep_history=1)
+    journal, counter = Journal(), Counter()
+    session.save("s", journal=journal, counter=counter)
+    journal.entries.append("turn 0")
+    session.save("s", journal=journal, counter=counter)  # a delta line: its revision is in the head
+    turn = session.revision("s")
+    counter.count = 1
+    session.save("s", journal=journal, counter=counter)  # a rewrite: the old head kept whole, its document pruned
+    listed = session.history("s")
+    assert listed[0].parent == turn and [r.revision for r in listed[1:]] == [turn]
+    assert _entries(session, turn) == ["turn 0"]  # its bytes are still there
+    session.close()
+
+
 def _entries(session: SessionBase, revision: str) -> list[str]:
     loaded = Journal()
     session.load_at("s", revision, journal=loaded, counter=Counter())

@@ -101,6 +101,8 @@ async def plan(
         drop = _dropped(head, retention - 1) if head is not None else ()
         kept = (old, *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
     keep_as = expected.revision if stored and retention != 0 else None
+    if keep_as in drop:  # the replaced head's blob also holds the revisions its delta lines made: kept with it
+        drop = tuple(name for name in drop if name != keep_as)
     new = HeadHistory(
         keep=retention,
         saved_at=now(),
