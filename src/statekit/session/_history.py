@@ -152,10 +152,11 @@ async def stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple
 
 def _dropped(head: HeadHistory, start: int) -> tuple[str, ...]:
     """The blobs of the revisions the head keeps from ``start`` on (0: the newest) that no newer one is in:
-    what a write that keeps only the newer ones drops.
+    what a write that keeps only the newer ones drops. The newer records, carried on as stored, are read only
+    when their JSON may name one of those blobs (a save's usual case reads the dropped record alone).
 
     Raises:
-        DocumentError: Their records are malformed.
+        DocumentError: The dropped records are malformed (or a newer one that had to be read).
     """
     gone = head.blobs(start)
     if not gone:
