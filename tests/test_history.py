@@ -491,6 +491,30 @@ def test_a_lineage_blob_stays_while_a_revision_is_in_it_and_goes_with_the_last(t
     session.close()
 
 
+@pytest.mark.parametrize("kind", ["json", pytest.param("redis", marks=pytest.mark.redis)])
+def test_keeping_one_revision_a_rewrite_keeps_the_delta_revision_it_replaced(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """keep_history=1 and a rewrite over a turn's delta line: the old head's blob holds the one revision kept
+    (the line's) and the one pruned (its document's); it stays."""
+    if kind == "redis":
+        server = request.getfixturevalue("redis_server")
+        session: SessionBase = RedisSession(server.host, server.port, key_prefix=f"one-{uuid.uuid4().hex}:", keep_history=1)
+    else:
+        session = JSONSession(tmp_path, keep_history=1)
+    journal, counter = Journal(), Counter()
+    session.save("s", journal=journal, counter=counter)
+    journal.entries.append("turn 0")
+    session.save("s", journal=journal, counter=counter)  # a delta line: its revision is in the head
+    turn = session.revision("s") or ""
+    counter.count = 1
+    session.save("s", journal=journal, counter=counter)  # a rewrite: the old head kept whole, its document pruned
+    listed = session.history("s")
+    assert listed[0].parent == turn and [r.revision for r in listed[1:]] == [turn]
+    assert _entries(session, turn) == ["turn 0"]  # its bytes are still there
+    session.close()
+
+
 def _entries(session: SessionBase, revision: str) -> list[str]:
     loaded = Journal()
     session.load_at("s", revision, journal=loaded, counter=Counter())
@@ -590,4 +614,14 @@ def test_a_rewrite_that_prunes_a_turn_keeps_the_head_the_turn_is_in(tmp_path: Pa
     session.save("s", journal=journal, counter=counter)
     assert [r.revision for r in session.history("s")][1:] == [turn]
     assert _entries(JSONSession(tmp_path), turn) == ["first", "a turn"]
+    session.close()
+
+
+def test_the_first_save_that_keeps_history_records_its_own_modules(tmp_path: Path) -> None:
+    """The head a first history-keeping save replaces is recorded with its modules, and the new head with its own."""
+    JSONSession(tmp_path).save("s", counter=Counter(count=1))
+    session = JSONSession(tmp_path, keep_history=2)
+    session.save("s", counter=Counter(count=2), note=Note(text="new"))
+    listed = session.history("s")
+    assert [r.modules for r in listed] == [("counter", "note"), ("counter",)], listed
     session.close()

@@ -83,23 +83,26 @@ async def plan(
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
         if head is not None:
             old = head.head(expected.revision, size)
-            head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
+            if _in_head(head):
+                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
         else:
             assert raw is not None
             try:
-                modules = await stored_modules(backend, key, raw)
+                held = await stored_modules(backend, key, raw)
             except DocumentError:
-                modules = ()  # a damaged head (only overwrite=True writes over one): kept as it was
-            old = Revision(expected.revision, None, None, size, modules)
+                held = ()  # a damaged head (only overwrite=True writes over one): kept as it was
+            old = Revision(expected.revision, None, None, size, held)
         kept = (old, *(head.entries if head is not None else ()))
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
         return Step(Archive(None, tuple(sorted(head.blobs(0)))), None), expected
     drop: tuple[str, ...] = ()
     if retention is not None and len(kept) > retention:
-        drop = _dropped(head, retention - 1, expected.revision if stored else None) if head is not None else ()
+        drop = _dropped(head, retention - 1) if head is not None else ()
         kept = (old, *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
     keep_as = expected.revision if stored and retention != 0 else None
+    if keep_as in drop:  # the replaced head's blob also holds the revisions its delta lines made: kept with it
+        drop = tuple(name for name in drop if name != keep_as)
     new = HeadHistory(
         keep=retention,
         saved_at=now(),
@@ -108,7 +111,7 @@ async def plan(
         modules=modules,
         entries=kept,
         source=lambda: backend.source(key),
-    )
+    ).newest_stored()
     return Step(Archive(keep_as, drop), new), expected
 
 
@@ -147,15 +150,31 @@ async def stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple
     return tuple(name for name in document if name != META_KEY)
 
 
-def _dropped(head: HeadHistory, start: int, kept_as: str | None) -> tuple[str, ...]:
-    """The blobs of the revisions the head keeps from ``start`` on (0: the newest) that no newer one is in, nor
-    the old head, kept now as ``kept_as`` (its first lines may be among them): what a write that keeps only the
-    newer ones drops.
+def _dropped(head: HeadHistory, start: int) -> tuple[str, ...]:
+    """The blobs of the revisions the head keeps from ``start`` on (0: the newest) that no newer one is in:
+    what a write that keeps only the newer ones drops. The newer records, carried on as stored, are read only
+    when their JSON may name one of those blobs (a save's usual case reads the dropped record alone).
 
     Raises:
-        DocumentError: Their records are malformed.
+        DocumentError: The dropped records are malformed (or a newer one that had to be read).
     """
-    return tuple(sorted(head.blobs(start) - head.blobs(0, start) - {kept_as}))
+    gone = head.blobs(start)
+    if not gone:
+        return ()
+    try:  # the newer records as stored: one that names none of these blobs is stored in none of them
+        newer = b",".join(head.entries[: max(start, 0)])  # type: ignore[arg-type]
+    except TypeError:
+        newer = b"\\"  # decoded records among them: read each one
+    if b"\\" not in newer and not any(name.encode() in newer for name in gone):  # no escape hides a name
+        return tuple(sorted(gone))
+    return tuple(sorted(gone - head.blobs(0, start)))
+
+
+def _in_head(head: HeadHistory) -> bool:
+    """Whether a kept record is a prefix of the head (:class:`Located` in no blob), which :func:`_in_blob` moves."""
+    if Located not in map(type, head.entries):  # the usual case, found at C speed
+        return False
+    return any(isinstance(entry, Located) and entry.blob is None for entry in head.entries)
 
 
 def _in_blob(name: str, entry: Entry) -> Entry:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import attrs
 import msgspec
@@ -159,8 +159,17 @@ class HeadHistory:
         Raises:
             DocumentError: A record is malformed.
         """
+        start = max(start, 0)
         end = len(self.entries) if stop is None else min(stop, len(self.entries))
-        return {blob for blob, _ in map(self.place, range(max(start, 0), end)) if blob is not None}
+        try:  # every save asks: records still JSON are read in one decode
+            found = _PLACES.decode(b"[%s]" % b",".join(self.entries[start:end]))  # type: ignore[arg-type]
+        except (TypeError, msgspec.DecodeError):
+            found = None  # decoded records among them (not bytes), or a malformed one
+        if found is not None:
+            blobs = {name.revision if name.lines is None else name.blob for name in found}
+            if None not in blobs and "" not in blobs:
+                return blobs  # type: ignore[return-value]
+        return {blob for blob, _ in map(self.place, range(start, end)) if blob is not None}  # says what is wrong
 
     def find(self, revision: str) -> Revision | None:
         """The kept revision of that name (``None``: not kept)."""
@@ -179,17 +188,37 @@ class HeadHistory:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
         if json:  # one fragment: the records carried on are joined as they are stored
-            chunks = [
-                orjson.dumps(self._entry(index)) if isinstance(entry, (Revision, Located)) else entry
-                for index, entry in enumerate(self.entries)
-            ]
-            meta["kept"] = orjson.Fragment(b"[%s]" % b",".join(chunks))
+            meta["kept"] = orjson.Fragment(b"[%s]" % self._joined())
         else:
             meta["kept"] = [
                 self._entry(index) if isinstance(entry, (Revision, Located)) else msgspec.json.decode(entry)
                 for index, entry in enumerate(self.entries)
             ]
         return meta
+
+    def _joined(self) -> bytes:
+        """The records as stored, joined by commas: those carried on as they are, the decoded ones encoded."""
+        entries = self.entries
+        first = 1 if entries and isinstance(entries[0], (Revision, Located)) else 0  # a save's new record
+        try:  # the rest carried on as stored, the usual case: joined at C speed
+            rest = b",".join(entries[first:])  # type: ignore[arg-type]
+        except TypeError:  # decoded records among them
+            chunks = [
+                orjson.dumps(self._entry(index)) if isinstance(entry, (Revision, Located)) else entry
+                for index, entry in enumerate(entries)
+            ]
+            return b",".join(chunks)
+        if not first:
+            return rest
+        return b"%s,%s" % (orjson.dumps(self._entry(0)), rest) if rest else orjson.dumps(self._entry(0))
+
+    def newest_stored(self) -> HeadHistory:
+        """This index, its newest record (a save's record of the head it replaced) as stored, JSON: as a load
+        of the new head reads it, so that the object's next save carries it on like any other."""
+        if not self.entries or not isinstance(self.entries[0], Revision):
+            return self
+        entries = (orjson.dumps(self._entry(0)), *self.entries[1:])
+        return HeadHistory(self.keep, self.saved_at, self.parent, self.forked_from, self.modules, entries, self.source)
 
     def _entry(self, index: int) -> dict[str, Any]:
         """The record of the :class:`Revision` at ``index``, as stored: it leaves out its parent when that is
@@ -235,11 +264,10 @@ class _Index(msgspec.Struct):
     parent: str | None = None
     forked_from: tuple[str, str, str] | None = None
     modules: list[str] = msgspec.field(default_factory=list)
-    kept: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
+    kept: list[msgspec.Raw] = msgspec.field(default_factory=list)
 
 
 _INDEX = msgspec.json.Decoder(_Index)
-_RECORDS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 class _Name(msgspec.Struct):
@@ -258,6 +286,17 @@ _PARENT = msgspec.json.Decoder(_Parent)
 _NAME = msgspec.json.Decoder(_Name)
 
 
+class _Place(msgspec.Struct):
+    """A record's :meth:`HeadHistory.place`, as :meth:`HeadHistory.blobs` reads many at once."""
+
+    revision: str
+    blob: str | None = msgspec.field(name="in", default=None)
+    lines: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+_PLACES = msgspec.json.Decoder(list[_Place])
+
+
 def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
     """The history index from the JSON of ``"history"``, its records left as JSON until asked for.
 
@@ -265,8 +304,7 @@ def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
         DocumentError: It is not a well-formed index (saying which part, where).
     """
     try:
-        index = _INDEX.decode(raw)
-        records = _RECORDS.decode(bytes(index.kept))  # a copy of the records alone: not the whole document kept alive
+        index = _INDEX.decode(raw)  # the records hold ``raw`` alive: the index's bytes alone (its callers copy them)
     except msgspec.DecodeError:  # a malformed index: the full check names what and where
         try:
             data = msgspec.json.decode(raw)
@@ -289,7 +327,7 @@ def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
         parent=index.parent,
         forked_from=index.forked_from,
         modules=tuple(index.modules),
-        entries=tuple(records),
+        entries=tuple(index.kept),
         source=source,
     )
 

@@ -6,6 +6,7 @@ hand-edited head fails with the path of what is wrong (``where``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -75,8 +76,17 @@ def time_text(value: datetime | None) -> str | None:
 
 def stamp(value: datetime) -> str:
     """A time as a record (or a delta line, see :mod:`._proofs`) holds it: ISO 8601, UTC written ``Z``."""
+    if value.tzinfo is timezone.utc:
+        return _utc_stamp(value)
     text = value.isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+@functools.lru_cache(maxsize=512)
+def _utc_stamp(value: datetime) -> str:
+    """:func:`stamp` of a UTC time, remembered: a save writes its time, and the next save writes it again
+    in the record of the head it replaces."""
+    return value.isoformat()[:-6] + "Z"
 
 
 def record_of(item: object, where: str, source: str, implied: tuple[str | None, tuple[str, ...]]) -> Revision:

@@ -14,6 +14,7 @@ prefixes' records name that blob.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import attrs
@@ -23,7 +24,7 @@ from statekit.session._companion import joined, split
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import Located, Revision
 from statekit.session._proofs import chained_lines
-from statekit.session._revisions import line_revision, revision_of
+from statekit.session._revisions import Expected, line_revision, revision_of
 from statekit.session.document import deltas_flag, header, header_of
 
 
@@ -77,6 +78,18 @@ def over_deltas(index: HeadHistory | None, raw: bytes, source: str) -> HeadHisto
         source=index.source,
     )
     return over if index.keep is None or len(entries) <= index.keep else attrs.evolve(over, entries=over.truncated(index.keep))
+
+
+_COMPARED_BYTES = 1 << 16
+"""Loaded bytes up to this size are compared with the bytes last seen before their index is read."""
+
+
+def loaded_index(seen: Expected | None, raw: bytes, read: Callable[[], HeadHistory | None]) -> HeadHistory | None:
+    """The history index of loaded bytes: what the object remembers of them when they are the bytes it last
+    wrote or loaded (a turn's load after its own save reads no index), else ``read()``."""
+    if seen is None or not isinstance(seen.history, HeadHistory) or seen.raw is None or len(raw) > _COMPARED_BYTES:
+        return read()  # (a large head: reading its index costs less than comparing it)
+    return seen.history if seen.raw == raw else read()
 
 
 def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) -> tuple[HeadHistory, set[str]]:

@@ -29,7 +29,7 @@ from statekit.session._backend import Backend
 from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of
-from statekit.session._lineage import over_deltas
+from statekit.session._lineage import loaded_index, over_deltas
 from statekit.session._typed_appends import history_of_typed, token_of_typed, with_deltas
 from statekit.session._delta_load import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
@@ -117,12 +117,11 @@ async def _load_typed(
     typed = typed_document(modules, META_KEY)
     if typed is None:
         return None
-    last = seen.raw if backend.codec in DEPTH_CHECKING and seen is not None else None
     # The collector stays off from the decode to the commit, and until the decoded mirrors are
     # dropped (when _typed_load returns): else its first pass after the decode walks them all
     # (several ms on a large load) for nothing. (The pause is process-wide: the decode's thread too.)
     with paused_gc():
-        return await _typed_load(backend, typed, raw, key, modules, strict, last)
+        return await _typed_load(backend, typed, raw, key, modules, strict, seen)
 
 
 async def _typed_load(
@@ -132,9 +131,10 @@ async def _typed_load(
     key: SessionKey,
     modules: Mapping[str, SupportsState],
     strict: bool,
-    last: bytes | None,
+    seen: Expected | None,
 ) -> tuple[dict[str, LoadResult], DeltaBase | None, HeadHistory | None] | None:
-    """:func:`_load_typed` once its decoder is known (``last``: the bytes this object last wrote or loaded)."""
+    """:func:`_load_typed` once its decoder is known (``seen``: what this object last wrote or loaded)."""
+    last = seen.raw if backend.codec in DEPTH_CHECKING and seen is not None else None
     doc, log, token = split(raw)
     body = doc[len(BOM):] if doc.startswith(BOM) else doc
     # Bytes this object wrote or loaded before passed the depth check then (the built-in
@@ -148,7 +148,9 @@ async def _typed_load(
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
-    history = over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
+    history = loaded_index(
+        seen, raw, lambda: over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
+    )
     migrated = migrations_run()
     with secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
