@@ -27,7 +27,7 @@ import pytest
 
 from append_models import Memory, Msg
 from old_schemas import PG_VERSION_2_DDL, SQLITE_VERSION_2_DDL
-from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
+from statekit.errors import ConflictError, LeaseHeldError, LeaseLostError, SessionError
 from statekit.session import SessionBase, open_session
 from statekit.session._archive import Archive
 from statekit.session._companion import joined, split
@@ -491,3 +491,45 @@ async def test_sigkills_mid_save_never_leave_a_head_without_its_kept_revisions(t
             assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         raw.close()
         assert seen > kills  # the saver got on between the kills
+
+
+async def _waiting_for_a_lock(dsn: str, count: int) -> None:
+    """Until ``count`` sessions of the server wait for a lock (generous: a loaded machine)."""
+    for _ in range(2_000):
+        waiting = _pg_rows(dsn, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")[0][0]
+        if isinstance(waiting, int) and waiting >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{count} writers never waited for the row's lock")
+
+
+@pytest.mark.postgres
+async def test_a_write_over_deltas_that_waited_for_the_row_sees_the_append_that_landed_meanwhile(postgres_dsn: str) -> None:
+    """A write expecting a head with deltas (by revision) waits for the row's lock while another writer appends:
+    it must then find the head changed, not the deltas as they were when it began to wait (and keep nothing
+    under the old head's name)."""
+    table = f"t_{uuid.uuid4().hex[:12]}"
+    async with PostgresSession.from_url(postgres_dsn, table=table, keep_history=3, timeout=60) as writer, \
+            PostgresSession.from_url(postgres_dsn, table=table, keep_history=3, timeout=60) as appender:
+        await _chat(writer, ALICE, "one", "two", "three")
+        stored = await writer.aread_document("chat", "alice")
+        assert stored is not None
+        memory = Memory()
+        await appender.aload("chat", "alice", memory=memory)
+        memory.content.append(Msg("user", "four"))
+        async with await psycopg.AsyncConnection.connect(postgres_dsn) as holder:
+            await holder.execute(f"SELECT 1 FROM {table} WHERE user_id = 'alice' FOR UPDATE".encode())  # holds the row
+            appending = asyncio.ensure_future(appender.asave("chat", "alice", memory=memory))
+            await _waiting_for_a_lock(postgres_dsn, 1)
+            writing = asyncio.ensure_future(
+                writer.awrite_document("chat", stored.data, "alice", expected_revision=stored.revision)
+            )
+            await _waiting_for_a_lock(postgres_dsn, 2)
+            await holder.commit()  # the append goes first, then the write finds the head it left
+        await appending
+        with pytest.raises(ConflictError):
+            await writing
+        assert stored.revision not in await writer._list_blobs(ALICE)
+        loaded = Memory()
+        await writer.aload("chat", "alice", memory=loaded)
+        assert [m.text for m in loaded.content] == ["one", "two", "three", "four"]

@@ -244,7 +244,12 @@ class PostgresSession(SessionBase):
             if written or not has_deltas or expected is None:
                 return written
             async with conn.transaction():  # a row with deltas: lock it, hash it, write it (fenced again)
-                found = await self._one(conn, self._sql.read_locked, params)
+                # Locked first, then read in a snapshot taken under the lock: a locking read returns the row's
+                # newest version but its deltas (a subquery) as of its own snapshot, which an append that
+                # committed while it waited for the lock is not in.
+                if await self._one(conn, self._sql.read_locked, params) is None:
+                    return False
+                found = await self._one(conn, self._sql.read, params)
                 if found is None or revision_of(stored(found)) != expected.revision:
                     return False
                 again = await self._one(conn, writes["always"], params)
