@@ -625,4 +625,3 @@ def test_the_first_save_that_keeps_history_records_its_own_modules(tmp_path: Pat
     listed = session.history("s")
     assert [r.modules for r in listed] == [("counter", "note"), ("counter",)], listed
     session.close()
-
