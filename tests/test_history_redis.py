@@ -404,3 +404,24 @@ async def test_turns_saved_as_deltas_are_named_as_the_server_names_them(make: Ma
         assert [m.text for m in loaded.content] == [f"turn {n}" for n in range(count)]
     await session.aclose()
     await other.aclose()
+
+
+async def test_a_revision_cut_from_deltas_whose_header_is_damaged_is_refused(make: Make) -> None:
+    """A kept revision is cut from the head's delta lines: under a damaged header it is refused, naming why."""
+    from statekit.errors import DocumentError  # noqa: PLC0415 - only here
+
+    session = make(keep_history=5)
+    memory = Memory()
+    for turn in range(3):
+        memory.content.append(Msg(role="user", text=f"turn {turn}"))
+        await session.asave("s", "u", memory=memory)
+    middle = (await session.ahistory("s", "u"))[1].revision
+    key = session.key("s", "u")
+    raw = await session._read(key)
+    assert raw is not None
+    whole = bytes(raw) + raw.log  # type: ignore[attr-defined]
+    header_at = whole.index(b'{"statekit_log"')
+    await session._write(key, whole[:header_at] + b'{"damaged":true}' + whole[whole.index(b"\n", header_at) :])
+    with pytest.raises(DocumentError, match="do not follow a header naming their document"):
+        await session.aload_at("s", middle, user_id="u", memory=Memory())
+    await session.aclose()

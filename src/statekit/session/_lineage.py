@@ -129,7 +129,8 @@ def prefix_of(raw: bytes, lines: int, source: str) -> bytes:
         raise DocumentError(f"the stored bytes hold {len(held)} delta line(s), not the {lines} a kept revision names", source=source)
     lead = b"\n" if log.startswith(b"\n") else b""
     found = header_of(log[len(lead) :].split(b"\n", 1)[0])
-    assert token is not None and found is not None  # chained lines follow a header naming the token
+    if token is None or found is None or found[1] != token:
+        raise DocumentError("the delta lines of a kept revision do not follow a header naming their document", source=source)
     counted = lines if found[2] is not None else None
     return joined(bytes(doc), lead + header(token, counted) + b"".join(line for line, _, _ in held[:lines]), token)
 

@@ -269,8 +269,8 @@ class SQLiteSession(SessionBase):
 
 
 def _over_deltas(connection: sqlite3.Connection, sql: Statements, values: dict[str, Any]) -> bool:
-    """A write expecting a revision, over a document with deltas (the session's revision is then the SHA-1 of
-    the document and the deltas as a read joins them, which no column holds). Under the write lock this
+    """A write expecting a revision, over a document with deltas (the session's revision then comes from the
+    document and the deltas as a read joins them, see ``revision_of``: no column holds it). Under the write lock this
     transaction holds: read them, compare, and write over them as a base. Whether it wrote."""
     rows = connection.execute(sql.read, values).fetchall()
     stored = _joined(rows)
