@@ -49,7 +49,8 @@ _HAND_TABLE = """CREATE TABLE IF NOT EXISTS hand (
 def _connect(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
     connection.text_factory = bytes
-    connection.execute("PRAGMA journal_mode = WAL")
+    if connection.execute("PRAGMA journal_mode").fetchone()[0] != b"wal":  # a file's mode, set once: switching
+        connection.execute("PRAGMA journal_mode = WAL")  # it takes the file whole, without waiting for others
     connection.execute("PRAGMA synchronous = FULL")
     connection.execute(_HAND_TABLE)
     return connection
@@ -127,7 +128,7 @@ async def _measure_tasks(folder: Path, tasks: int, rounds: int, runs: int) -> di
     session = SQLiteSession(folder / "statekit.db", timeout=60)
     agents = [make_agent(20, seed=index) for index in range(tasks)]
     local = threading.local()
-    made: list[sqlite3.Connection] = []
+    made: list[sqlite3.Connection] = [_connect(folder / "hand.db")]  # the file made in WAL mode before the threads open it
 
     def own(index: int) -> ByHand:
         """This thread's connection (one per thread, as sqlite3 wants), for session ``index``."""
