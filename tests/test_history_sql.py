@@ -378,13 +378,18 @@ async def test_a_sqlite_version_2_file_is_upgraded_in_place_and_then_keeps_histo
         schema = "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name LIKE 'statekit_sessions%' ORDER BY name"
         assert raw.execute(schema).fetchall() == fresh.execute(schema).fetchall()
         fresh.close()
-        stored = await session._read(ALICE)
-        assert stored is not None
-        async with session.alease("chat", "alice", ttl=120) as again:
-            assert again.token == 2  # the lease row of version 2 is still the one read
-            assert await session._write_keeping(ALICE, b'{"n":1}', Expected(raw=stored), Archive(revision_of(stored)))
-        assert await session._get_blob(ALICE, revision_of(stored)) == stored
+        await _leases_and_keeps_after_the_upgrade(session)
     raw.close()
+
+
+async def _leases_and_keeps_after_the_upgrade(session: SessionBase) -> None:
+    """An upgraded store still reads its version-2 lease row, and now keeps the head a write replaces."""
+    stored = await session._read(ALICE)
+    assert stored is not None
+    async with session.alease("chat", "alice", ttl=120) as again:
+        assert again.token == 2  # the lease row of version 2 is still the one read
+        assert await session._write_keeping(ALICE, b'{"n":1}', Expected(raw=stored), Archive(revision_of(stored)))
+    assert await session._get_blob(ALICE, revision_of(stored)) == stored
 
 
 def _pg_rows(dsn: str, query: str, *params: object) -> list[tuple[object, ...]]:
@@ -419,12 +424,7 @@ async def test_a_postgres_version_2_table_is_upgraded_in_place_and_then_keeps_hi
         assert loaded == memory
         assert _pg_rows(postgres_dsn, version, table) == [(PG_SCHEMA_VERSION,)] and PG_SCHEMA_VERSION == 3
         assert [_pg_rows(postgres_dsn, query) for query in tables] == before
-        stored = await session._read(ALICE)
-        assert stored is not None
-        async with session.alease("chat", "alice", ttl=120) as again:
-            assert again.token == 2  # the lease row of version 2 is still the one read
-            assert await session._write_keeping(ALICE, b'{"n":1}', Expected(raw=stored), Archive(revision_of(stored)))
-        assert await session._get_blob(ALICE, revision_of(stored)) == stored
+        await _leases_and_keeps_after_the_upgrade(session)
     columns = "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position"
     fresh = f"t_{uuid.uuid4().hex[:12]}"
     async with PostgresSession.from_url(postgres_dsn, table=fresh) as made:

@@ -171,10 +171,6 @@ class HeadHistory:
                 return blobs  # type: ignore[return-value]
         return {blob for blob, _ in map(self.place, range(start, end)) if blob is not None}  # says what is wrong
 
-    def find(self, revision: str) -> Revision | None:
-        """The kept revision of that name (``None``: not kept)."""
-        return next((kept for kept in self.kept() if kept.revision == revision), None)
-
     def locate(self, revision: str) -> tuple[str | None, int | None] | None:
         """Where the kept revision of that name is stored (see :meth:`place`; ``None``: not kept)."""
         index = next((index for index, kept in enumerate(self.kept()) if kept.revision == revision), None)
