@@ -28,6 +28,7 @@ class LosingProxy:
         self._landing = b""
         self._held: tuple[bytes, bytes] | None = None
         self.lost = 0
+        self.lost_commands = 0  # how many commands the chunk whose replies were lost held (marker counted)
         self._listener: asyncio.Server | None = None
         self.port = 0
 
@@ -75,7 +76,8 @@ class LosingProxy:
                     held, self._held = self._held[1], None
                     await self._land(held)
                 if self._trap is not None and self._trap[0] in chunk:
-                    first, self._trap = self._trap[1], None
+                    (marker, first), self._trap = self._trap, None
+                    self.lost_commands = chunk.count(marker)
                     await first()
                     losing.set()
                 server_out.write(chunk)
