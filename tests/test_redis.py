@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import fakeredis
@@ -823,7 +824,7 @@ async def test_writes_of_many_tasks_sent_in_one_round_trip_whose_replies_were_lo
         counters = [Counter() for _ in range(8)]
         for index, counter in enumerate(counters):
             await session.asave(f"s{index}", counter=counter)
-            await session.aupdate(f"s{index}", lambda counter=counter: _bump(counter), counter=counter)
+            await session.aupdate(f"s{index}", partial(_bump, counter), counter=counter)  # the script is known
         calls = [0] * 8
 
         async def update(index: int) -> None:
@@ -842,6 +843,35 @@ async def test_writes_of_many_tasks_sent_in_one_round_trip_whose_replies_were_lo
         for index, counter in enumerate(stored):
             await reader.aload(f"s{index}", counter=counter)
     assert [counter.count for counter in stored] == [2] * 8
+
+
+async def test_a_read_given_up_before_its_round_trip_started_is_not_sent_and_the_next_ones_go(
+    redis_server: RedisServer,
+) -> None:
+    """A task cancelled while its read waits to go out (see _redis_pipe): nothing is sent for it, and the
+    reads queued after it are sent and answered (the round trip it waited for does not hold them up)."""
+    prefix = f"pipe-{uuid.uuid4().hex}:"
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.asave("s", counter=Counter(count=3))
+        admin = session.get_client()
+        assert isinstance(admin, Redis)
+        before = await _gets(admin)
+        for _ in range(3):
+            loading = asyncio.ensure_future(session.aload("s", counter=Counter()))
+            await asyncio.sleep(0)  # it runs up to its read, queued for the round trip about to start
+            loading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await loading
+        loaded = Counter()
+        await asyncio.wait_for(session.aload("s", counter=loaded), 10)
+        assert loaded.count == 3
+        assert await _gets(admin) - before == 1  # the read that was waited for, and nothing for the cancelled ones
+
+
+async def _gets(client: Redis) -> int:
+    """How many GET commands the server has run (INFO commandstats; the INFO itself is not a GET)."""
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_get", {}).get("calls", 0))
 
 
 def _bump(counter: Counter) -> None:

@@ -41,12 +41,12 @@ class _Queued:
 class Pipe:
     """One plain client's queue (see the module): :meth:`send` hands commands over and waits for their replies."""
 
-    __slots__ = ("_pool", "_queue", "_runs")
+    __slots__ = ("next", "pool", "runs")
 
     def __init__(self, pool: ConnectionPool) -> None:
-        self._pool = pool
-        self._queue: list[_Queued] = []  # this turn's commands (a flush is scheduled while it holds any)
-        self._runs: set[asyncio.Task[None]] = set()  # the round trips under way (held: the loop keeps weak ones)
+        self.pool = pool
+        self.next: _RoundTrip | None = None  # the round trip this turn's commands join (its task not started yet)
+        self.runs: set[asyncio.Task[None]] = set()  # the round trips under way (held: the loop keeps weak ones)
 
     @staticmethod
     def of(client: Any) -> Pipe | None:
@@ -59,12 +59,10 @@ class Pipe:
     def send(self, sending: Sending | None, *commands: tuple[Any, ...]) -> asyncio.Future[list[Any]]:
         """Queue ``commands`` (a write's marks ``sending``, a read passes ``None``); their replies, in order,
         an error reply as the exception object (a lost connection: raised)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Any]] = loop.create_future()
-        if not self._queue:
-            loop.call_soon(self._flush)
-        self._queue.append(_Queued(commands, future, sending))
-        return future
+        trip = self.next
+        if trip is None:  # its task starts after the tasks running in this turn of the loop have queued theirs
+            trip = self.next = _RoundTrip(self)
+        return trip.join(commands, sending)
 
     async def first(self, sending: Sending | None, *commands: tuple[Any, ...]) -> Any:
         """The first command's reply (raised when it is an error); the others' are read and dropped."""
@@ -73,36 +71,43 @@ class Pipe:
             raise reply
         return reply
 
-    def _flush(self) -> None:
-        """The turn's commands go out together, in a task of their own."""
-        batch, self._queue = [queued for queued in self._queue if not queued.future.done()], []
-        if batch:
-            trip = _RoundTrip(self._pool, batch)
-            self._runs.add(trip.task)
-            trip.task.add_done_callback(self._runs.discard)
 
-
-_EXHAUSTED = getattr(redis_errors, "MaxConnectionsError", redis_errors.ConnectionError)
-"""What a pool with ``max_connections`` all in use raises (redis-py 5 raises its base class, with these words)."""
+def _exhausted(err: redis_errors.ConnectionError) -> bool:
+    """Whether ``err`` says that the pool's ``max_connections`` are all in use (redis-py 5 raises its base class)."""
+    return type(err).__name__ == "MaxConnectionsError" or str(err) == "Too many connections"
 
 
 class _RoundTrip:
     """One write of a batch's commands on one connection, its replies handed out in order; cancelled as soon
     as every caller gave up (its connection dropped and back in the pool, for the operations that come next)."""
 
-    __slots__ = ("batch", "finished", "pool", "task")
+    __slots__ = ("batch", "finished", "pipe", "task")
 
-    def __init__(self, pool: ConnectionPool, batch: list[_Queued]) -> None:
-        self.pool, self.batch, self.finished = pool, batch, False
+    def __init__(self, pipe: Pipe) -> None:
+        self.pipe, self.batch, self.finished = pipe, list[_Queued](), False
         self.task = asyncio.get_running_loop().create_task(self._run())
-        for queued in batch:
-            queued.future.add_done_callback(self._given_up)
+        pipe.runs.add(self.task)
+        self.task.add_done_callback(pipe.runs.discard)
+
+    def join(self, commands: tuple[tuple[Any, ...], ...], sending: Sending | None) -> asyncio.Future[list[Any]]:
+        """Queue ``commands``; the future of their replies."""
+        future: asyncio.Future[list[Any]] = self.task.get_loop().create_future()
+        future.add_done_callback(self._given_up)
+        self.batch.append(_Queued(commands, future, sending))
+        return future
 
     def _given_up(self, _: object) -> None:
+        """A caller's future is done: when every caller's is and the replies are not all handed out, stop."""
         if not self.finished and all(queued.future.done() for queued in self.batch):
+            if self.pipe.next is self:
+                self.pipe.next = None  # not started yet: the commands that come next go in a new one
             self.task.cancel()
 
     async def _run(self) -> None:
+        if self.pipe.next is self:
+            self.pipe.next = None  # the commands queued from now on go in the next round trip
+        if all(queued.future.done() for queued in self.batch):
+            return  # every caller gave up before it started
         try:
             connection = await self._connection()
         except Exception as err:  # nothing was sent
@@ -141,7 +146,7 @@ class _RoundTrip:
             if not isinstance(err, Exception):
                 raise
         finally:
-            await self.pool.release(connection)
+            await self.pipe.pool.release(connection)
 
     async def _connection(self) -> Any:
         """A connected connection of the pool; with ``max_connections`` all in use (held by round trips ending,
@@ -149,9 +154,9 @@ class _RoundTrip:
         pause = 0.001
         while True:
             try:
-                return await connection_of(self.pool, self.batch[0].commands[0][0])
-            except _EXHAUSTED as err:
-                if not isinstance(err, getattr(redis_errors, "MaxConnectionsError", ())) and "Too many" not in str(err):
+                return await connection_of(self.pipe.pool, self.batch[0].commands[0][0])
+            except redis_errors.ConnectionError as err:
+                if not _exhausted(err):
                     raise
             await asyncio.sleep(pause)
             pause = min(2 * pause, 0.02)

@@ -15,12 +15,12 @@ from statekit.session._redis_pipe import Pipe
 
 
 async def read_value(
-    client: Redis | RedisCluster, name: str, ttl: int | None, follower: str = "", pipe: Pipe | None = None
+    client: Redis | RedisCluster, name: str, ttl: int | None, follower: str = "", shared: Pipe | None = None
 ) -> Any:
     """The value of key ``name`` (``ttl``: read with ``GETEX ... EX ttl``, and key ``follower`` given the same
     expiry in the same round trip), as ``client.get``/``client.getex`` answer.
 
-    With the client's ``pipe`` (see :mod:`._redis_pipe`) it goes with the other tasks' commands of this
+    Through the client's ``shared`` pipe (see :mod:`._redis_pipe`) it goes with the other tasks' commands of this
     turn of the loop; if that round trip loses its connection, it is read again as below.
 
     A plain ``Redis`` client's command goes out on a connection of its pool, retried
@@ -35,9 +35,9 @@ async def read_value(
     else:
         command = ("GETEX", name, "EX", ttl)
         commands = [command, ("EXPIRE", follower, ttl)] if follower else [command]
-    if pipe is not None:
+    if shared is not None:
         try:
-            return await pipe.first(None, *commands)
+            return await shared.first(None, *commands)
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
             pass  # read again on a connection of its own, retried as redis-py retries a read
     if type(client) is not Redis or client.connection is not None:
