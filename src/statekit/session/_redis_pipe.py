@@ -20,6 +20,9 @@ connection is dropped, as redis-py does, never reused with replies unread).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
+from collections.abc import AsyncIterator
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -70,6 +73,19 @@ class Pipe:
         if isinstance(reply, redis_errors.ResponseError):
             raise reply
         return reply
+
+
+@contextlib.asynccontextmanager
+async def _replies_within(seconds: float | None) -> AsyncIterator[None]:
+    """``socket_timeout`` for a batch's replies, as redis-py gives each read (its ``TimeoutError``)."""
+    if not seconds:
+        yield
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise redis_errors.TimeoutError("Timeout reading from the connection") from None
 
 
 def _exhausted(err: redis_errors.ConnectionError) -> bool:
@@ -125,20 +141,21 @@ class _RoundTrip:
                     queued.sending.pending = True
             if message:
                 await connection.send_packed_command(message, check_health=False)
-            for queued in batch:
-                replies: list[Any] = []
-                for _ in queued.commands:
-                    try:
-                        replies.append(await connection.read_response())
-                    except redis_errors.ResponseError as err:
-                        replies.append(err)  # an answer (NOSCRIPT...): the connection is sound
-                done += 1
-                if done == len(batch):
-                    self.finished = True
-                if queued.sending is not None:
-                    queued.sending.pending = False
-                if not queued.future.done():
-                    queued.future.set_result(replies)
+            async with _replies_within(connection.socket_timeout):  # one deadline for the batch's replies
+                for queued in batch:
+                    replies: list[Any] = []
+                    for _ in queued.commands:
+                        try:
+                            replies.append(await connection.read_response(timeout=math.inf))
+                        except redis_errors.ResponseError as err:
+                            replies.append(err)  # an answer (NOSCRIPT...): the connection is sound
+                    done += 1
+                    if done == len(batch):
+                        self.finished = True
+                    if queued.sending is not None:
+                        queued.sending.pending = False
+                    if not queued.future.done():
+                        queued.future.set_result(replies)
         except BaseException as err:
             self.finished = True
             await connection.disconnect(nowait=True)  # replies may still come: never reuse it
