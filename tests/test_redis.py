@@ -24,6 +24,7 @@ import orjson
 import pytest
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import NoPermissionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from append_models import Agent
 from redis_proxy import LosingProxy
@@ -39,6 +40,7 @@ from statekit.errors import (
     WriteOutcomeUnknownError,
 )
 from statekit.session import _redis_ids
+from statekit.session._redis_pipe import Replies
 from statekit.session.redis import TIMEOUT, RedisSession
 from statekit.testing import CHECKS, Chat, Counter, Message, RedisServer, free_port, local_redis_server
 
@@ -872,6 +874,25 @@ async def _gets(client: Redis) -> int:
     """How many GET commands the server has run (INFO commandstats; the INFO itself is not a GET)."""
     stats = await client.info("commandstats")
     return int(stats.get("cmdstat_get", {}).get("calls", 0))
+
+
+async def test_each_reply_of_a_round_trip_gets_socket_timeout_and_silence_ends_it() -> None:
+    """The replies of a batch (see _redis_pipe) come one after another: each has ``socket_timeout`` from the
+    one before, as redis-py gives each read (a batch slower in all is not cut); silence past it is redis-py's
+    ``TimeoutError``."""
+    started = time.monotonic()
+    async with Replies(1.0) as replies:
+        for _ in range(6):
+            await asyncio.sleep(0.25)
+            replies.read()
+    assert time.monotonic() - started >= 1.5  # longer than one socket_timeout in all, and not cut
+    started = time.monotonic()
+    with pytest.raises(RedisTimeoutError, match="Timeout reading"):
+        async with Replies(1.0) as replies:
+            await asyncio.sleep(0.25)
+            replies.read()
+            await asyncio.sleep(30)
+    assert time.monotonic() - started < 10
 
 
 def _bump(counter: Counter) -> None:

@@ -20,9 +20,8 @@ connection is dropped, as redis-py does, never reused with replies unread).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -75,17 +74,46 @@ class Pipe:
         return reply
 
 
-@contextlib.asynccontextmanager
-async def _replies_within(seconds: float | None) -> AsyncIterator[None]:
-    """``socket_timeout`` for a batch's replies, as redis-py gives each read (its ``TimeoutError``)."""
-    if not seconds:
-        yield
-        return
-    try:
-        async with asyncio.timeout(seconds):
-            yield
-    except TimeoutError:
-        raise redis_errors.TimeoutError("Timeout reading from the connection") from None
+class Replies:
+    """The deadline of a batch's replies: ``socket_timeout`` for each, as redis-py gives each read its own; its
+    expiry is redis-py's ``TimeoutError``. One timer for the batch: when it fires after a reply came, it is set
+    again from that reply (a timer per read, or moved at each reply, costs a batch of small commands 4-7%)."""
+
+    __slots__ = ("_handle", "_last", "_loop", "_seconds", "_timeout")
+
+    def __init__(self, seconds: float | None) -> None:
+        self._seconds = seconds or None
+        self._timeout = asyncio.timeout(None)
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()  # when the last reply came (or the batch's wait began)
+        self._handle: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> Replies:
+        await self._timeout.__aenter__()
+        if self._seconds is not None:
+            self._handle = self._loop.call_at(self._last + self._seconds, self._check)
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        try:
+            await self._timeout.__aexit__(kind, err, tb)
+        except TimeoutError:
+            raise redis_errors.TimeoutError("Timeout reading from the connection") from None
+
+    def read(self) -> None:
+        """A reply came: the next one has ``socket_timeout`` from now."""
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        assert self._seconds is not None
+        due = self._last + self._seconds
+        if self._loop.time() >= due:
+            self._handle = None
+            self._timeout.reschedule(self._loop.time())  # expired: asyncio.timeout's own cancel, told on leaving
+        else:
+            self._handle = self._loop.call_at(due, self._check)
 
 
 def _exhausted(err: redis_errors.ConnectionError) -> bool:
@@ -141,7 +169,7 @@ class _RoundTrip:
                     queued.sending.pending = True
             if message:
                 await connection.send_packed_command(message, check_health=False)
-            async with _replies_within(connection.socket_timeout):  # one deadline for the batch's replies
+            async with Replies(connection.socket_timeout) as deadline:
                 for queued in batch:
                     replies: list[Any] = []
                     for _ in queued.commands:
@@ -149,6 +177,7 @@ class _RoundTrip:
                             replies.append(await connection.read_response(timeout=math.inf))
                         except redis_errors.ResponseError as err:
                             replies.append(err)  # an answer (NOSCRIPT...): the connection is sound
+                        deadline.read()
                     done += 1
                     if done == len(batch):
                         self.finished = True
