@@ -24,6 +24,7 @@ class LosingProxy:
         self._server = server
         self._trap: tuple[bytes, Callable[[], Any]] | None = None
         self._then: Callable[[], Any] | None = None
+        self._at_least = 1
         self._holding: bytes | None = None
         self._landing = b""
         self._held: tuple[bytes, bytes] | None = None
@@ -41,9 +42,12 @@ class LosingProxy:
         assert self._listener is not None
         self._listener.close()
 
-    def lose(self, marker: bytes, first: Callable[[], Any] | None = None, then: Callable[[], Any] | None = None) -> None:
+    def lose(
+        self, marker: bytes, first: Callable[[], Any] | None = None, then: Callable[[], Any] | None = None, *, at_least: int = 1
+    ) -> None:
+        """Lose the replies of the next chunk holding ``marker`` (``at_least`` times: a round trip of several commands)."""
         self._trap = (marker, first or _nothing)
-        self._then = then
+        self._then, self._at_least = then, at_least
 
     def hold(self, marker: bytes, landing: bytes) -> None:
         """Hold the next chunk holding ``marker`` and cut its connection at once (its reply is lost);
@@ -75,7 +79,7 @@ class LosingProxy:
                 if self._held is not None and self._held[0] in chunk:
                     held, self._held = self._held[1], None
                     await self._land(held)
-                if self._trap is not None and self._trap[0] in chunk:
+                if self._trap is not None and chunk.count(self._trap[0]) >= self._at_least:
                     (marker, first), self._trap = self._trap, None
                     self.lost_commands = chunk.count(marker)
                     await first()

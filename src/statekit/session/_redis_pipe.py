@@ -22,13 +22,16 @@ from __future__ import annotations
 import asyncio
 import math
 from types import TracebackType
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
 from redis.asyncio import ConnectionPool, Redis
 
 from statekit.session._redis_once import Sending, connection_of
 from statekit.session._redis_packing import packed
+
+T = TypeVar("T")
 
 
 class _Queued:
@@ -43,10 +46,11 @@ class _Queued:
 class Pipe:
     """One plain client's queue (see the module): :meth:`send` hands commands over and waits for their replies."""
 
-    __slots__ = ("next", "pool", "runs")
+    __slots__ = ("alone", "next", "pool", "runs")
 
     def __init__(self, pool: ConnectionPool) -> None:
         self.pool = pool
+        self.alone = 0  # commands sent on their own (see first) and not answered yet
         self.next: _RoundTrip | None = None  # the round trip this turn's commands join (its task not started yet)
         self.runs: set[asyncio.Task[None]] = set()  # the round trips under way (held: the loop keeps weak ones)
 
@@ -66,8 +70,21 @@ class Pipe:
             trip = self.next = _RoundTrip(self)
         return trip.join(commands, sending)
 
-    async def first(self, sending: Sending | None, *commands: tuple[Any, ...]) -> Any:
-        """The first command's reply (raised when it is an error); the others' are read and dropped."""
+    async def first(
+        self, sending: Sending | None, commands: Sequence[tuple[Any, ...]], alone: Callable[[], Awaitable[T]]
+    ) -> T | Any:
+        """The first command's reply (raised when it is an error); the others' are read and dropped.
+
+        When no other command is on its way (no round trip under way, none sent alone), they go at once
+        by ``alone()`` (on a connection of their own): a lone task waits for no turn of the loop; the
+        commands other tasks send meanwhile are queued, and go together.
+        """
+        if not self.runs and not self.alone:
+            self.alone += 1
+            try:
+                return await alone()
+            finally:
+                self.alone -= 1
         reply = (await self.send(sending, *commands))[0]
         if isinstance(reply, redis_errors.ResponseError):
             raise reply

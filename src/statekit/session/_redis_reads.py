@@ -37,9 +37,14 @@ async def read_value(
         commands = [command, ("EXPIRE", follower, ttl)] if follower else [command]
     if shared is not None:
         try:
-            return await shared.first(None, *commands)
+            return await shared.first(None, commands, partial(_direct, client, name, ttl, commands))
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
             pass  # read again on a connection of its own, retried as redis-py retries a read
+    return await _direct(client, name, ttl, commands)
+
+
+async def _direct(client: Redis | RedisCluster, name: str, ttl: int | None, commands: list[tuple[Any, ...]]) -> Any:
+    """:func:`read_value`'s commands on a connection of their own."""
     if type(client) is not Redis or client.connection is not None:
         if len(commands) == 1:
             return await (client.get(name) if ttl is None else client.getex(name, ex=ttl))
@@ -48,7 +53,7 @@ async def read_value(
                 pipe.execute_command(*each)
             return (await pipe.execute())[0]
     pool = client.connection_pool
-    connection = await connection_of(pool, command[0])
+    connection = await connection_of(pool, commands[0][0])
     try:
         message = [part for each in commands for part in packed(connection, each)]
         once, lost = partial(_once, connection, message, len(commands)), partial(_lost, connection)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,13 +35,16 @@ class Script:
         Sent through ``pipe`` when the client has one (see :mod:`._redis_pipe`), else on a connection of its own."""
         name = keys[0]
         try:
-            if pipe is not None:
-                return await pipe.first(sending, ("EVALSHA", self.sha, len(keys), *keys, *args))
-            return await send_once(client, sending, name, "EVALSHA", self.sha, len(keys), *keys, *args)
+            return await _sent(client, pipe, sending, name, ("EVALSHA", self.sha, len(keys), *keys, *args))
         except redis_errors.NoScriptError:
-            if pipe is not None:
-                return await pipe.first(sending, ("EVAL", self.text, len(keys), *keys, *args))
-            return await send_once(client, sending, name, "EVAL", self.text, len(keys), *keys, *args)
+            return await _sent(client, pipe, sending, name, ("EVAL", self.text, len(keys), *keys, *args))
+
+
+def _sent(client: Redis | RedisCluster, pipe: Pipe | None, sending: Sending, name: str, command: tuple[Any, ...]) -> Awaitable[Any]:
+    """``command`` sent once, with the other tasks' (see :mod:`._redis_pipe`) or on a connection of its own."""
+    if pipe is None:
+        return send_once(client, sending, name, *command)
+    return pipe.first(sending, (command,), partial(send_once, client, sending, name, *command))
 
 
 SAVE = """
