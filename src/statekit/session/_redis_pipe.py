@@ -142,10 +142,11 @@ class _RoundTrip:
     """One write of a batch's commands on one connection, its replies handed out in order; cancelled as soon
     as every caller gave up (its connection dropped and back in the pool, for the operations that come next)."""
 
-    __slots__ = ("batch", "finished", "pipe", "task")
+    __slots__ = ("batch", "finished", "pipe", "task", "waiting")
 
     def __init__(self, pipe: Pipe) -> None:
         self.pipe, self.batch, self.finished = pipe, list[_Queued](), False
+        self.waiting = 0  # callers whose futures are not done yet
         self.task = asyncio.get_running_loop().create_task(self._run())
         pipe.runs.add(self.task)
         self.task.add_done_callback(pipe.runs.discard)
@@ -155,11 +156,13 @@ class _RoundTrip:
         future: asyncio.Future[list[Any]] = self.task.get_loop().create_future()
         future.add_done_callback(self._given_up)
         self.batch.append(_Queued(commands, future, sending))
+        self.waiting += 1
         return future
 
     def _given_up(self, _: object) -> None:
         """A caller's future is done: when every caller's is and the replies are not all handed out, stop."""
-        if not self.finished and all(queued.future.done() for queued in self.batch):
+        self.waiting -= 1
+        if not self.waiting and not self.finished:
             if self.pipe.next is self:
                 self.pipe.next = None  # not started yet: the commands that come next go in a new one
             self.task.cancel()
@@ -167,7 +170,7 @@ class _RoundTrip:
     async def _run(self) -> None:
         if self.pipe.next is self:
             self.pipe.next = None  # the commands queued from now on go in the next round trip
-        if all(queued.future.done() for queued in self.batch):
+        if not self.waiting:
             return  # every caller gave up before it started
         try:
             connection = await self._connection()
