@@ -24,10 +24,12 @@ class LosingProxy:
         self._server = server
         self._trap: tuple[bytes, Callable[[], Any]] | None = None
         self._then: Callable[[], Any] | None = None
+        self._at_least = 1
         self._holding: bytes | None = None
         self._landing = b""
         self._held: tuple[bytes, bytes] | None = None
         self.lost = 0
+        self.lost_commands = 0  # how many commands the chunk whose replies were lost held (marker counted)
         self._listener: asyncio.Server | None = None
         self.port = 0
 
@@ -40,9 +42,12 @@ class LosingProxy:
         assert self._listener is not None
         self._listener.close()
 
-    def lose(self, marker: bytes, first: Callable[[], Any] | None = None, then: Callable[[], Any] | None = None) -> None:
+    def lose(
+        self, marker: bytes, first: Callable[[], Any] | None = None, then: Callable[[], Any] | None = None, *, at_least: int = 1
+    ) -> None:
+        """Lose the replies of the next chunk holding ``marker`` (``at_least`` times: a round trip of several commands)."""
         self._trap = (marker, first or _nothing)
-        self._then = then
+        self._then, self._at_least = then, at_least
 
     def hold(self, marker: bytes, landing: bytes) -> None:
         """Hold the next chunk holding ``marker`` and cut its connection at once (its reply is lost);
@@ -74,8 +79,9 @@ class LosingProxy:
                 if self._held is not None and self._held[0] in chunk:
                     held, self._held = self._held[1], None
                     await self._land(held)
-                if self._trap is not None and self._trap[0] in chunk:
-                    first, self._trap = self._trap[1], None
+                if self._trap is not None and chunk.count(self._trap[0]) >= self._at_least:
+                    (marker, first), self._trap = self._trap, None
+                    self.lost_commands = chunk.count(marker)
                     await first()
                     losing.set()
                 server_out.write(chunk)

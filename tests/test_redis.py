@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import fakeredis
@@ -23,6 +24,7 @@ import orjson
 import pytest
 from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import NoPermissionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from append_models import Agent
 from redis_proxy import LosingProxy
@@ -38,6 +40,7 @@ from statekit.errors import (
     WriteOutcomeUnknownError,
 )
 from statekit.session import _redis_ids
+from statekit.session._redis_pipe import Replies
 from statekit.session.redis import TIMEOUT, RedisSession
 from statekit.testing import CHECKS, Chat, Counter, Message, RedisServer, free_port, local_redis_server
 
@@ -810,6 +813,93 @@ async def test_a_retry_does_not_take_identical_bytes_from_another_writer_for_its
         assert proxy.lost == 1
         assert calls == [2]  # refused once (the other writer's bytes are not its own), then applied
     assert await _stored(server, prefix, change) == 3  # both acknowledged updates are stored
+
+
+async def test_writes_of_many_tasks_sent_in_one_round_trip_whose_replies_were_lost_each_land_once(
+    redis_server: RedisServer,
+) -> None:
+    """Eight tasks update their own sessions at once: their scripts go out together (see _redis_pipe), and
+    the connection of a round trip holding several is cut before any reply comes back. Each write, sent again marked as a
+    retry, is told done: every update is applied exactly once, none is lost, none twice."""
+    prefix = f"pipe-{uuid.uuid4().hex}:"
+    async with LosingProxy(redis_server) as proxy, RedisSession("127.0.0.1", proxy.port, key_prefix=prefix) as session:
+        counters = [Counter() for _ in range(8)]
+        for index, counter in enumerate(counters):
+            await session.asave(f"s{index}", counter=counter)
+            await session.aupdate(f"s{index}", partial(_bump, counter), counter=counter)  # the script is known
+        calls = [0] * 8
+
+        async def update(index: int) -> None:
+            def change() -> None:
+                calls[index] += 1
+                _bump(counters[index])
+
+            await session.aupdate(f"s{index}", change, counter=counters[index])
+
+        proxy.lose(b"EVALSHA", at_least=2)  # a round trip of several tasks' writes (a lone one goes by itself)
+        await asyncio.gather(*(update(index) for index in range(8)))
+        assert proxy.lost == 1 and proxy.lost_commands >= 2
+        assert calls == [1] * 8  # each told done by asking again: none applied twice
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as reader:
+        stored = [Counter() for _ in range(8)]
+        for index, counter in enumerate(stored):
+            await reader.aload(f"s{index}", counter=counter)
+    assert [counter.count for counter in stored] == [2] * 8
+
+
+async def test_a_read_given_up_before_its_round_trip_started_is_not_sent_and_the_next_ones_go(
+    redis_server: RedisServer,
+) -> None:
+    """A task cancelled while its read waits to go out (see _redis_pipe: queued while another read is on its
+    way): nothing is sent for it, and the reads queued after it are sent and answered."""
+    prefix = f"pipe-{uuid.uuid4().hex}:"
+    async with RedisSession(redis_server.host, redis_server.port, key_prefix=prefix) as session:
+        await session.asave("s", counter=Counter(count=3))
+        await asyncio.gather(*(session.aload("s", counter=Counter()) for _ in range(4)))  # connections ready in the pool
+        admin = session.get_client()
+        assert isinstance(admin, Redis)
+        before = await _gets(admin)
+        for _ in range(3):
+            first = asyncio.ensure_future(session.aload("s", counter=Counter()))  # on its way alone
+            loading = asyncio.ensure_future(session.aload("s", counter=Counter()))  # queued behind it
+            await asyncio.sleep(0)  # both run up to their reads
+            loading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await loading
+            await first
+        loaded = Counter()
+        await asyncio.wait_for(session.aload("s", counter=loaded), 10)
+        assert loaded.count == 3
+        assert await _gets(admin) - before == 4  # the reads waited for, and nothing for the cancelled ones
+
+
+async def _gets(client: Redis) -> int:
+    """How many GET commands the server has run (INFO commandstats; the INFO itself is not a GET)."""
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_get", {}).get("calls", 0))
+
+
+async def test_each_reply_of_a_round_trip_gets_socket_timeout_and_silence_ends_it() -> None:
+    """The replies of a batch (see _redis_pipe) come one after another: each has ``socket_timeout`` from the
+    one before, as redis-py gives each read (a batch slower in all is not cut); silence past it is redis-py's
+    ``TimeoutError``."""
+    started = time.monotonic()
+    async with Replies(1.0) as replies:
+        for _ in range(6):
+            await asyncio.sleep(0.25)
+            replies.read()
+    assert time.monotonic() - started >= 1.5  # longer than one socket_timeout in all, and not cut
+    started = time.monotonic()
+    with pytest.raises(RedisTimeoutError, match="Timeout reading"):
+        async with Replies(1.0) as replies:
+            await asyncio.sleep(0.25)
+            replies.read()
+            await asyncio.sleep(30)
+    assert time.monotonic() - started < 10
+
+
+def _bump(counter: Counter) -> None:
+    counter.count += 1
 
 
 async def _primed(session: RedisSession, change: Kind) -> tuple[Counter | Agent, list[int], Callable[[], None]]:

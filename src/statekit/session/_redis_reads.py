@@ -11,11 +11,17 @@ from redis.asyncio.cluster import RedisCluster
 
 from statekit.session._redis_once import connection_of
 from statekit.session._redis_packing import packed
+from statekit.session._redis_pipe import Pipe
 
 
-async def read_value(client: Redis | RedisCluster, name: str, ttl: int | None, follower: str = "") -> Any:
+async def read_value(
+    client: Redis | RedisCluster, name: str, ttl: int | None, follower: str = "", shared: Pipe | None = None
+) -> Any:
     """The value of key ``name`` (``ttl``: read with ``GETEX ... EX ttl``, and key ``follower`` given the same
     expiry in the same round trip), as ``client.get``/``client.getex`` answer.
+
+    Through the client's ``shared`` pipe (see :mod:`._redis_pipe`) it goes with the other tasks' commands of this
+    turn of the loop; if that round trip loses its connection, it is read again as below.
 
     A plain ``Redis`` client's command goes out on a connection of its pool, retried
     by the connection's ``Retry`` after a lost connection (a read may be sent again)
@@ -29,6 +35,16 @@ async def read_value(client: Redis | RedisCluster, name: str, ttl: int | None, f
     else:
         command = ("GETEX", name, "EX", ttl)
         commands = [command, ("EXPIRE", follower, ttl)] if follower else [command]
+    if shared is not None:
+        try:
+            return await shared.first(None, commands, partial(_direct, client, name, ttl, commands))
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
+            pass  # read again on a connection of its own, retried as redis-py retries a read
+    return await _direct(client, name, ttl, commands)
+
+
+async def _direct(client: Redis | RedisCluster, name: str, ttl: int | None, commands: list[tuple[Any, ...]]) -> Any:
+    """:func:`read_value`'s commands on a connection of their own."""
     if type(client) is not Redis or client.connection is not None:
         if len(commands) == 1:
             return await (client.get(name) if ttl is None else client.getex(name, ex=ttl))
@@ -37,7 +53,7 @@ async def read_value(client: Redis | RedisCluster, name: str, ttl: int | None, f
                 pipe.execute_command(*each)
             return (await pipe.execute())[0]
     pool = client.connection_pool
-    connection = await connection_of(pool, command[0])
+    connection = await connection_of(pool, commands[0][0])
     try:
         message = [part for each in commands for part in packed(connection, each)]
         once, lost = partial(_once, connection, message, len(commands)), partial(_lost, connection)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from statekit.session.document import HEAD_BYTES
 from statekit.session._redis_fence import FENCE
 from statekit.session._redis_ids import ALIGN, DELETE, MINE
 from statekit.session._redis_once import Sending, send_once
+from statekit.session._redis_pipe import Pipe
 
 
 class Script:
@@ -26,13 +28,23 @@ class Script:
         self.text = text
         self.sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
-    async def run(self, client: Redis | RedisCluster, sending: Sending, keys: tuple[str, ...], *args: Any) -> Any:
-        """Run on ``keys`` (all in one slot, the first one's node); its answer (``DONE``, a fence's refusal...)."""
+    async def run(
+        self, client: Redis | RedisCluster, pipe: Pipe | None, sending: Sending, keys: tuple[str, ...], *args: Any
+    ) -> Any:
+        """Run on ``keys`` (all in one slot, the first one's node); its answer (``DONE``, a fence's refusal...).
+        Sent through ``pipe`` when the client has one (see :mod:`._redis_pipe`), else on a connection of its own."""
         name = keys[0]
         try:
-            return await send_once(client, sending, name, "EVALSHA", self.sha, len(keys), *keys, *args)
+            return await _sent(client, pipe, sending, name, ("EVALSHA", self.sha, len(keys), *keys, *args))
         except redis_errors.NoScriptError:
-            return await send_once(client, sending, name, "EVAL", self.text, len(keys), *keys, *args)
+            return await _sent(client, pipe, sending, name, ("EVAL", self.text, len(keys), *keys, *args))
+
+
+def _sent(client: Redis | RedisCluster, pipe: Pipe | None, sending: Sending, name: str, command: tuple[Any, ...]) -> Awaitable[Any]:
+    """``command`` sent once, with the other tasks' (see :mod:`._redis_pipe`) or on a connection of its own."""
+    if pipe is None:
+        return send_once(client, sending, name, *command)
+    return pipe.first(sending, (command,), partial(send_once, client, sending, name, *command))
 
 
 SAVE = """
@@ -128,10 +140,11 @@ class Scripting:
     """Whether a server runs Lua, learnt at its first refusal: the scripts run until then, their
     ``WATCH``/``MULTI`` twins after (fakeredis without ``lupa``, some proxies, an ACL that refuses ``EVAL``)."""
 
-    __slots__ = ("client", "lua")
+    __slots__ = ("client", "lua", "pipe")
 
-    def __init__(self, client: Redis | RedisCluster) -> None:
+    def __init__(self, client: Redis | RedisCluster, pipe: Pipe | None = None) -> None:
         self.client = client
+        self.pipe = pipe  # the client's commands sent together (see _redis_pipe), or each on its own
         self.lua = True  # until the server says it runs no scripts
 
     async def run(
@@ -145,7 +158,7 @@ class Scripting:
         """``script``'s answer on ``keys`` with ``args``, or ``twin()``'s on a server that runs no Lua."""
         if self.lua:
             try:
-                return await script.run(self.client, sending, keys, *args)
+                return await script.run(self.client, self.pipe, sending, keys, *args)
             except redis_errors.ResponseError as err:
                 if not refuses_scripts(err):
                     raise

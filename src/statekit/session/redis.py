@@ -66,6 +66,7 @@ try:
     from statekit.session._redis_once import Sending, write_once  # they need redis too
     from statekit.session._redis_write import ConditionalWrite
     from statekit.session._redis_reads import read_value
+    from statekit.session._redis_pipe import Pipe
     from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, quote
     from statekit.session._redis_scan import sessions_of, some_owners_of, some_sessions_of, users_of
     from statekit.session._redis_scripts import COMPARE_AND_SET, DELETE_SCRIPT, IF_BASE, SET_SCRIPT, Script, Scripting
@@ -165,7 +166,8 @@ class RedisSession(SessionBase):
             )
         self._client: Client = client
         self._guard = Guard(client)  # the timeout, pool slots, slot map and errors of every operation
-        self._scripting = Scripting(client)  # the write scripts, or their WATCH/MULTI twins on a server without Lua
+        self._pipe = Pipe.of(client)  # the commands of many tasks in one round trip (see _redis_pipe)
+        self._scripting = Scripting(client, self._pipe)  # the write scripts, or their WATCH/MULTI twins on a server without Lua
         self._leasing = Leasing(client, self._scripting)  # take, renew, release (see _redis_leases)
         self._keep_ttl = check_flag(keep_ttl, "keep_ttl", SessionError)  # with no key_ttl: saves keep the key's expiry
         self.address = address(client)
@@ -222,7 +224,7 @@ class RedisSession(SessionBase):
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
             name, ttl = self._key(key), self.key_ttl  # with a TTL, the kept revisions' expiry slides too
-            value = await read_value(self._client, name, ttl, "" if ttl is None else self._keys(key)[3])
+            value = await read_value(self._client, name, ttl, "" if ttl is None else self._keys(key)[3], self._pipe)
         value = value.encode("utf-8") if isinstance(value, str) else value
         return None if value is None else value_joined(value)
 
