@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+from statekit.errors import InvalidSessionIdError
+
 MAX_NAME_LENGTH = 240
 """The longest encoded id, in characters (file names hold 255 bytes)."""
 
@@ -40,6 +42,31 @@ def aside(path: Path) -> Path:
     return path.with_name(f".{path.name}.log.old")
 
 
+class KnownPaths:
+    """The files of the session keys one session object checked, by ids, each with the ``save_dir`` and
+    layout it was named under: every call checks a key and names its file, and pathlib's joins cost more
+    than a small session's read. Forgets them all past :data:`KNOWN_PATHS`."""
+
+    __slots__ = ("_paths",)
+
+    def __init__(self) -> None:
+        self._paths: dict[tuple[str, str], tuple[Path, str, Path]] = {}
+
+    def get(self, ids: tuple[str, str], save_dir: Path, layout: str) -> Path | None:
+        """The file of a key checked before under ``save_dir`` and ``layout`` (``None``: not known)."""
+        known = self._paths.get(ids)
+        return known[2] if known is not None and known[0] is save_dir and known[1] == layout else None
+
+    def put(self, ids: tuple[str, str], save_dir: Path, layout: str, path: Path) -> None:
+        """Remember the file of a key just checked."""
+        if len(self._paths) >= KNOWN_PATHS:
+            self._paths.clear()
+        self._paths[ids] = (save_dir, layout, path)
+
+
+KNOWN_PATHS = 1024
+"""How many sessions' files a session object keeps named."""
+
 HISTORY_MARK = ".history"
 """The end of a session's history folder's name (see :func:`history_folder`)."""
 
@@ -68,6 +95,21 @@ def encode_id(value: str) -> str:
     if value.split(".", 1)[0] in _DEVICES:
         value = _percent(value[0]) + value[1:]
     return value
+
+
+def refuse_long_names(user_id: str, session_id: str) -> None:
+    """Refuse ids whose file or folder names would be too long once encoded.
+
+    Raises:
+        InvalidSessionIdError: Naming the id and its encoded length.
+    """
+    for what, value in (("user_id", user_id), ("session_id", session_id)):
+        size = len(encode_id(value)) if value else 0
+        if size > MAX_NAME_LENGTH:
+            raise InvalidSessionIdError(
+                f"{what} {value[:20]!r}... is too long for a file name once encoded "
+                f"({size} > {MAX_NAME_LENGTH} characters)"
+            )
 
 
 def decode_id(name: str) -> str | None:

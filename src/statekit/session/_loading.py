@@ -148,9 +148,7 @@ async def _typed_load(
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
-    history = loaded_index(
-        seen, raw, lambda: over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
-    )
+    history = loaded_index(seen, raw, lambda: _typed_index(backend, key, document, raw))
     migrated = migrations_run()
     with secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
@@ -245,6 +243,13 @@ ELSEWHERE = (
     "(in its .log companion), which this backend does not read; copy the session with `statekit convert`, "
     "which folds them in"
 )
+
+
+def _typed_index(backend: Backend, key: SessionKey, document: Any, raw: bytes) -> HeadHistory | None:
+    """The history index of a typed document, read over the deltas ``raw`` carries (``None``: it keeps none;
+    the session's name is built only for a document that keeps history, which may need it for an error)."""
+    index = history_of_typed(document, lambda: backend.source(key))
+    return None if index is None else over_deltas(index, raw, backend.source(key))
 
 
 def _boxed(typed: TypedDocument, body: bytes, checked: bool | Callable[[], bool]) -> list[Any]:
