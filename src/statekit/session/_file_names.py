@@ -42,30 +42,17 @@ def aside(path: Path) -> Path:
     return path.with_name(f".{path.name}.log.old")
 
 
-class KnownPaths:
-    """The files of the session keys one session object checked, by ids, each with the ``save_dir`` and
-    layout it was named under: every call checks a key and names its file, and pathlib's joins cost more
-    than a small session's read. Forgets them all past :data:`KNOWN_PATHS`."""
+@functools.lru_cache(maxsize=1024)  # every call checks its key and names its file: pathlib's joins cost more than a small read
+def session_file(save_dir: Path, user_id: str, session_id: str, suffix: str) -> Path:
+    """The file of a session in statekit's layout (``@<user>/<session><suffix>`` under ``save_dir``).
 
-    __slots__ = ("_paths",)
+    Raises:
+        InvalidSessionIdError: An id too long for a file name once encoded.
+    """
+    refuse_long_names(user_id, session_id)
+    folder = save_dir / (USER_MARK + encode_id(user_id)) if user_id else save_dir
+    return folder / (encode_id(session_id) + suffix)
 
-    def __init__(self) -> None:
-        self._paths: dict[tuple[str, str], tuple[Path, str, Path]] = {}
-
-    def get(self, ids: tuple[str, str], save_dir: Path, layout: str) -> Path | None:
-        """The file of a key checked before under ``save_dir`` and ``layout`` (``None``: not known)."""
-        known = self._paths.get(ids)
-        return known[2] if known is not None and known[0] is save_dir and known[1] == layout else None
-
-    def put(self, ids: tuple[str, str], save_dir: Path, layout: str, path: Path) -> None:
-        """Remember the file of a key just checked."""
-        if len(self._paths) >= KNOWN_PATHS:
-            self._paths.clear()
-        self._paths[ids] = (save_dir, layout, path)
-
-
-KNOWN_PATHS = 1024
-"""How many sessions' files a session object keeps named."""
 
 HISTORY_MARK = ".history"
 """The end of a session's history folder's name (see :func:`history_folder`)."""

@@ -59,7 +59,7 @@ from statekit.session._agentscope import (
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._file_names import USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
-from statekit.session._file_names import KnownPaths, history_folder, lease_path, refuse_long_names
+from statekit.session._file_names import history_folder, lease_path, session_file
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive, checked_keep
@@ -156,7 +156,6 @@ class FileSession(SessionBase):
         keep_history: int | None = 0,
     ) -> None:
         self.save_dir = check_save_dir(save_dir)
-        self._known = KnownPaths()  # the files of the keys checked (see KnownPaths)
         self.layout = check_layout(layout)
         self.use_secret_key(secret_key)
         self.omit_secrets = check_flag(omit_secrets, "omit_secrets", SessionError)
@@ -184,12 +183,9 @@ class FileSession(SessionBase):
         return self.save_dir
 
     def _path(self, key: SessionKey) -> Path:
-        known = self._known.get((key.user_id, key.session_id), self.save_dir, self.layout)
-        if known is not None:
-            return known
         if self.layout == "agentscope":
             return self.save_dir / legacy_name(key, self.codec.suffix)
-        return self._folder(key.user_id) / (encode_id(key.session_id) + self.codec.suffix)
+        return session_file(self.save_dir, key.user_id, key.session_id, self.codec.suffix)
 
     def key(self, session_id: str, user_id: str | None = None) -> SessionKey:
         """As :meth:`SessionBase.key`; in AgentScope's layout, an empty session id of a user says how to open its file."""
@@ -198,14 +194,10 @@ class FileSession(SessionBase):
         return super().key(session_id, user_id)
 
     def _check_key(self, key: SessionKey) -> None:
-        ids = (key.user_id, key.session_id)
-        if self._known.get(ids, self.save_dir, self.layout) is not None:
-            return  # checked before, under the same folder and layout
         if self.layout == "agentscope":
             check_legacy_key(key, self.codec.suffix)
         else:
-            refuse_long_names(key.user_id, key.session_id)
-        self._known.put(ids, self.save_dir, self.layout, self._path(key))
+            self._path(key)  # refuses an id too long for a file name
 
     def _source(self, key: SessionKey) -> str:
         return str(self._path(key))

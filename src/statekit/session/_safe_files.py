@@ -309,7 +309,7 @@ def check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
     path = Path(save_dir)
     if "\x00" in str(path):
         raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
-    if path.exists() and not path.is_dir():
+    if not path.is_dir() and path.exists():  # (one stat for the usual folder)
         raise SessionError(
             f"save_dir {str(path)!r} is a file, not a folder: sessions are files inside save_dir; "
             "give the folder that holds them (or a new one, created on the first save)"
