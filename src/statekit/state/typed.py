@@ -33,7 +33,7 @@ import orjson
 from statekit.values.bounded import bounded, levels
 from statekit.values.class_cache import MISSING, TypeCache
 from statekit.state.dump import check_modules, converter_of
-from statekit.state.foreign import SupportsState
+from statekit.state.foreign import PLAIN_TYPES, SupportsState
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
 from statekit.state.commit import commit_all
 from statekit.state.load import Loader
@@ -137,8 +137,9 @@ def _shape(module: SupportsState, level: int) -> Shape:
         raise _Surprise  # registered attributes: their hooks are the user's
     held = []
     for plan in plan_of(module).fields:
-        value = getattr(module, plan.name, None)  # None: a slot no one set yet (init=False)
-        held.append(_shape(value, level + 1) if is_module(value) else None)
+        value = getattr(module, plan.field.name, None)  # None: a slot no one set yet (init=False)
+        # (a plain value, the usual, is told by its type alone: no call)
+        held.append(None if type(value) in PLAIN_TYPES or not is_module(value) else _shape(value, level + 1))
     for name in extras:
         held.append((name, _shape(getattr(module, name), level + 1)))
     return (type(module), tuple(held))
