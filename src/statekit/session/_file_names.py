@@ -42,15 +42,19 @@ def aside(path: Path) -> Path:
     return path.with_name(f".{path.name}.log.old")
 
 
-@functools.lru_cache(maxsize=1024)  # every call checks its key and names its file: pathlib's joins cost more than a small read
 def session_file(save_dir: Path, user_id: str, session_id: str, suffix: str) -> Path:
     """The file of a session in statekit's layout (``@<user>/<session><suffix>`` under ``save_dir``).
 
     Raises:
         InvalidSessionIdError: An id too long for a file name once encoded.
     """
+    return _session_file(str(save_dir), user_id, session_id, suffix)  # (a new Path's str is kept; its hash is not)
+
+
+@functools.lru_cache(maxsize=1024)  # every call checks its key and names its file: pathlib's joins cost more than a small read
+def _session_file(save_dir: str, user_id: str, session_id: str, suffix: str) -> Path:
     refuse_long_names(user_id, session_id)
-    folder = save_dir / (USER_MARK + encode_id(user_id)) if user_id else save_dir
+    folder = Path(save_dir) / (USER_MARK + encode_id(user_id)) if user_id else Path(save_dir)
     return folder / (encode_id(session_id) + suffix)
 
 

@@ -306,10 +306,10 @@ def _open_fd(path: Path) -> tuple[int, os.stat_result] | None:
 
 def check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
     """``save_dir`` as a path; refused now when no file system could hold it (its first use would raise a bare ValueError)."""
-    path = Path(save_dir)
+    path = save_dir if isinstance(save_dir, Path) else Path(save_dir)  # (a Path is immutable: kept, not parsed again)
     if "\x00" in str(path):
         raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
-    if not path.is_dir() and path.exists():  # (one stat for the usual folder)
+    if not os.path.isdir(path) and path.exists():  # (one stat for the usual folder)
         raise SessionError(
             f"save_dir {str(path)!r} is a file, not a folder: sessions are files inside save_dir; "
             "give the folder that holds them (or a new one, created on the first save)"
