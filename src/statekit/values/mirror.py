@@ -9,9 +9,9 @@ allowed: a missing defaulted key, an extra key or an old version makes the
 decode fail, and the caller takes the full path, which handles and reports it.
 
 The expressions of nested records are inlined into one another (a list of
-messages becomes one list comprehension calling ``Msg(...)``), and one
-function is compiled per module field: no Python call per record but the
-constructor's own.
+messages becomes one list comprehension calling ``Msg(...)``), and into the one
+planner compiled per module (``statekit.state.typed_plan``): no Python call per
+record but the constructor's own.
 
 Only what statekit's own hooks would do is mirrored: a user's cattrs hook, a
 ``from_json`` codec, a recursive record or a type msgspec cannot express has
@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import types
 import typing
-from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
@@ -31,11 +30,9 @@ import cattrs
 import msgspec
 
 from statekit.values.class_cache import MISSING, TypeCache
-from statekit.values.codegen import compile_function
 from statekit.values.types import Load, RecordShape, generation, shape_of
 from statekit.values.versions import VERSION_KEY
 
-Build = Callable[[Any], Any]
 HOLE = "@"
 
 
@@ -154,16 +151,4 @@ def _record(cls: type, record: RecordShape, mirrors: list[Mirror]) -> Mirror:
     return Mirror(struct, record.call(name, values), names)
 
 
-def compile_build(mirror: Mirror, where: str) -> Build:
-    """A function making the value from what msgspec decoded for ``mirror``."""
-    if mirror.code is None:
-        return _as_decoded
-    body = [f"    return {mirror.code.replace(HOLE, 'value')}"]
-    return compile_function("build(value)", body, dict(mirror.names), f"mirror build {where}")
-
-
-def _as_decoded(value: Any) -> Any:
-    return value
-
-
-__all__ = ["HOLE", "Build", "Mirror", "compile_build", "record_mirror", "value_mirror"]
+__all__ = ["HOLE", "Mirror", "record_mirror", "value_mirror"]
