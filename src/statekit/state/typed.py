@@ -120,7 +120,7 @@ def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> Typed
 
 def _shape_of(modules: Mapping[str, SupportsState]) -> Shape | None:
     try:
-        return tuple((name, _shape(module, 1)) for name, module in modules.items())
+        return tuple([(name, _shape(module, 1)) for name, module in modules.items()])
     except _Surprise:
         return None
 
@@ -131,7 +131,8 @@ def _shape(module: SupportsState, level: int) -> Shape:
         raise _Surprise  # a cycle of modules: the full path names it
     if not isinstance(module, StateBase):
         raise _Surprise  # a foreign module (AgentScope's): its own load_state_dict() runs, on the full path
-    extras = state_extras(module)
+    # (an empty __dict__, the usual, holds no extras: no call)
+    extras = state_extras(module) if getattr(module, "__dict__", None) else None
     if extras and any(hooks is not None for hooks in extras.values()):
         raise _Surprise  # registered attributes: their hooks are the user's
     held = []
@@ -139,8 +140,8 @@ def _shape(module: SupportsState, level: int) -> Shape:
         value = getattr(module, plan.field.name, None)  # None: a slot no one set yet (init=False)
         # (a plain value, the usual, is told by its type alone: no call)
         held.append(None if type(value) in PLAIN_TYPES or not is_module(value) else _shape(value, level + 1))
-    for name in extras:
-        held.append((name, _shape(getattr(module, name), level + 1)))
+    if extras:
+        held.extend((name, _shape(getattr(module, name), level + 1)) for name in extras)
     return (type(module), tuple(held))
 
 
