@@ -79,8 +79,11 @@ def _below(save_dir: Path, path: Path) -> list[str]:
     """
     root, full = str(save_dir), str(path)
     if os.altsep is None and full.startswith(root + os.sep):
+        rest = full[len(root) + 1 :]
+        if os.sep not in rest:
+            return [full]  # a session of the default user: the file alone
         below, current = [], root
-        for part in full[len(root) + 1 :].split(os.sep):
+        for part in rest.split(os.sep):
             current = f"{current}{os.sep}{part}"
             below.append(current)
         return below
