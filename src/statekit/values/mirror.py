@@ -45,11 +45,15 @@ class Mirror:
         code: A Python expression making the value from the decoded one, which
             it names :data:`HOLE`; ``None`` when the decoded value is the value.
         names: The globals ``code`` needs (record classes, by generated names).
+        direct: The record class's generated name when ``code`` only calls it with the
+            decoded Struct's fields, in order and by position: a list of such records is
+            then built in C (``starmap`` over ``astuple``), the constructor the only Python run.
     """
 
     tp: Any
     code: str | None = None
     names: dict[str, Any] = attrs.field(factory=dict)
+    direct: str | None = None
 
 
 def value_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
@@ -88,6 +92,9 @@ def _container(kind: type, item_tp: Any, conv: cattrs.Converter) -> Mirror | Non
     var = f"_x{next(_counter)}"
     each = item.code.replace(HOLE, var)
     generic: Any = kind  # subscripted at run time with the items' mirror type
+    if kind is list and item.direct is not None:
+        names = {**item.names, "_starmap": itertools.starmap, "_astuple": msgspec.structs.astuple}
+        return Mirror(generic[item.tp], f"list(_starmap({item.direct}, map(_astuple, {HOLE})))", names)
     if kind is list:
         return Mirror(generic[item.tp], f"[{each} for {var} in {HOLE}]", item.names)
     return Mirror(generic[str, item.tp], f"{{_k: {each} for _k, {var} in {HOLE}.items()}}", item.names)
@@ -148,7 +155,8 @@ def _record(cls: type, record: RecordShape, mirrors: list[Mirror]) -> Mirror:
     for i, mirror in enumerate(mirrors):
         values.append(f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}"))
         names.update(mirror.names)
-    return Mirror(struct, record.call(name, values), names)
+    direct = version is None and not any(record.keyword) and all(mirror.code is None for mirror in mirrors)
+    return Mirror(struct, record.call(name, values), names, name if direct else None)
 
 
 __all__ = ["HOLE", "Mirror", "record_mirror", "value_mirror"]
