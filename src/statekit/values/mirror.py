@@ -155,8 +155,9 @@ def _record(cls: type, record: RecordShape, mirrors: list[Mirror]) -> Mirror:
     for i, mirror in enumerate(mirrors):
         values.append(f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}"))
         names.update(mirror.names)
-    direct = version is None and not any(record.keyword) and all(mirror.code is None for mirror in mirrors)
-    return Mirror(struct, record.call(name, values), names, name if direct else None)
+    call = record.call(name, values)
+    direct = version is None and call == f"{name}({', '.join(f'{HOLE}.f{i}' for i in range(len(mirrors)))})"
+    return Mirror(struct, call, names, name if direct else None)
 
 
 __all__ = ["HOLE", "Mirror", "record_mirror", "value_mirror"]
