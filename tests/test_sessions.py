@@ -36,7 +36,7 @@ from statekit.errors import (
 )
 from statekit.session import META_KEY, Expected, JSONSession, SessionBase, SessionKey, YAMLSession
 from statekit.session._ids import MAX_ID_LENGTH
-from statekit.session import _files
+from statekit.session import _files, _read_threads
 from statekit.session._file_names import USER_MARK, decode_id, encode_id
 from statekit.session._files import FileSession
 from append_models import Agent as AppendAgent, Memory, Msg
@@ -306,6 +306,81 @@ def test_a_full_disk_keeps_the_old_file_and_no_temp(tmp_path: Path) -> None:
     assert child.stdout.startswith("refused: cannot save"), child.stdout + child.stderr
     assert session.session_path("s").read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+# -- reads off the event loop, on statekit's reader threads (_read_threads.py) ----------------
+
+
+async def test_concurrent_loads_each_read_their_own_file(tmp_path: Path) -> None:
+    """More loads at once than reader threads: each gets its own session, none waits forever."""
+    session = JSONSession(tmp_path)
+    ids = [f"s{index}" for index in range(3 * _read_threads.MAX_THREADS)]
+    for index, session_id in enumerate(ids):
+        await session.asave(session_id, chat=Chat(name=session_id, messages=[Message("user", "x" * index)]))
+    loaded = {session_id: Chat() for session_id in ids}
+    await asyncio.wait_for(
+        asyncio.gather(*(JSONSession(tmp_path).aload(sid, chat=chat) for sid, chat in loaded.items())), timeout=60
+    )
+    assert [(chat.name, len(chat.messages[0].content)) for chat in loaded.values()] == [(sid, i) for i, sid in enumerate(ids)]
+
+
+@pytest.fixture
+def one_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool of one reader thread: its jobs run in the order given, each delivered before the next starts."""
+    monkeypatch.setattr(_read_threads, "MAX_THREADS", 1)
+    monkeypatch.setattr(_read_threads, "_readers", _read_threads._Readers())
+
+
+def test_a_read_whose_caller_is_cancelled_or_whose_loop_closed_is_dropped(one_reader: None) -> None:
+    """A cancelled caller's read ends in its thread without an error in the loop; a read that outlives
+    its closed loop leaves its thread serving the next (else that read would wait forever)."""
+    gate, handled = threading.Event(), []
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda _loop, context: handled.append(context))
+
+    async def cancel_then_read() -> int:
+        waiting = asyncio.ensure_future(_read_threads.off_loop(gate.wait, 60))
+        await asyncio.sleep(0)  # handed to the reader
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        gate.set()
+        return await _read_threads.off_loop(int, "7")  # after the cancelled one was delivered (one thread)
+
+    assert loop.run_until_complete(cancel_then_read()) == 7
+    gate.clear()
+    abandoned = asyncio.ensure_future(_read_threads.off_loop(gate.wait, 60), loop=loop)
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.close()  # with the read in flight
+    gate.set()
+    assert asyncio.run(asyncio.wait_for(_read_threads.off_loop(int, "8"), timeout=60)) == 8
+    assert handled == [] and not abandoned.done()
+
+
+async def test_a_read_raises_in_its_caller(one_reader: None) -> None:
+    with pytest.raises(ZeroDivisionError):
+        await _read_threads.off_loop(divmod, 1, 0)
+    assert await _read_threads.off_loop(divmod, 7, 2) == (3, 1)
+
+
+READ_AFTER_FORK = """
+import asyncio
+from statekit.session import JSONSession
+from statekit.testing import Counter
+
+def work(folder):
+    loaded = Counter()
+    asyncio.run(asyncio.wait_for(JSONSession(folder).aload("s", counter=loaded), timeout=60))
+    print(loaded.count)
+
+"""
+
+
+def test_a_forked_child_reads_on_threads_of_its_own(tmp_path: Path) -> None:
+    """The parent read before forking (its reader thread is not in the children): each child starts its own."""
+    JSONSession(tmp_path).save("s", counter=Counter(count=3))
+    code = READ_AFTER_FORK + f"JSONSession({str(tmp_path)!r}).load('s', counter=Counter())\n"  # before the forks
+    assert run_forked(code, [[str(tmp_path)], [str(tmp_path)]], timeout=120) == ["3\n", "3\n"]
 
 
 CONCURRENT_WRITER = """

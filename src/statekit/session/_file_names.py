@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+from statekit.errors import InvalidSessionIdError
+
 MAX_NAME_LENGTH = 240
 """The longest encoded id, in characters (file names hold 255 bytes)."""
 
@@ -40,6 +42,22 @@ def aside(path: Path) -> Path:
     return path.with_name(f".{path.name}.log.old")
 
 
+def session_file(save_dir: Path, user_id: str, session_id: str, suffix: str) -> Path:
+    """The file of a session in statekit's layout (``@<user>/<session><suffix>`` under ``save_dir``).
+
+    Raises:
+        InvalidSessionIdError: An id too long for a file name once encoded.
+    """
+    return _session_file(str(save_dir), user_id, session_id, suffix)  # (a new Path's str is kept; its hash is not)
+
+
+@functools.lru_cache(maxsize=1024)  # every call checks its key and names its file: pathlib's joins cost more than a small read
+def _session_file(save_dir: str, user_id: str, session_id: str, suffix: str) -> Path:
+    refuse_long_names(user_id, session_id)
+    folder = Path(save_dir) / (USER_MARK + encode_id(user_id)) if user_id else Path(save_dir)
+    return folder / (encode_id(session_id) + suffix)
+
+
 HISTORY_MARK = ".history"
 """The end of a session's history folder's name (see :func:`history_folder`)."""
 
@@ -68,6 +86,21 @@ def encode_id(value: str) -> str:
     if value.split(".", 1)[0] in _DEVICES:
         value = _percent(value[0]) + value[1:]
     return value
+
+
+def refuse_long_names(user_id: str, session_id: str) -> None:
+    """Refuse ids whose file or folder names would be too long once encoded.
+
+    Raises:
+        InvalidSessionIdError: Naming the id and its encoded length.
+    """
+    for what, value in (("user_id", user_id), ("session_id", session_id)):
+        size = len(encode_id(value)) if value else 0
+        if size > MAX_NAME_LENGTH:
+            raise InvalidSessionIdError(
+                f"{what} {value[:20]!r}... is too long for a file name once encoded "
+                f"({size} > {MAX_NAME_LENGTH} characters)"
+            )
 
 
 def decode_id(name: str) -> str | None:

@@ -45,7 +45,7 @@ from typing import ClassVar, TypeVar
 
 from statekit.state.flags import check_flag
 from statekit.values.secrets import SecretKeys
-from statekit.errors import InvalidSessionIdError, SessionError
+from statekit.errors import SessionError
 from statekit.session._agentscope import (
     Layout,
     check_layout,
@@ -58,8 +58,8 @@ from statekit.session._agentscope import (
 )
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
-from statekit.session._file_names import MAX_NAME_LENGTH, USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
-from statekit.session._file_names import history_folder, lease_path
+from statekit.session._file_names import USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
+from statekit.session._file_names import history_folder, lease_path, session_file
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive, checked_keep
@@ -70,6 +70,7 @@ from statekit.session._file_history import drop_blobs, get_blob, keep_head, list
 from statekit.session._file_leases import fence, release_lease, renew_lease, take_lease
 from statekit.session._file_writes import append_if, delete_locked, fenced, refuse_odd_beside
 from statekit.session._leftovers import sweep, sweep_due
+from statekit.session._read_threads import off_loop
 from statekit.session._revisions import MISSING_REVISION, Expected
 from statekit.session._safe_files import check_path, check_save_dir, digest_regular, holds_exactly
 from statekit.session.document import doc_token
@@ -184,7 +185,7 @@ class FileSession(SessionBase):
     def _path(self, key: SessionKey) -> Path:
         if self.layout == "agentscope":
             return self.save_dir / legacy_name(key, self.codec.suffix)
-        return self._folder(key.user_id) / (encode_id(key.session_id) + self.codec.suffix)
+        return session_file(self.save_dir, key.user_id, key.session_id, self.codec.suffix)
 
     def key(self, session_id: str, user_id: str | None = None) -> SessionKey:
         """As :meth:`SessionBase.key`; in AgentScope's layout, an empty session id of a user says how to open its file."""
@@ -195,20 +196,14 @@ class FileSession(SessionBase):
     def _check_key(self, key: SessionKey) -> None:
         if self.layout == "agentscope":
             check_legacy_key(key, self.codec.suffix)
-            return
-        for what, value in (("user_id", key.user_id), ("session_id", key.session_id)):
-            size = len(encode_id(value)) if value else 0
-            if size > MAX_NAME_LENGTH:
-                raise InvalidSessionIdError(
-                    f"{what} {value[:20]!r}... is too long for a file name once encoded "
-                    f"({size} > {MAX_NAME_LENGTH} characters)"
-                )
+        else:
+            self._path(key)  # refuses an id too long for a file name
 
     def _source(self, key: SessionKey) -> str:
         return str(self._path(key))
 
     async def _read(self, key: SessionKey) -> bytes | None:
-        data = await self._io(key, _read_file)
+        data = await self._io(key, _read_file, reads=True)
         if data is None and self.layout == "agentscope":
             await asyncio.to_thread(refuse_case_twin, self.save_dir, key, self.codec.suffix)
         elif data is None:
@@ -325,7 +320,7 @@ class FileSession(SessionBase):
             sweep(folder, self.codec.suffix)
 
     async def _exists(self, key: SessionKey) -> bool:
-        return await self._io(key, lambda path: True) is True
+        return await self._io(key, lambda path: True, reads=True) is True
 
     async def _list(self, user_id: str) -> list[str]:
         self._check_key(SessionKey(user_id, "s"))  # a user id too long for a folder name, as the other methods say
@@ -377,9 +372,12 @@ class FileSession(SessionBase):
         except OSError as err:
             raise SessionError(f"cannot list the users in {self.save_dir}: {err.strerror or err}") from err
 
-    async def _io(self, key: SessionKey, work: Callable[[Path], R], *, leased_too: bool = False) -> R | None:
+    async def _io(
+        self, key: SessionKey, work: Callable[[Path], R], *, leased_too: bool = False, reads: bool = False
+    ) -> R | None:
         """Run ``work`` on the session's file in a thread, once the path is checked; ``None`` when it is absent
-        (and, with ``leased_too``, so is its lease record: a delete of a missing session is fenced too)."""
+        (and, with ``leased_too``, so is its lease record: a delete of a missing session is fenced too).
+        ``reads``: ``work`` changes nothing, so it runs on a reader thread (:mod:`._read_threads`)."""
         path = self._path(key)
 
         def checked() -> R | None:
@@ -387,6 +385,6 @@ class FileSession(SessionBase):
             return work(path) if present else None
 
         try:
-            return await asyncio.to_thread(checked)
+            return await (off_loop(checked) if reads else asyncio.to_thread(checked))
         except OSError as err:
             raise SessionError(f"cannot access {path}: {err.strerror or err}") from err

@@ -21,7 +21,7 @@ from statekit.state.gc import paused_gc, without_gc
 from statekit.state.load import load_many
 from statekit.state.module import LoadResult
 from statekit.values.secrets import secrets_with
-from statekit.state.typed import TypedDocument, decode, load_typed, typed_document
+from statekit.state.typed import TypedDocument, decode, load_typed, meta_of, typed_document
 from statekit.values.versions import migrations_run
 from statekit.codecs import JSON, JSON_COMPACT
 from statekit.errors import DocumentError, StateLoadError, StateVersionError
@@ -30,7 +30,7 @@ from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of
 from statekit.session._lineage import loaded_index, over_deltas
-from statekit.session._typed_appends import history_of_typed, token_of_typed, with_deltas
+from statekit.session._typed_appends import history_of_typed, with_deltas
 from statekit.session._delta_load import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
 from statekit.session._log import log_timed
@@ -148,15 +148,16 @@ async def _typed_load(
         document = with_deltas(document, body, log, token)
     if document is None:
         return None
-    history = loaded_index(
-        seen, raw, lambda: over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
-    )
+    meta = meta_of(document)  # (TypedMeta, as with_deltas took it; None: absent)
+    history = None
+    if meta is not None and meta.history is not None:
+        history = loaded_index(seen, raw, lambda: _typed_index(backend, key, document, raw))
     migrated = migrations_run()
     with secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
         if results is None:
             return None
-        own = token_of_typed(document)
+        own = None if meta is None else meta.token
         if own is None or migrations_run() != migrated:
             # data a migration upgraded (inside plain JSON) stays in the document as stored: the next save rewrites it
             return results, None, history
@@ -245,6 +246,11 @@ ELSEWHERE = (
     "(in its .log companion), which this backend does not read; copy the session with `statekit convert`, "
     "which folds them in"
 )
+
+
+def _typed_index(backend: Backend, key: SessionKey, document: Any, raw: bytes) -> HeadHistory | None:
+    """The history index of a typed document whose metadata holds one, read over the deltas ``raw`` carries."""
+    return over_deltas(history_of_typed(document, lambda: backend.source(key)), raw, backend.source(key))
 
 
 def _boxed(typed: TypedDocument, body: bytes, checked: bool | Callable[[], bool]) -> list[Any]:

@@ -79,8 +79,11 @@ def _below(save_dir: Path, path: Path) -> list[str]:
     """
     root, full = str(save_dir), str(path)
     if os.altsep is None and full.startswith(root + os.sep):
+        rest = full[len(root) + 1 :]
+        if os.sep not in rest:
+            return [full]  # a session of the default user: the file alone
         below, current = [], root
-        for part in full[len(root) + 1 :].split(os.sep):
+        for part in rest.split(os.sep):
             current = f"{current}{os.sep}{part}"
             below.append(current)
         return below
@@ -246,16 +249,45 @@ def _chunks(file: io.BufferedReader) -> Iterator[memoryview]:
 
 
 def read_regular_stat(path: Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
-    """Like :func:`read_regular`, reading at most ``limit`` bytes (-1: all), with the file's ``fstat``."""
-    opened = _open_regular(path)
+    """Like :func:`read_regular`, reading at most ``limit`` bytes (-1: all), with the file's ``fstat``.
+
+    Read with ``os.read`` into one buffer of the size ``fstat`` gave (then to the end, should the file
+    have grown): half the cost of a buffered file object's read on a small file.
+    """
+    opened = _open_fd(path)
     if opened is None:
         return None
-    with opened[0] as file:
-        return file.read(limit), opened[1]
+    fd, status = opened
+    try:
+        want = status.st_size + 1 if limit < 0 else limit
+        parts = []
+        while want > 0 and (data := os.read(fd, want)):
+            parts.append(data)
+            want = _READ_MORE if limit < 0 else want - len(data)
+    finally:
+        os.close(fd)
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), status
+
+
+_READ_MORE = 1 << 16
+"""What each read asks for once the size ``fstat`` gave was read (a file that grew meanwhile)."""
 
 
 def _open_regular(path: Path) -> tuple[io.BufferedReader, os.stat_result] | None:
     """Open a regular file for reading without following a link or waiting on a FIFO (``None``: no file)."""
+    opened = _open_fd(path)
+    if opened is None:
+        return None
+    try:
+        file = open(opened[0], "rb")  # noqa: SIM115 - the caller's with block closes it
+    except BaseException:
+        os.close(opened[0])
+        raise
+    return file, opened[1]
+
+
+def _open_fd(path: Path) -> tuple[int, os.stat_result] | None:
+    """:func:`_open_regular`'s descriptor, checked: a regular file without another hard link (``None``: no file)."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except FileNotFoundError:
@@ -269,19 +301,18 @@ def _open_regular(path: Path) -> tuple[io.BufferedReader, os.stat_result] | None
         if not stat.S_ISREG(status.st_mode):
             raise not_a_file(path, status.st_mode)
         refuse_linked(path, status.st_nlink, status)
-        file = open(fd, "rb")  # noqa: SIM115 - the caller's with block closes it
     except BaseException:
         os.close(fd)
         raise
-    return file, status
+    return fd, status
 
 
 def check_save_dir(save_dir: str | os.PathLike[str]) -> Path:
     """``save_dir`` as a path; refused now when no file system could hold it (its first use would raise a bare ValueError)."""
-    path = Path(save_dir)
+    path = save_dir if isinstance(save_dir, Path) else Path(save_dir)  # (a Path is immutable: kept, not parsed again)
     if "\x00" in str(path):
         raise SessionError(f"save_dir {str(path)!r} contains a NUL character")
-    if path.exists() and not path.is_dir():
+    if not os.path.isdir(path) and path.exists():  # (one stat for the usual folder)
         raise SessionError(
             f"save_dir {str(path)!r} is a file, not a folder: sessions are files inside save_dir; "
             "give the folder that holds them (or a new one, created on the first save)"

@@ -249,8 +249,11 @@ class Storage(abc.ABC):
 
     async def _fetch(self, key: SessionKey) -> bytes | None:
         """The stored bytes (``_read``), with the backend's faults told as ``SessionError``."""
-        with self._faults("_read", key):
+        try:
             raw = await self._read(key)
+        except Exception:  # (the wrapper that tells it is made only when there is something to tell)
+            with self._faults("_read", key):
+                raise
         if raw is None or type(raw) is bytes:
             return raw
         return read_bytes(raw, self, partial(self._source, key))

@@ -33,19 +33,18 @@ import orjson
 from statekit.values.bounded import bounded, levels
 from statekit.values.class_cache import MISSING, TypeCache
 from statekit.state.dump import check_modules, converter_of
-from statekit.state.foreign import SupportsState
+from statekit.state.foreign import PLAIN_TYPES, SupportsState
 from statekit._limits import MAX_DEPTH, ORJSON_PAD
 from statekit.state.commit import commit_all
 from statekit.state.load import Loader
-from statekit.values.mirror import compile_build, value_mirror
+from statekit.values.mirror import value_mirror
 from statekit.values.seam import SEAM
 from statekit.state.base import LoadResult, StateBase, is_module, plan_of, state_extras, state_keys, walks_load
 from statekit.state.plan import DEFAULT_CONVERTER, FieldPlan
+from statekit.state.typed_plan import ChildKey, PlainKey, Planner, Step, TypedKey, compile_planner
 from statekit.values.versions import VERSION_KEY, tag
 
 Shape = tuple[Any, ...]
-Planner = Callable[[Loader, StateBase, Any, tuple[str, ...]], None]
-_TYPED, _CHILD, _GENERIC = 0, 1, 2
 
 
 class _Surprise(Exception):
@@ -121,7 +120,7 @@ def typed_document(modules: Mapping[str, SupportsState], meta_key: str) -> Typed
 
 def _shape_of(modules: Mapping[str, SupportsState]) -> Shape | None:
     try:
-        return tuple((name, _shape(module, 1)) for name, module in modules.items())
+        return tuple([(name, _shape(module, 1)) for name, module in modules.items()])
     except _Surprise:
         return None
 
@@ -132,15 +131,17 @@ def _shape(module: SupportsState, level: int) -> Shape:
         raise _Surprise  # a cycle of modules: the full path names it
     if not isinstance(module, StateBase):
         raise _Surprise  # a foreign module (AgentScope's): its own load_state_dict() runs, on the full path
-    extras = state_extras(module)
+    # (an empty __dict__, the usual, holds no extras: no call)
+    extras = state_extras(module) if getattr(module, "__dict__", None) else None
     if extras and any(hooks is not None for hooks in extras.values()):
         raise _Surprise  # registered attributes: their hooks are the user's
     held = []
     for plan in plan_of(module).fields:
-        value = getattr(module, plan.name, None)  # None: a slot no one set yet (init=False)
-        held.append(_shape(value, level + 1) if is_module(value) else None)
-    for name in extras:
-        held.append((name, _shape(getattr(module, name), level + 1)))
+        value = getattr(module, plan.field.name, None)  # None: a slot no one set yet (init=False)
+        # (a plain value, the usual, is told by its type alone: no call)
+        held.append(None if type(value) in PLAIN_TYPES or not is_module(value) else _shape(value, level + 1))
+    if extras:
+        held.extend((name, _shape(getattr(module, name), level + 1)) for name in extras)
     return (type(module), tuple(held))
 
 
@@ -173,61 +174,35 @@ def _module_mirror(module: SupportsState) -> tuple[Any, Planner]:
     if not walks_load(module):
         raise _NoMirror  # an overriding (or foreign) module at the top: its own method loads it
     spec: list[tuple[str, Any, Any]] = []
-    steps: list[tuple[int, str, str, Any]] = []
+    steps: list[Step] = []
     for index, (name, spec_of_key) in enumerate(state_keys(module).items()):
         attr = f"k{index}"
-        kind, tp, extra = _key(module, name, spec_of_key)
+        tp, how = _key(module, name, spec_of_key)
         spec.append((attr, tp, msgspec.field(name=name)))
-        steps.append((kind, name, attr, extra))
+        steps.append((name, attr, how))
     version = tag(type(module))
     if version is not None:
         spec.append(("version", Literal[version], msgspec.field(name=VERSION_KEY)))
     struct = msgspec.defstruct(f"{type(module).__name__}State", spec, forbid_unknown_fields=True)
-    return struct, _planner(tuple(steps))
+    return struct, compile_planner(tuple(steps), type(module).__qualname__)
 
 
-def _key(module: StateBase, name: str, spec: Any) -> tuple[int, Any, Any]:
-    """``(kind, msgspec type, what plans it)`` for one state key."""
+def _key(module: StateBase, name: str, spec: Any) -> tuple[Any, TypedKey | ChildKey | PlainKey]:
+    """``(msgspec type, how it is planned)`` for one state key."""
     current = getattr(module, name, None)
     if isinstance(current, StateBase):
         if not type(current).__statekit_walks_load__:
-            return _GENERIC, Any, spec  # its own load_state_dict() runs at the commit
+            return Any, PlainKey(spec)  # its own load_state_dict() runs at the commit
         struct, planner = _module_mirror(current)
         nullable = isinstance(spec, FieldPlan) and spec.nullable
-        return _CHILD, struct | None if nullable else struct, planner
+        return struct | None if nullable else struct, ChildKey(planner, nullable)
     if not isinstance(spec, FieldPlan) or spec.module_type is not None or spec.load_fresh is spec.load_strict:
         raise _NoMirror  # a new module to build, or a user's hook or codec
     conv = converter_of(type(module))
     mirror = None if spec.secret or conv is not DEFAULT_CONVERTER else value_mirror(spec.tp, conv)
     if mirror is None:
-        return _GENERIC, Any, spec  # plain JSON, loaded by the Loader's own hooks
-    build = compile_build(mirror, f"{type(module).__qualname__}.{name}")
-    return _TYPED, mirror.tp, (build, spec.field)
-
-
-def _planner(steps: tuple[tuple[int, str, str, Any], ...]) -> Planner:
-    def plan(loader: Loader, module: StateBase, state: Any, path: tuple[str, ...]) -> None:
-        loader.paths[id(module)] = path
-        for kind, name, attr, extra in steps:
-            value = getattr(state, attr)
-            if kind == _TYPED:
-                _plan_typed(loader, module, name, value, extra)
-            elif kind == _CHILD and value is None:
-                loader.assignments.append((module, name, None))
-            elif kind == _CHILD:
-                extra(loader, getattr(module, name), value, (*path, name))
-            else:
-                loader.plan_key(module, name, extra, value, (*path, name))
-
-    return plan
-
-
-def _plan_typed(loader: Loader, module: StateBase, name: str, value: Any, extra: Any) -> None:
-    build, field = extra
-    value = build(value)
-    if field.validator is not None:
-        field.validator(module, field, value)
-    loader.assignments.append((module, name, value))
+        return Any, PlainKey(spec)  # plain JSON, loaded by the Loader's own hooks
+    return mirror.tp, TypedKey(mirror, spec.field)
 
 
 def load_typed(

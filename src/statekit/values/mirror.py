@@ -9,9 +9,9 @@ allowed: a missing defaulted key, an extra key or an old version makes the
 decode fail, and the caller takes the full path, which handles and reports it.
 
 The expressions of nested records are inlined into one another (a list of
-messages becomes one list comprehension calling ``Msg(...)``), and one
-function is compiled per module field: no Python call per record but the
-constructor's own.
+messages becomes one list comprehension calling ``Msg(...)``), and into the one
+planner compiled per module (``statekit.state.typed_plan``): no Python call per
+record but the constructor's own.
 
 Only what statekit's own hooks would do is mirrored: a user's cattrs hook, a
 ``from_json`` codec, a recursive record or a type msgspec cannot express has
@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 import types
 import typing
-from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
@@ -31,11 +30,9 @@ import cattrs
 import msgspec
 
 from statekit.values.class_cache import MISSING, TypeCache
-from statekit.values.codegen import compile_function
 from statekit.values.types import Load, RecordShape, generation, shape_of
 from statekit.values.versions import VERSION_KEY
 
-Build = Callable[[Any], Any]
 HOLE = "@"
 
 
@@ -48,11 +45,15 @@ class Mirror:
         code: A Python expression making the value from the decoded one, which
             it names :data:`HOLE`; ``None`` when the decoded value is the value.
         names: The globals ``code`` needs (record classes, by generated names).
+        direct: The record class's generated name when ``code`` only calls it with the
+            decoded Struct's fields, in order and by position: a list of such records is
+            then built in C (``starmap`` over ``astuple``), the constructor the only Python run.
     """
 
     tp: Any
     code: str | None = None
     names: dict[str, Any] = attrs.field(factory=dict)
+    direct: str | None = None
 
 
 def value_mirror(tp: Any, conv: cattrs.Converter) -> Mirror | None:
@@ -91,6 +92,9 @@ def _container(kind: type, item_tp: Any, conv: cattrs.Converter) -> Mirror | Non
     var = f"_x{next(_counter)}"
     each = item.code.replace(HOLE, var)
     generic: Any = kind  # subscripted at run time with the items' mirror type
+    if kind is list and item.direct is not None:
+        names = {**item.names, "_starmap": itertools.starmap, "_astuple": msgspec.structs.astuple}
+        return Mirror(generic[item.tp], f"list(_starmap({item.direct}, map(_astuple, {HOLE})))", names)
     if kind is list:
         return Mirror(generic[item.tp], f"[{each} for {var} in {HOLE}]", item.names)
     return Mirror(generic[str, item.tp], f"{{_k: {each} for _k, {var} in {HOLE}.items()}}", item.names)
@@ -151,19 +155,9 @@ def _record(cls: type, record: RecordShape, mirrors: list[Mirror]) -> Mirror:
     for i, mirror in enumerate(mirrors):
         values.append(f"{HOLE}.f{i}" if mirror.code is None else mirror.code.replace(HOLE, f"{HOLE}.f{i}"))
         names.update(mirror.names)
-    return Mirror(struct, record.call(name, values), names)
+    call = record.call(name, values)
+    direct = version is None and call == f"{name}({', '.join(f'{HOLE}.f{i}' for i in range(len(mirrors)))})"
+    return Mirror(struct, call, names, name if direct else None)
 
 
-def compile_build(mirror: Mirror, where: str) -> Build:
-    """A function making the value from what msgspec decoded for ``mirror``."""
-    if mirror.code is None:
-        return _as_decoded
-    body = [f"    return {mirror.code.replace(HOLE, 'value')}"]
-    return compile_function("build(value)", body, dict(mirror.names), f"mirror build {where}")
-
-
-def _as_decoded(value: Any) -> Any:
-    return value
-
-
-__all__ = ["HOLE", "Build", "Mirror", "compile_build", "record_mirror", "value_mirror"]
+__all__ = ["HOLE", "Mirror", "record_mirror", "value_mirror"]
