@@ -39,7 +39,7 @@ class _Queued:
 
     __slots__ = ("commands", "future", "sending")
 
-    def __init__(self, commands: tuple[tuple[Any, ...], ...], future: asyncio.Future[list[Any]], sending: Sending | None) -> None:
+    def __init__(self, commands: tuple[tuple[Any, ...], ...], future: asyncio.Future[Any], sending: Sending | None) -> None:
         self.commands, self.future, self.sending = commands, future, sending
 
 
@@ -62,33 +62,30 @@ class Pipe:
             return None
         return Pipe(client.connection_pool)
 
-    def send(self, sending: Sending | None, *commands: tuple[Any, ...]) -> asyncio.Future[list[Any]]:
-        """Queue ``commands`` (a write's marks ``sending``, a read passes ``None``); their replies, in order,
-        an error reply as the exception object (a lost connection: raised)."""
-        trip = self.next
-        if trip is None:  # its task starts after the tasks running in this turn of the loop have queued theirs
-            trip = self.next = _RoundTrip(self)
-        return trip.join(commands, sending)
-
-    async def first(
+    def send(
         self, sending: Sending | None, commands: Sequence[tuple[Any, ...]], alone: Callable[[], Awaitable[T]]
-    ) -> T | Any:
-        """The first command's reply (raised when it is an error); the others' are read and dropped.
+    ) -> Awaitable[T | Any]:
+        """The first command's reply (an error reply raised); the others' are read and dropped. A write's
+        commands mark ``sending``; a read passes ``None``.
 
         When no other command is on its way (no round trip under way, none sent alone), they go at once
         by ``alone()`` (on a connection of their own): a lone task waits for no turn of the loop; the
-        commands other tasks send meanwhile are queued, and go together.
+        commands other tasks send meanwhile are queued, and go together. Else the future of their reply:
+        a plain method handing back what to await, no coroutine of its own while it waits.
         """
         if not self.runs and not self.alone:
-            self.alone += 1
-            try:
-                return await alone()
-            finally:
-                self.alone -= 1
-        reply = (await self.send(sending, *commands))[0]
-        if isinstance(reply, redis_errors.ResponseError):
-            raise reply
-        return reply
+            return self._alone(alone)
+        trip = self.next
+        if trip is None:  # its task starts after the tasks running in this turn of the loop have queued theirs
+            trip = self.next = _RoundTrip(self)
+        return trip.join(tuple(commands), sending)
+
+    async def _alone(self, alone: Callable[[], Awaitable[T]]) -> T:
+        self.alone += 1
+        try:
+            return await alone()
+        finally:
+            self.alone -= 1
 
 
 class Replies:
@@ -151,9 +148,9 @@ class _RoundTrip:
         pipe.runs.add(self.task)
         self.task.add_done_callback(pipe.runs.discard)
 
-    def join(self, commands: tuple[tuple[Any, ...], ...], sending: Sending | None) -> asyncio.Future[list[Any]]:
-        """Queue ``commands``; the future of their replies."""
-        future: asyncio.Future[list[Any]] = self.task.get_loop().create_future()
+    def join(self, commands: tuple[tuple[Any, ...], ...], sending: Sending | None) -> asyncio.Future[Any]:
+        """Queue ``commands``; the future of the first one's reply (an error reply: its exception)."""
+        future: asyncio.Future[Any] = self.task.get_loop().create_future()
         future.add_done_callback(self._given_up)
         self.batch.append(_Queued(commands, future, sending))
         self.waiting += 1
@@ -204,7 +201,10 @@ class _RoundTrip:
                     if queued.sending is not None:
                         queued.sending.pending = False
                     if not queued.future.done():
-                        queued.future.set_result(replies)
+                        if isinstance(replies[0], redis_errors.ResponseError):
+                            queued.future.set_exception(replies[0])
+                        else:
+                            queued.future.set_result(replies[0])
         except BaseException as err:
             self.finished = True
             await connection.disconnect(nowait=True)  # replies may still come: never reuse it

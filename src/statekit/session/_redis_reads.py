@@ -37,7 +37,7 @@ async def read_value(
         commands = [command, ("EXPIRE", follower, ttl)] if follower else [command]
     if shared is not None:
         try:
-            return await shared.first(None, commands, partial(_direct, client, name, ttl, commands))
+            return await shared.send(None, commands, partial(_direct, client, name, ttl, commands))
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
             pass  # read again on a connection of its own, retried as redis-py retries a read
     return await _direct(client, name, ttl, commands)
