@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import math
 from types import TracebackType
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
@@ -46,11 +46,11 @@ class _Queued:
 class Pipe:
     """One plain client's queue (see the module): :meth:`send` hands commands over and waits for their replies."""
 
-    __slots__ = ("alone", "next", "pool", "runs")
+    __slots__ = ("alone_now", "next", "pool", "runs")
 
     def __init__(self, pool: ConnectionPool) -> None:
         self.pool = pool
-        self.alone = 0  # commands sent on their own (see first) and not answered yet
+        self.alone_now = 0  # commands sent on their own (see alone) and not answered yet
         self.next: _RoundTrip | None = None  # the round trip this turn's commands join (its task not started yet)
         self.runs: set[asyncio.Task[None]] = set()  # the round trips under way (held: the loop keeps weak ones)
 
@@ -62,30 +62,27 @@ class Pipe:
             return None
         return Pipe(client.connection_pool)
 
-    def send(
-        self, sending: Sending | None, commands: Sequence[tuple[Any, ...]], alone: Callable[[], Awaitable[T]]
-    ) -> Awaitable[T | Any]:
-        """The first command's reply (an error reply raised); the others' are read and dropped. A write's
-        commands mark ``sending``; a read passes ``None``.
+    def idle(self) -> bool:
+        """Whether no other command is on its way (no round trip under way, none sent alone): then a command
+        goes at once, on a connection of its own, through :meth:`alone` (a lone task waits for no turn of the
+        loop); the commands other tasks send meanwhile are queued by :meth:`send`, and go together."""
+        return not self.runs and not self.alone_now
 
-        When no other command is on its way (no round trip under way, none sent alone), they go at once
-        by ``alone()`` (on a connection of their own): a lone task waits for no turn of the loop; the
-        commands other tasks send meanwhile are queued, and go together. Else the future of their reply:
-        a plain method handing back what to await, no coroutine of its own while it waits.
-        """
-        if not self.runs and not self.alone:
-            return self._alone(alone)
+    async def alone(self, sent: Awaitable[T]) -> T:
+        """Await ``sent``, a command sent on a connection of its own, counted as on its way."""
+        self.alone_now += 1
+        try:
+            return await sent
+        finally:
+            self.alone_now -= 1
+
+    def send(self, sending: Sending | None, commands: Sequence[tuple[Any, ...]]) -> asyncio.Future[Any]:
+        """Queue ``commands`` for the next round trip (a write's mark ``sending``; a read passes ``None``); the
+        future of the first one's reply (an error reply: its exception), the others' read and dropped."""
         trip = self.next
         if trip is None:  # its task starts after the tasks running in this turn of the loop have queued theirs
             trip = self.next = _RoundTrip(self)
         return trip.join(tuple(commands), sending)
-
-    async def _alone(self, alone: Callable[[], Awaitable[T]]) -> T:
-        self.alone += 1
-        try:
-            return await alone()
-        finally:
-            self.alone -= 1
 
 
 class Replies:

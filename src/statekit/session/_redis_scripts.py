@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from functools import partial
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -155,9 +154,12 @@ class Scripting:
 
     def _sent(self, sending: Sending, name: str, command: tuple[Any, ...]) -> Awaitable[Any]:
         """``command`` sent once, with the other tasks' (see :mod:`._redis_pipe`) or on a connection of its own."""
-        if self.pipe is None:
+        pipe = self.pipe
+        if pipe is None:
             return send_once(self.client, sending, name, *command)
-        return self.pipe.send(sending, (command,), partial(send_once, self.client, sending, name, *command))
+        if pipe.idle():
+            return pipe.alone(send_once(self.client, sending, name, *command))
+        return pipe.send(sending, (command,))
 
 
 def refuses_scripts(err: Exception) -> bool:
