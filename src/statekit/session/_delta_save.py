@@ -50,7 +50,7 @@ async def save_with_appends(
     key: SessionKey,
     modules: Mapping[str, SupportsState],
     expected: Expected,
-    kept: Callable[[], Awaitable[Others]],
+    kept: Callable[[], Others | Awaitable[Others]],
 ) -> int:
     """Save ``modules``: a delta when only appends happened, else the whole document.
 
@@ -59,7 +59,7 @@ async def save_with_appends(
         key: Where.
         modules: What.
         expected: What the save must find stored.
-        kept: Finds the stored modules the save does not name (for a whole document).
+        kept: Finds the stored modules the save does not name (for a whole document): at once, or to await.
 
     Returns:
         The bytes written.
@@ -80,7 +80,8 @@ async def save_with_appends(
                 await _save_delta(backend, key, (base, line, items), expected, history)
                 return len(line)
         dumped = skeleton, shape
-    others = await kept()
+    found = kept()
+    others = found if isinstance(found, Others) else await found
     step = None
     if backend.supports_history and (history is not None or backend.keep_history != 0):
         step, _ = await plan(backend, key, others.expected, others.ordered(modules))
@@ -94,7 +95,8 @@ async def save_with_appends(
                 raw = backend.codec.dumps(plain_document(others.merged(skeleton), meta))
                 del skeleton  # freed before the collector is back on (else its next pass walks all of it)
         if raw is not None:
-            return await _stored(backend, key, raw, others, modules, step)
+            await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules), step=step)
+            return len(raw)
         shape = skeleton_bytes(skeleton)
     else:
         skeleton, shape = dumped
@@ -103,16 +105,9 @@ async def save_with_appends(
             with paused_gc(), secrets_with(backend.secret_box):
                 raw = backend.codec.dumps(plain_document(others.merged(skeleton), meta))
                 del skeleton  # freed before the collector is back on (else its next pass walks all of it)
-            return await _stored(backend, key, raw, others, modules, step)
+            await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules), step=step)
+            return len(raw)
     return await _save_full(backend, key, (skeleton, shape, held), others, modules, step)
-
-
-async def _stored(
-    backend: Backend, key: SessionKey, raw: bytes, others: Others, modules: Mapping[str, SupportsState], step: Step | None
-) -> int:
-    """Store a plain document (no append-only lists) over what ``others`` was taken from; its size."""
-    await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules), step=step)
-    return len(raw)
 
 
 def _deltas_keep(backend: Backend, history: HeadHistory | None) -> bool:

@@ -93,12 +93,27 @@ Fetch = Callable[[], Awaitable[bytes | None]]
 """Reads the stored bytes of the session (``None``: not stored)."""
 
 
-async def save_basis(expected: Expected | None, overwrite: bool, fetch: Fetch) -> Basis:
-    """What a save must find stored: ``expected`` (what the object remembers), or (blind) what a read finds now."""
+def save_basis(expected: Expected | None, overwrite: bool) -> Basis | None:
+    """What a save must find stored: ``expected`` (what the object remembers); ``None``: (blind) what a read finds
+    now (:func:`read_basis`). A plain function: the usual save, over what the object remembers, awaits nothing."""
     if expected is not None and not overwrite:
         return Basis(expected)
+    return None
+
+
+async def read_basis(overwrite: bool, fetch: Fetch) -> Basis:
+    """What a blind save must find stored: what a read finds now."""
     raw = await fetch()
     return Basis(MISSING if raw is None else Expected(raw=raw), blind=True, overwrite=overwrite)
+
+
+def others_known(names: frozenset[str], basis: Basis, *, read: bool = False) -> Others | None:
+    """:func:`others` when nothing needs reading: the object remembers that the document holds no module
+    but ``names`` (the usual save); ``None`` otherwise."""
+    expected = basis.expected
+    if expected.names is not None and expected.names <= names and not read:
+        return Others({}, (), expected, read=False)  # nothing to read, nothing to decode
+    return None
 
 
 async def others(
@@ -124,9 +139,10 @@ async def others(
         DocumentError: The stored document cannot be read, so its other modules
             cannot be kept (``overwrite=True`` replaces it whole instead).
     """
+    known = others_known(names, basis, read=read)
+    if known is not None:
+        return known
     expected = basis.expected
-    if expected.names is not None and expected.names <= names and not read:
-        return Others({}, (), expected, read=False)  # the common case: nothing to read, nothing to decode
     if not expected.only_base and expected.raw is None and expected.revision == MISSING_REVISION:
         return Others({}, (), expected, read=False)  # nothing stored is expected
     raw = expected.raw

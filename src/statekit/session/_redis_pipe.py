@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import math
 from types import TracebackType
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
@@ -39,18 +39,18 @@ class _Queued:
 
     __slots__ = ("commands", "future", "sending")
 
-    def __init__(self, commands: tuple[tuple[Any, ...], ...], future: asyncio.Future[list[Any]], sending: Sending | None) -> None:
+    def __init__(self, commands: tuple[tuple[Any, ...], ...], future: asyncio.Future[Any], sending: Sending | None) -> None:
         self.commands, self.future, self.sending = commands, future, sending
 
 
 class Pipe:
     """One plain client's queue (see the module): :meth:`send` hands commands over and waits for their replies."""
 
-    __slots__ = ("alone", "next", "pool", "runs")
+    __slots__ = ("alone_now", "next", "pool", "runs")
 
     def __init__(self, pool: ConnectionPool) -> None:
         self.pool = pool
-        self.alone = 0  # commands sent on their own (see first) and not answered yet
+        self.alone_now = 0  # commands sent on their own (see alone) and not answered yet
         self.next: _RoundTrip | None = None  # the round trip this turn's commands join (its task not started yet)
         self.runs: set[asyncio.Task[None]] = set()  # the round trips under way (held: the loop keeps weak ones)
 
@@ -62,33 +62,27 @@ class Pipe:
             return None
         return Pipe(client.connection_pool)
 
-    def send(self, sending: Sending | None, *commands: tuple[Any, ...]) -> asyncio.Future[list[Any]]:
-        """Queue ``commands`` (a write's marks ``sending``, a read passes ``None``); their replies, in order,
-        an error reply as the exception object (a lost connection: raised)."""
+    def idle(self) -> bool:
+        """Whether no other command is on its way (no round trip under way, none sent alone): then a command
+        goes at once, on a connection of its own, through :meth:`alone` (a lone task waits for no turn of the
+        loop); the commands other tasks send meanwhile are queued by :meth:`send`, and go together."""
+        return not self.runs and not self.alone_now
+
+    async def alone(self, sent: Awaitable[T]) -> T:
+        """Await ``sent``, a command sent on a connection of its own, counted as on its way."""
+        self.alone_now += 1
+        try:
+            return await sent
+        finally:
+            self.alone_now -= 1
+
+    def send(self, sending: Sending | None, commands: Sequence[tuple[Any, ...]]) -> asyncio.Future[Any]:
+        """Queue ``commands`` for the next round trip (a write's mark ``sending``; a read passes ``None``); the
+        future of the first one's reply (an error reply: its exception), the others' read and dropped."""
         trip = self.next
         if trip is None:  # its task starts after the tasks running in this turn of the loop have queued theirs
             trip = self.next = _RoundTrip(self)
-        return trip.join(commands, sending)
-
-    async def first(
-        self, sending: Sending | None, commands: Sequence[tuple[Any, ...]], alone: Callable[[], Awaitable[T]]
-    ) -> T | Any:
-        """The first command's reply (raised when it is an error); the others' are read and dropped.
-
-        When no other command is on its way (no round trip under way, none sent alone), they go at once
-        by ``alone()`` (on a connection of their own): a lone task waits for no turn of the loop; the
-        commands other tasks send meanwhile are queued, and go together.
-        """
-        if not self.runs and not self.alone:
-            self.alone += 1
-            try:
-                return await alone()
-            finally:
-                self.alone -= 1
-        reply = (await self.send(sending, *commands))[0]
-        if isinstance(reply, redis_errors.ResponseError):
-            raise reply
-        return reply
+        return trip.join(tuple(commands), sending)
 
 
 class Replies:
@@ -151,9 +145,9 @@ class _RoundTrip:
         pipe.runs.add(self.task)
         self.task.add_done_callback(pipe.runs.discard)
 
-    def join(self, commands: tuple[tuple[Any, ...], ...], sending: Sending | None) -> asyncio.Future[list[Any]]:
-        """Queue ``commands``; the future of their replies."""
-        future: asyncio.Future[list[Any]] = self.task.get_loop().create_future()
+    def join(self, commands: tuple[tuple[Any, ...], ...], sending: Sending | None) -> asyncio.Future[Any]:
+        """Queue ``commands``; the future of the first one's reply (an error reply: its exception)."""
+        future: asyncio.Future[Any] = self.task.get_loop().create_future()
         future.add_done_callback(self._given_up)
         self.batch.append(_Queued(commands, future, sending))
         self.waiting += 1
@@ -204,7 +198,10 @@ class _RoundTrip:
                     if queued.sending is not None:
                         queued.sending.pending = False
                     if not queued.future.done():
-                        queued.future.set_result(replies)
+                        if isinstance(replies[0], redis_errors.ResponseError):
+                            queued.future.set_exception(replies[0])
+                        else:
+                            queued.future.set_result(replies[0])
         except BaseException as err:
             self.finished = True
             await connection.disconnect(nowait=True)  # replies may still come: never reuse it

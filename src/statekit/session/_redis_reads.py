@@ -35,12 +35,14 @@ async def read_value(
     else:
         command = ("GETEX", name, "EX", ttl)
         commands = [command, ("EXPIRE", follower, ttl)] if follower else [command]
-    if shared is not None:
-        try:
-            return await shared.first(None, commands, partial(_direct, client, name, ttl, commands))
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
-            pass  # read again on a connection of its own, retried as redis-py retries a read
-    return await _direct(client, name, ttl, commands)
+    if shared is None:
+        return await _direct(client, name, ttl, commands)
+    if shared.idle():
+        return await shared.alone(_direct(client, name, ttl, commands))
+    try:
+        return await shared.send(None, commands)
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
+        return await _direct(client, name, ttl, commands)  # again on a connection of its own, retried as redis-py does
 
 
 async def _direct(client: Redis | RedisCluster, name: str, ttl: int | None, commands: list[tuple[Any, ...]]) -> Any:

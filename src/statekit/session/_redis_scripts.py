@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from functools import partial
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,8 +18,7 @@ from statekit.session._redis_pipe import Pipe
 
 
 class Script:
-    """A Lua script and its SHA-1 (as redis-py's ``Script``), sent with :func:`send_once`: ``EVALSHA``,
-    then ``EVAL`` on a node that lacks it, which caches it on that node only (``SCRIPT LOAD`` needs all of them)."""
+    """A Lua script and its SHA-1 (as redis-py's ``Script``), run by :meth:`Scripting.run`."""
 
     __slots__ = ("sha", "text")
 
@@ -28,23 +26,6 @@ class Script:
         self.text = text
         self.sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
-    async def run(
-        self, client: Redis | RedisCluster, pipe: Pipe | None, sending: Sending, keys: tuple[str, ...], *args: Any
-    ) -> Any:
-        """Run on ``keys`` (all in one slot, the first one's node); its answer (``DONE``, a fence's refusal...).
-        Sent through ``pipe`` when the client has one (see :mod:`._redis_pipe`), else on a connection of its own."""
-        name = keys[0]
-        try:
-            return await _sent(client, pipe, sending, name, ("EVALSHA", self.sha, len(keys), *keys, *args))
-        except redis_errors.NoScriptError:
-            return await _sent(client, pipe, sending, name, ("EVAL", self.text, len(keys), *keys, *args))
-
-
-def _sent(client: Redis | RedisCluster, pipe: Pipe | None, sending: Sending, name: str, command: tuple[Any, ...]) -> Awaitable[Any]:
-    """``command`` sent once, with the other tasks' (see :mod:`._redis_pipe`) or on a connection of its own."""
-    if pipe is None:
-        return send_once(client, sending, name, *command)
-    return pipe.first(sending, (command,), partial(send_once, client, sending, name, *command))
 
 
 SAVE = """
@@ -155,15 +136,30 @@ class Scripting:
         args: tuple[Any, ...],
         twin: Callable[[], Awaitable[Any]],
     ) -> Any:
-        """``script``'s answer on ``keys`` with ``args``, or ``twin()``'s on a server that runs no Lua."""
+        """``script``'s answer on ``keys`` (all in one slot: the first one's node) with ``args``, or ``twin()``'s on
+        a server that runs no Lua. Sent once (see :func:`send_once`), through the client's pipe when it has one
+        (see :mod:`._redis_pipe`): ``EVALSHA``, then ``EVAL`` on a node that lacks it, which caches it on that
+        node only (``SCRIPT LOAD`` needs all of them)."""
         if self.lua:
             try:
-                return await script.run(self.client, self.pipe, sending, keys, *args)
+                try:
+                    return await self._sent(sending, keys[0], ("EVALSHA", script.sha, len(keys), *keys, *args))
+                except redis_errors.NoScriptError:
+                    return await self._sent(sending, keys[0], ("EVAL", script.text, len(keys), *keys, *args))
             except redis_errors.ResponseError as err:
                 if not refuses_scripts(err):
                     raise
                 self.lua = False
         return await twin()
+
+    def _sent(self, sending: Sending, name: str, command: tuple[Any, ...]) -> Awaitable[Any]:
+        """``command`` sent once, with the other tasks' (see :mod:`._redis_pipe`) or on a connection of its own."""
+        pipe = self.pipe
+        if pipe is None:
+            return send_once(self.client, sending, name, *command)
+        if pipe.idle():
+            return pipe.alone(send_once(self.client, sending, name, *command))
+        return pipe.send(sending, (command,))
 
 
 def refuses_scripts(err: Exception) -> bool:

@@ -37,11 +37,12 @@ class ConditionalWrite:
         self.retried = False  # the attempt running (attempts run one after the other), for watching()
         self.sending: Sending | None = None
 
-    async def attempt(self, retried: bool, sending: Sending) -> Any:
-        """Send the write once (``retried``: again, after an earlier try's reply was lost); its answer."""
+    def attempt(self, retried: bool, sending: Sending) -> Awaitable[Any]:
+        """Send the write once (``retried``: again, after an earlier try's reply was lost); its answer (a plain
+        method handing back the script's coroutine: no coroutine of its own while the write waits)."""
         self.retried, self.sending = retried, sending
         args = (*self.args, carried(self.token), *id_args(self.write_id, retried))
-        return await self.scripting.run(self.script, sending, self.keys, args, self.watching)
+        return self.scripting.run(self.script, sending, self.keys, args, self.watching)
 
     def watching(self) -> Awaitable[Any]:
         """The attempt running, on a server without Lua: the ``WATCH``/``MULTI`` twin."""

@@ -26,7 +26,8 @@ from statekit.session._delta_save import save_with_appends
 from statekit.session._history import head_of, plan, store_states
 from statekit.session._ids import SessionKey
 from statekit.session._keyless import refuse_secret_fields
-from statekit.session._kept import BLIND_ATTEMPTS, Basis, Others, json_names, others, refuse_removal, save_basis
+from statekit.session._kept import BLIND_ATTEMPTS, Basis, Others, json_names, others, others_known, read_basis, refuse_removal
+from statekit.session._kept import save_basis
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
 from statekit.session._revisions import UNKNOWN, Expected, backoff
@@ -75,10 +76,11 @@ class _Save:
             return self.expected
         return self.backend.revisions.get(self.key)
 
-    def kept_now(self) -> Awaitable[Others]:
-        """:meth:`kept` over the basis of the attempt running."""
+    def kept_now(self) -> Others | Awaitable[Others]:
+        """:meth:`kept` over the basis of the attempt running; at once when nothing needs reading (the usual save)."""
         assert self.basis is not None
-        return self.kept(self.basis)
+        known = others_known(frozenset(self.modules), self.basis)
+        return known if known is not None else self.kept(self.basis)
 
     def kept(self, basis: Basis) -> Awaitable[Others]:
         """The stored modules the save does not name (see :func:`~._kept.others`)."""
@@ -125,7 +127,7 @@ async def _written(
     number = 0
     while True:
         number += 1
-        basis = await save_basis(remembered(), overwrite, partial(backend.fetch, key))
+        basis = save_basis(remembered(), overwrite) or await read_basis(overwrite, partial(backend.fetch, key))
         try:
             return await attempt(basis)
         except ConflictError as err:
