@@ -85,10 +85,11 @@ async def plan(
         raw, base = expected.raw, expected.base
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
         if head is not None:
-            old = head.head(expected.revision, size)
-            if _in_head(head):
-                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
-            rest, rest_json = head.entries, head.kept_json()
+            revision = expected.revision
+            old, rest_json = head.head(revision, size), head.kept_json()  # (JSON records only: none in the head)
+            if rest_json is None and _in_head(head):
+                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, revision), head.entries)))
+            rest = head.entries
         else:
             assert raw is not None
             try:

@@ -302,8 +302,8 @@ _PARENT = msgspec.json.Decoder(_Parent)
 def _end_of(whole: bytes, entries: tuple[Entry, ...], count: int) -> int:
     """Where the first ``count`` records end in ``whole``, the JSON array of ``entries`` as stored (see
     :meth:`HeadHistory.kept_json`): before the comma (or the ``]``) that follows them."""
-    after = sum(len(entry) + 1 for entry in entries[count:])  # type: ignore[arg-type, misc]  # (JSON: see kept_json)
-    return len(whole) - 1 - after
+    after = entries[count:]
+    return len(whole) - 1 - sum(map(len, after)) - len(after)  # type: ignore[arg-type]  # (JSON: see kept_json)
 
 
 class _Place(msgspec.Struct):
