@@ -17,14 +17,13 @@ from typing import Any, Final
 
 import attrs
 import msgspec
-import orjson
 
 from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of, parse_index_json
-from statekit.session._history_records import Entry, Located, Revision, now_stamped, record_json, widest
+from statekit.session._history_records import Entry, Located, Revision, now, widest
 from statekit.session._lineage import over_deltas
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
@@ -78,18 +77,14 @@ async def plan(
     stored = expected.only_base or expected.revision != MISSING_REVISION
     if stored and expected.raw is None and (head is None or not expected.only_base):
         expected = await _with_bytes(backend, key, expected)  # its size (and modules) are needed
-    old: Revision | None = None  # the record of the head replaced
-    rest: tuple[Entry, ...] = ()  # the kept records after it
-    rest_json: bytes | None = b"[]"  # their JSON array as stored (None: decoded records among them)
+    kept: tuple[Entry, ...] = ()
     if stored:
         raw, base = expected.raw, expected.base
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
         if head is not None:
-            revision = expected.revision
-            old, rest_json = head.head(revision, size), head.kept_json()  # (JSON records only: none in the head)
-            if rest_json is None and _in_head(head):
-                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, revision), head.entries)))
-            rest = head.entries
+            old = head.head(expected.revision, size)
+            if _in_head(head):
+                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
         else:
             assert raw is not None
             try:
@@ -97,45 +92,26 @@ async def plan(
             except DocumentError:
                 held = ()  # a damaged head (only overwrite=True writes over one): kept as it was
             old = Revision(expected.revision, None, None, size, held)
+        kept = (old, *(head.entries if head is not None else ()))
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
         return Step(Archive(None, tuple(sorted(head.blobs(0)))), None), expected
     drop: tuple[str, ...] = ()
-    if retention is not None and old is not None and len(rest) >= retention:  # one record too many: pruned
-        drop = head.dropped(retention - 1, rest_json) if head is not None else ()
-        if head is None or not retention:
-            old, rest = None, ()
-        elif rest_json is None:
-            rest = head.truncated(retention - 1)
-        else:
-            rest, rest_json = head.pruned(retention - 1, rest_json)
+    if retention is not None and len(kept) > retention:
+        drop = _dropped(head, retention - 1) if head is not None else ()
+        kept = (old, *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
     keep_as = expected.revision if stored and retention != 0 else None
     if keep_as in drop:  # the replaced head's blob also holds the revisions its delta lines made: kept with it
         drop = tuple(name for name in drop if name != keep_as)
-    # the record of the head replaced, as stored: as a load of the new head reads it, so that the object's next
-    # save carries it on like any other
-    kept: tuple[Entry, ...] = ()
-    kept_json: bytes | None = b"[]"
-    if old is not None:
-        text = None if head is None else head.saved_text
-        record = orjson.dumps(record_json(old, rest[0] if rest else None, modules, text))
-        kept = (record, *rest)  # and their JSON array, cut and joined from the one known (not all joined again)
-        if rest_json is None:
-            kept_json = None
-        else:
-            kept_json = b"[%s,%s" % (record, memoryview(rest_json)[1:]) if rest else b"[%s]" % record
-    saved_at, saved_text = now_stamped()
     new = HeadHistory(
         keep=retention,
-        saved_at=saved_at,
+        saved_at=now(),
         parent=expected.revision if stored else None,
         forked_from=forked_from,
         modules=modules,
         entries=kept,
         source=lambda: backend.source(key),
-        stored=None if kept_json is None else (kept, kept_json),
-        saved_text=saved_text,
-    )
+    ).newest_stored()
     return Step(Archive(keep_as, drop), new), expected
 
 
@@ -172,6 +148,26 @@ async def stored_modules(backend: Backend, key: SessionKey, raw: bytes) -> tuple
     """
     document = await decode_stored(backend, raw, key)
     return tuple(name for name in document if name != META_KEY)
+
+
+def _dropped(head: HeadHistory, start: int) -> tuple[str, ...]:
+    """The blobs of the revisions the head keeps from ``start`` on (0: the newest) that no newer one is in:
+    what a write that keeps only the newer ones drops. The newer records, carried on as stored, are read only
+    when their JSON may name one of those blobs (a save's usual case reads the dropped record alone).
+
+    Raises:
+        DocumentError: The dropped records are malformed (or a newer one that had to be read).
+    """
+    gone = head.blobs(start)
+    if not gone:
+        return ()
+    try:  # the newer records as stored: one that names none of these blobs is stored in none of them
+        newer = b",".join(head.entries[: max(start, 0)])  # type: ignore[arg-type]
+    except TypeError:
+        newer = b"\\"  # decoded records among them: read each one
+    if b"\\" not in newer and not any(name.encode() in newer for name in gone):  # no escape hides a name
+        return tuple(sorted(gone))
+    return tuple(sorted(gone - head.blobs(0, start)))
 
 
 def _in_head(head: HeadHistory) -> bool:

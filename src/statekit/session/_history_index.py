@@ -39,7 +39,6 @@ import orjson
 
 from statekit.errors import DocumentError
 from statekit.session._history_records import (
-    RECORD_NAME,
     Entry,
     Located,
     Revision,
@@ -48,8 +47,6 @@ from statekit.session._history_records import (
     module_names,
     optional_revision,
     parsed_time,
-    name_of,
-    record_json,
     record_of,
     time_text,
 )
@@ -71,9 +68,6 @@ class HeadHistory:
             one, or the JSON of its record as stored (decoded and checked by :meth:`kept`; a save
             carries it on as is).
         source: Says where the head is stored, for the error a malformed record raises (called only then).
-        stored: ``entries`` and their JSON array as stored (see :meth:`kept_json`), when the save that made this
-            index built it: a copy with other entries ignores it.
-        saved_text: ``saved_at`` as the index writes it, when the save that made this index wrote it.
     """
 
     keep: int | None
@@ -83,8 +77,6 @@ class HeadHistory:
     modules: tuple[str, ...]
     entries: tuple[Entry, ...] = ()
     source: Callable[[], str] = str
-    stored: tuple[tuple[Entry, ...], bytes] | None = attrs.field(default=None, eq=False, repr=False)
-    saved_text: str | None = attrs.field(default=None, eq=False, repr=False)
 
     def head(self, revision: str, size: int) -> Revision:
         """The head's own record, given its revision and size (which the head cannot hold)."""
@@ -128,8 +120,15 @@ class HeadHistory:
         Raises:
             DocumentError: The record holds no revision string.
         """
-        found = name_of(self.entries[index])
-        return self.record(index).revision if found is None else found  # (None: says what is wrong, where)
+        entry = self.entries[index]
+        if isinstance(entry, Revision):
+            return entry.revision
+        if isinstance(entry, Located):
+            return entry.revision.revision
+        try:
+            return _NAME.decode(entry).revision
+        except msgspec.DecodeError:
+            return self.record(index).revision  # says what is wrong, where
 
     def place(self, index: int) -> tuple[str | None, int | None]:
         """Where the kept revision at ``index`` is stored: the blob holding it (``None``: the session's head),
@@ -144,7 +143,7 @@ class HeadHistory:
         if isinstance(entry, Located):
             return entry.blob, entry.lines
         try:
-            found = RECORD_NAME.decode(entry)
+            found = _NAME.decode(entry)
         except msgspec.DecodeError:
             return self.record(index).revision, None  # says what is wrong, where
         if found.lines is None:
@@ -172,26 +171,6 @@ class HeadHistory:
                 return blobs  # type: ignore[return-value]
         return {blob for blob, _ in map(self.place, range(start, end)) if blob is not None}  # says what is wrong
 
-    def dropped(self, start: int, whole: bytes | None = None) -> tuple[str, ...]:
-        """The blobs of the records from ``start`` on (0: the newest) that no newer record is in, sorted: what a
-        write that keeps only the newer ones drops (``whole``: :meth:`kept_json`, if known). The newer records,
-        carried on as stored, are read only when their JSON may name one of those blobs (a save's usual case
-        reads the dropped record alone).
-
-        Raises:
-            DocumentError: The dropped records are malformed (or a newer one that had to be read).
-        """
-        gone = self.blobs(start)
-        if not gone:
-            return ()
-        start = max(start, 0)
-        whole = self.kept_json() if whole is None else whole
-        if whole is not None:  # a record that names none of these blobs is stored in none of them
-            end = _end_of(whole, self.entries, start)
-            if whole.find(b"\\", 1, end) < 0 and not any(whole.find(name.encode(), 1, end) >= 0 for name in gone):
-                return tuple(sorted(gone))  # (no escape hides a name)
-        return tuple(sorted(gone - self.blobs(0, start)))
-
     def locate(self, revision: str) -> tuple[str | None, int | None] | None:
         """Where the kept revision of that name is stored (see :meth:`place`; ``None``: not kept)."""
         index = next((index for index, kept in enumerate(self.kept()) if kept.revision == revision), None)
@@ -200,34 +179,18 @@ class HeadHistory:
     def as_meta(self, *, json: bool) -> dict[str, Any]:
         """The index as the head document's metadata holds it (``json``: for an orjson codec, which
         writes the records carried on as they are stored, without decoding them)."""
-        meta: dict[str, Any] = {"keep": self.keep, "saved_at": self.text(), "parent": self.parent}
+        meta: dict[str, Any] = {"keep": self.keep, "saved_at": time_text(self.saved_at), "parent": self.parent}
         if self.forked_from is not None:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
         if json:  # one fragment: the records carried on are joined as they are stored
-            whole = self.kept_json()
-            meta["kept"] = orjson.Fragment(b"[%s]" % self._joined() if whole is None else whole)
+            meta["kept"] = orjson.Fragment(b"[%s]" % self._joined())
         else:
             meta["kept"] = [
                 self._entry(index) if isinstance(entry, (Revision, Located)) else msgspec.json.decode(entry)
                 for index, entry in enumerate(self.entries)
             ]
         return meta
-
-    def text(self) -> str | None:
-        """``saved_at`` as the index writes it."""
-        return time_text(self.saved_at) if self.saved_text is None else self.saved_text
-
-    def kept_json(self) -> bytes | None:
-        """The JSON array of the records as stored, their JSON joined by commas (``None``: decoded records
-        among them): the one a save built, or joined now."""
-        known = self.stored
-        if known is not None and known[0] is self.entries:
-            return known[1]
-        try:
-            return b"[%s]" % b",".join(self.entries)  # type: ignore[arg-type]
-        except TypeError:
-            return None
 
     def _joined(self) -> bytes:
         """The records as stored, joined by commas: those carried on as they are, the decoded ones encoded."""
@@ -245,25 +208,36 @@ class HeadHistory:
             return rest
         return b"%s,%s" % (orjson.dumps(self._entry(0)), rest) if rest else orjson.dumps(self._entry(0))
 
+    def newest_stored(self) -> HeadHistory:
+        """This index, its newest record (a save's record of the head it replaced) as stored, JSON: as a load
+        of the new head reads it, so that the object's next save carries it on like any other."""
+        if not self.entries or not isinstance(self.entries[0], Revision):
+            return self
+        entries = (orjson.dumps(self._entry(0)), *self.entries[1:])
+        return HeadHistory(self.keep, self.saved_at, self.parent, self.forked_from, self.modules, entries, self.source)
+
     def _entry(self, index: int) -> dict[str, Any]:
-        """The record of the :class:`Revision` at ``index``, as stored (see :func:`record_json`)."""
+        """The record of the :class:`Revision` at ``index``, as stored: it leaves out its parent when that is
+        the next record, and its modules when they are the newer record's (or the head's), where known."""
+        kept = self.entries[index]
+        located = kept if isinstance(kept, Located) else None
+        if located is not None:
+            kept = located.revision
+        assert isinstance(kept, Revision)
+        entry: dict[str, Any] = {"revision": kept.revision, "saved_at": time_text(kept.saved_at), "size": kept.size}
+        if index + 1 >= len(self.entries) or kept.parent != self.name(index + 1):
+            entry["parent"] = kept.parent
         newer = self.modules if index == 0 else self.entries[index - 1]
         if isinstance(newer, Located):
             newer = newer.revision
-        older = self.entries[index + 1] if index + 1 < len(self.entries) else None
-        return record_json(self.entries[index], older, newer.modules if isinstance(newer, Revision) else None)
-
-    def pruned(self, count: int, whole: bytes) -> tuple[tuple[Entry, ...], bytes]:
-        """:meth:`truncated`, and the JSON array of the records it keeps, cut from ``whole``
-        (:meth:`kept_json`) instead of joined again."""
-        kept = self.truncated(count)
-        if not kept:
-            return kept, b"[]"
-        cut = _end_of(whole, self.entries, count)
-        if kept[-1] is self.entries[count - 1]:
-            return kept, b"%s]" % memoryview(whole)[:cut]
-        start = cut - len(self.entries[count - 1])  # type: ignore[arg-type]  # (JSON: see kept_json)
-        return kept, b"%s%s]" % (memoryview(whole)[:start], kept[-1])
+        if kept.modules != (newer.modules if isinstance(newer, Revision) else newer):
+            entry["modules"] = list(kept.modules)
+        if kept.forked_from is not None:
+            entry["forked_from"] = list(kept.forked_from)
+        if located is not None:
+            assert located.blob is not None, "a revision stored in the head is given its blob before it is written"
+            entry["in"], entry["lines"] = located.blob, located.lines
+        return entry
 
     def truncated(self, count: int) -> tuple[Entry, ...]:
         """The first ``count`` records, the last one saying its parent (the record it left out is gone)."""
@@ -292,6 +266,12 @@ class _Index(msgspec.Struct):
 _INDEX = msgspec.json.Decoder(_Index)
 
 
+class _Name(msgspec.Struct):
+    revision: str
+    blob: str | None = msgspec.field(name="in", default=None)
+    lines: int | None = None
+
+
 class _Parent(msgspec.Struct):
     parent: str | None | msgspec.UnsetType = msgspec.UNSET
 
@@ -299,11 +279,7 @@ class _Parent(msgspec.Struct):
 _PARENT = msgspec.json.Decoder(_Parent)
 
 
-def _end_of(whole: bytes, entries: tuple[Entry, ...], count: int) -> int:
-    """Where the first ``count`` records end in ``whole``, the JSON array of ``entries`` as stored (see
-    :meth:`HeadHistory.kept_json`): before the comma (or the ``]``) that follows them."""
-    after = entries[count:]
-    return len(whole) - 1 - sum(map(len, after)) - len(after)  # type: ignore[arg-type]  # (JSON: see kept_json)
+_NAME = msgspec.json.Decoder(_Name)
 
 
 class _Place(msgspec.Struct):

@@ -107,7 +107,7 @@ def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) ->
     )
     if index.keep is None or len(entries) <= index.keep:
         return over, set()
-    gone = set(over.dropped(index.keep))
+    gone = over.blobs(index.keep) - over.blobs(0, index.keep)
     return attrs.evolve(over, entries=over.truncated(index.keep)), gone
 
 
