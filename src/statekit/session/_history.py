@@ -17,13 +17,14 @@ from typing import Any, Final
 
 import attrs
 import msgspec
+import orjson
 
 from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of, parse_index_json
-from statekit.session._history_records import Entry, Located, Revision, now, widest
+from statekit.session._history_records import Entry, Located, Revision, now, record_json, widest
 from statekit.session._lineage import over_deltas
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
@@ -103,6 +104,9 @@ async def plan(
     keep_as = expected.revision if stored and retention != 0 else None
     if keep_as in drop:  # the replaced head's blob also holds the revisions its delta lines made: kept with it
         drop = tuple(name for name in drop if name != keep_as)
+    if kept and isinstance(kept[0], Revision):  # the record of the head replaced, as stored: as a load of the new
+        # head reads it, so that the object's next save carries it on like any other
+        kept = (orjson.dumps(record_json(kept[0], kept[1] if len(kept) > 1 else None, modules)), *kept[1:])
     new = HeadHistory(
         keep=retention,
         saved_at=now(),
@@ -111,7 +115,7 @@ async def plan(
         modules=modules,
         entries=kept,
         source=lambda: backend.source(key),
-    ).newest_stored()
+    )
     return Step(Archive(keep_as, drop), new), expected
 
 
@@ -165,16 +169,21 @@ def _dropped(head: HeadHistory, start: int) -> tuple[str, ...]:
         newer = b",".join(head.entries[: max(start, 0)])  # type: ignore[arg-type]
     except TypeError:
         newer = b"\\"  # decoded records among them: read each one
-    if b"\\" not in newer and not any(name.encode() in newer for name in gone):  # no escape hides a name
-        return tuple(sorted(gone))
+    if b"\\" not in newer:  # no escape hides a name
+        if len(gone) == 1:  # a save's usual case (no generator)
+            if next(iter(gone)).encode() not in newer:
+                return tuple(gone)
+        elif not any(name.encode() in newer for name in gone):
+            return tuple(sorted(gone))
     return tuple(sorted(gone - head.blobs(0, start)))
 
 
 def _in_head(head: HeadHistory) -> bool:
-    """Whether a kept record is a prefix of the head (:class:`Located` in no blob), which :func:`_in_blob` moves."""
-    if Located not in map(type, head.entries):  # the usual case, found at C speed
-        return False
-    return any(isinstance(entry, Located) and entry.blob is None for entry in head.entries)
+    """Whether a kept record is a prefix of the head (:class:`Located` in no blob), which :func:`_in_blob` moves.
+    Such records are the newest ones (:mod:`._lineage` puts them first), so the first one says (were one further
+    down, writing its record would fail its assertion, not write it wrong)."""
+    first = head.entries[0] if head.entries else None
+    return isinstance(first, Located) and first.blob is None
 
 
 def _in_blob(name: str, entry: Entry) -> Entry:

@@ -39,6 +39,7 @@ import orjson
 
 from statekit.errors import DocumentError
 from statekit.session._history_records import (
+    RECORD_NAME,
     Entry,
     Located,
     Revision,
@@ -46,7 +47,9 @@ from statekit.session._history_records import (
     fork_of,
     module_names,
     optional_revision,
+    name_of,
     parsed_time,
+    record_json,
     record_of,
     time_text,
 )
@@ -120,15 +123,8 @@ class HeadHistory:
         Raises:
             DocumentError: The record holds no revision string.
         """
-        entry = self.entries[index]
-        if isinstance(entry, Revision):
-            return entry.revision
-        if isinstance(entry, Located):
-            return entry.revision.revision
-        try:
-            return _NAME.decode(entry).revision
-        except msgspec.DecodeError:
-            return self.record(index).revision  # says what is wrong, where
+        found = name_of(self.entries[index])
+        return self.record(index).revision if found is None else found  # (None: says what is wrong, where)
 
     def place(self, index: int) -> tuple[str | None, int | None]:
         """Where the kept revision at ``index`` is stored: the blob holding it (``None``: the session's head),
@@ -143,7 +139,7 @@ class HeadHistory:
         if isinstance(entry, Located):
             return entry.blob, entry.lines
         try:
-            found = _NAME.decode(entry)
+            found = RECORD_NAME.decode(entry)
         except msgspec.DecodeError:
             return self.record(index).revision, None  # says what is wrong, where
         if found.lines is None:
@@ -208,36 +204,13 @@ class HeadHistory:
             return rest
         return b"%s,%s" % (orjson.dumps(self._entry(0)), rest) if rest else orjson.dumps(self._entry(0))
 
-    def newest_stored(self) -> HeadHistory:
-        """This index, its newest record (a save's record of the head it replaced) as stored, JSON: as a load
-        of the new head reads it, so that the object's next save carries it on like any other."""
-        if not self.entries or not isinstance(self.entries[0], Revision):
-            return self
-        entries = (orjson.dumps(self._entry(0)), *self.entries[1:])
-        return HeadHistory(self.keep, self.saved_at, self.parent, self.forked_from, self.modules, entries, self.source)
-
     def _entry(self, index: int) -> dict[str, Any]:
-        """The record of the :class:`Revision` at ``index``, as stored: it leaves out its parent when that is
-        the next record, and its modules when they are the newer record's (or the head's), where known."""
-        kept = self.entries[index]
-        located = kept if isinstance(kept, Located) else None
-        if located is not None:
-            kept = located.revision
-        assert isinstance(kept, Revision)
-        entry: dict[str, Any] = {"revision": kept.revision, "saved_at": time_text(kept.saved_at), "size": kept.size}
-        if index + 1 >= len(self.entries) or kept.parent != self.name(index + 1):
-            entry["parent"] = kept.parent
+        """The record of the :class:`Revision` at ``index``, as stored (see :func:`record_json`)."""
         newer = self.modules if index == 0 else self.entries[index - 1]
         if isinstance(newer, Located):
             newer = newer.revision
-        if kept.modules != (newer.modules if isinstance(newer, Revision) else newer):
-            entry["modules"] = list(kept.modules)
-        if kept.forked_from is not None:
-            entry["forked_from"] = list(kept.forked_from)
-        if located is not None:
-            assert located.blob is not None, "a revision stored in the head is given its blob before it is written"
-            entry["in"], entry["lines"] = located.blob, located.lines
-        return entry
+        older = self.entries[index + 1] if index + 1 < len(self.entries) else None
+        return record_json(self.entries[index], older, newer.modules if isinstance(newer, Revision) else None)
 
     def truncated(self, count: int) -> tuple[Entry, ...]:
         """The first ``count`` records, the last one saying its parent (the record it left out is gone)."""
@@ -266,20 +239,11 @@ class _Index(msgspec.Struct):
 _INDEX = msgspec.json.Decoder(_Index)
 
 
-class _Name(msgspec.Struct):
-    revision: str
-    blob: str | None = msgspec.field(name="in", default=None)
-    lines: int | None = None
-
-
 class _Parent(msgspec.Struct):
     parent: str | None | msgspec.UnsetType = msgspec.UNSET
 
 
 _PARENT = msgspec.json.Decoder(_Parent)
-
-
-_NAME = msgspec.json.Decoder(_Name)
 
 
 class _Place(msgspec.Struct):

@@ -1,4 +1,4 @@
-"""History's records: a :class:`Revision` as listed, a :class:`Located` one (the first lines of a head's deltas), the times they hold, and the checks that read one.
+"""History's records: a :class:`Revision` as listed, a :class:`Located` one (the first lines of a head's deltas), the times they hold, the checks that read one and the JSON a save writes of one.
 
 Every field a record or a head's index holds is checked when read, so a
 hand-edited head fails with the path of what is wrong (``where``).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import msgspec
@@ -107,6 +107,50 @@ def record_of(item: object, where: str, source: str, implied: tuple[str | None, 
         modules=module_names(data["modules"], f"{where}.modules", source) if "modules" in data else implied[1],
         forked_from=fork_of(data.get("forked_from"), f"{where}.forked_from", source),
     )
+
+
+class RecordName(msgspec.Struct):
+    """What a kept record says of where its bytes are: its revision, the blob holding it (``"in"``) and its lines."""
+
+    revision: str
+    blob: str | None = msgspec.field(name="in", default=None)
+    lines: int | None = None
+
+
+RECORD_NAME: Final = msgspec.json.Decoder(RecordName)
+"""Reads a record's :class:`RecordName` without checking the rest of it."""
+
+
+def name_of(entry: Entry) -> str | None:
+    """The revision of a kept record, read without checking the rest of it (``None``: it holds no revision string)."""
+    if isinstance(entry, Revision):
+        return entry.revision
+    if isinstance(entry, Located):
+        return entry.revision.revision
+    try:
+        return RECORD_NAME.decode(entry).revision
+    except msgspec.DecodeError:
+        return None
+
+
+def record_json(entry: Entry, older: Entry | None, newer: tuple[str, ...] | None) -> dict[str, Any]:
+    """The record of a decoded kept revision (a :class:`Revision` or a :class:`Located` one), as stored: it leaves
+    out its parent when that is the next (``older``) record, and its modules when they are ``newer`` (the newer
+    record's, or the head's; ``None``: not known)."""
+    located = entry if isinstance(entry, Located) else None
+    kept = entry.revision if isinstance(entry, Located) else entry
+    assert isinstance(kept, Revision)
+    record: dict[str, Any] = {"revision": kept.revision, "saved_at": time_text(kept.saved_at), "size": kept.size}
+    if older is None or kept.parent != (name_of(older) or False):  # (a record without a revision: say it)
+        record["parent"] = kept.parent
+    if kept.modules != newer:
+        record["modules"] = list(kept.modules)
+    if kept.forked_from is not None:
+        record["forked_from"] = list(kept.forked_from)
+    if located is not None:
+        assert located.blob is not None, "a revision stored in the head is given its blob before it is written"
+        record["in"], record["lines"] = located.blob, located.lines
+    return record
 
 
 def checked_mapping(value: object, where: str, source: str) -> Mapping[str, Any]:
