@@ -1,8 +1,10 @@
 """The commands many tasks send to one plain Redis client in the same turn of the event loop, sent in one round trip.
 
-Auto-pipelining, as ioredis and Lettuce do it: a command is queued, and once
-the tasks running in this turn of the loop have queued theirs, one task takes
-a connection of the client's pool, writes them all in one go and reads the
+Auto-pipelining, as ioredis and Lettuce do it. A command with nothing else on
+its way goes at once, on a connection of its own (a lone task waits for
+nothing). One sent while others are on their way is queued, and once the
+tasks running in this turn of the loop have queued theirs, one task takes a
+connection of the client's pool, writes them all in one go and reads the
 replies in order, each handed to the task waiting for it. With 64 tasks
 saving and loading, that is one connection wait, one write and one wake-up
 for dozens of commands instead of one each (redis-py's per-command layers
