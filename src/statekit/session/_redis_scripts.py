@@ -27,7 +27,6 @@ class Script:
         self.sha = hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
-
 SAVE = """
 local function save(value, ttl)
   if ttl == '' then redis.call('SET', KEYS[1], value)

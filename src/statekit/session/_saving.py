@@ -26,8 +26,8 @@ from statekit.session._delta_save import save_with_appends
 from statekit.session._history import head_of, plan, store_states
 from statekit.session._ids import SessionKey
 from statekit.session._keyless import refuse_secret_fields
-from statekit.session._kept import BLIND_ATTEMPTS, Basis, Others, json_names, others, others_known, read_basis, refuse_removal
-from statekit.session._kept import save_basis
+from statekit.session._kept import BLIND_ATTEMPTS, Basis, Others, json_names, others, others_known, read_basis
+from statekit.session._kept import refuse_removal, save_basis
 from statekit.session._loading import decode_stored
 from statekit.session._log import log_timed
 from statekit.session._revisions import UNKNOWN, Expected, backoff
@@ -127,7 +127,9 @@ async def _written(
     number = 0
     while True:
         number += 1
-        basis = save_basis(remembered(), overwrite) or await read_basis(overwrite, partial(backend.fetch, key))
+        basis = save_basis(remembered(), overwrite)
+        if basis is None:  # blind: what a read finds now
+            basis = await read_basis(overwrite, partial(backend.fetch, key))
         try:
             return await attempt(basis)
         except ConflictError as err:
