@@ -40,6 +40,7 @@ import orjson
 from statekit.errors import DocumentError
 from statekit.session._history_records import (
     RECORD_NAME,
+    RecordName,
     Entry,
     Located,
     Revision,
@@ -246,11 +247,10 @@ class _Parent(msgspec.Struct):
 _PARENT = msgspec.json.Decoder(_Parent)
 
 
-class _Place(msgspec.Struct):
-    """A record's :meth:`HeadHistory.place`, as :meth:`HeadHistory.blobs` reads many at once."""
+class _Place(RecordName):
+    """A record's :class:`RecordName` as :meth:`HeadHistory.blobs` reads many at once: its lines checked by the
+    decoder (a negative count fails the decode, and :meth:`HeadHistory.place` then says what is wrong)."""
 
-    revision: str
-    blob: str | None = msgspec.field(name="in", default=None)
     lines: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
