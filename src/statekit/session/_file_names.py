@@ -54,8 +54,12 @@ def session_file(save_dir: Path, user_id: str, session_id: str, suffix: str) -> 
 @functools.lru_cache(maxsize=1024)  # every call checks its key and names its file: pathlib's joins cost more than a small read
 def _session_file(save_dir: str, user_id: str, session_id: str, suffix: str) -> Path:
     refuse_long_names(user_id, session_id)
-    folder = Path(save_dir) / (USER_MARK + encode_id(user_id)) if user_id else Path(save_dir)
-    return folder / (encode_id(session_id) + suffix)
+    return user_folder(Path(save_dir), user_id) / (encode_id(session_id) + suffix)
+
+
+def user_folder(save_dir: Path, user_id: str) -> Path:
+    """The folder of a user's sessions in statekit's layout (``save_dir`` itself for the default user)."""
+    return save_dir / (USER_MARK + encode_id(user_id)) if user_id else save_dir
 
 
 HISTORY_MARK = ".history"

@@ -59,7 +59,7 @@ from statekit.session._agentscope import (
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._file_names import USER_MARK, decode_id, encode_id, list_folder, some_ids, some_owners
-from statekit.session._file_names import history_folder, lease_path, session_file
+from statekit.session._file_names import history_folder, lease_path, session_file, user_folder
 from statekit.session._filelock import LOCK_TIMEOUT, session_lock
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive, checked_keep
@@ -178,9 +178,7 @@ class FileSession(SessionBase):
         return self._path(self.key(session_id, user_id))
 
     def _folder(self, user_id: str) -> Path:
-        if user_id and self.layout == "statekit":
-            return self.save_dir / (USER_MARK + encode_id(user_id))
-        return self.save_dir
+        return user_folder(self.save_dir, user_id) if self.layout == "statekit" else self.save_dir
 
     def _path(self, key: SessionKey) -> Path:
         if self.layout == "agentscope":
