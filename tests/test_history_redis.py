@@ -8,11 +8,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 from redis.crc import key_slot
 
 from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
-from statekit.session._archive import Archive
+from statekit.session._archive import Archive, IndexChange
+from statekit.session._history_beside import advance
 from statekit.session._redis_cluster import is_cluster
 from statekit.session._redis_history import history_key
 from statekit.session._revisions import Expected
@@ -425,3 +427,140 @@ async def test_a_revision_cut_from_deltas_whose_header_is_damaged_is_refused(mak
     with pytest.raises(DocumentError, match="do not follow a header naming their document"):
         await session.aload_at("s", middle, user_id="u", memory=Memory())
     await session.aclose()
+
+
+# -- the kept records beside the head (``K:history``'s index field, see _history_beside) -------------------
+
+
+def record(revision: str, blob: str | None = None, lines: int | None = None, parent: str | None = None) -> bytes:
+    """A whole record as the index holds it: one line of JSON."""
+    data: dict[str, Any] = {"revision": revision, "saved_at": None, "size": 1, "parent": parent, "modules": ["counter"]}
+    if blob is not None:
+        data["in"], data["lines"] = blob, lines
+    return orjson.dumps(data) + b"\n"
+
+
+async def keeping(session: RedisSession, count: int, keep_as: bool, index: IndexChange) -> str | None:
+    """Write ``Counter(count)`` over the head, keeping it (as its revision) when ``keep_as``, doing ``index``
+    to the kept records; the revision it kept."""
+    key = session.key("s", "u")
+    old = await session._read(key)
+    kept = sha1(old) if keep_as and old is not None else None
+    new = await document(session, count)
+    assert await session._write_keeping(key, new, Expected(raw=old), Archive(kept, (), index)) is True
+    return kept
+
+
+async def test_the_kept_records_are_cut_as_the_python_step_cuts_them(make: Make) -> None:
+    """The script (or the WATCH twin) puts records first, cuts the index to the retention and removes the
+    blobs only the records cut off are in: a blob a kept record is "in" stays, one a kept record names as
+    its parent goes; records replaced are no longer listed, nor their blobs kept. The server's index equals
+    :func:`advance`'s, and the blobs left are the ones expected."""
+    rev_c, rev_d, x1, x2 = "c" * 40, "d" * 40, "1" * 40, "2" * 40
+    async with make(keep_history=0) as session:
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        for name in (REV_A, REV_B, rev_c, rev_d):
+            await session._put_blob(key, name, name.encode())
+        lines = [record(REV_A, parent=x2), record(x2, REV_B, 1, x1), record(x1, REV_B, 0, REV_B),
+                 record(REV_B, parent=rev_c), record(rev_c, parent=rev_d), record(rev_d, parent=None)]
+        stored: bytes | None = None
+        steps = [
+            (False, IndexChange(b"".join(lines), replace=True, keep=None), {REV_A, REV_B, rev_c, rev_d}),
+            (True, IndexChange(b"NEW", replace=False, keep=4), {REV_A, REV_B, "HEAD1"}),  # x1 keeps B; C, D go
+            (True, IndexChange(b"NEW", replace=False, keep=2), {"HEAD1", "HEAD2"}),  # B's last record goes
+            (True, IndexChange(b"NEW", replace=False, keep=None), {"HEAD1", "HEAD2", "HEAD3"}),
+            (True, IndexChange(b"NEW", replace=True, keep=None), {"HEAD4"}),  # the records replaced are not listed
+            (False, IndexChange(b"", replace=False, keep=0), set()),  # history turned off: every record goes
+        ]
+        heads: dict[str, str] = {}
+        for number, (keep_as, index, blobs) in enumerate(steps):
+            old = await session._read(key)
+            head = sha1(old) if old is not None else ""
+            if index.records == b"NEW":
+                heads[f"HEAD{len(heads) + 1}"] = head
+                index = IndexChange(record(head, parent=REV_A), index.replace, index.keep)
+            expected_index, dropped = advance(stored, index)
+            await keeping(session, number + 2, keep_as, index)
+            stored = await session._get_index(key)
+            assert (stored or b"") == expected_index
+            assert sorted(await session._list_blobs(key)) == sorted(heads.get(name, name) for name in blobs)
+            assert not set(dropped) & set(await session._list_blobs(key))
+        assert stored is None
+        assert not any(":history" in name for name in await all_keys(session))
+
+
+def test_the_python_step_keeps_a_blob_while_a_kept_record_is_in_it() -> None:
+    """:func:`advance` on its own (the twin's step; the script is checked against it above)."""
+    a, b = record(REV_A, parent=REV_B), record(REV_B, parent=None)
+    located = record("3" * 40, REV_B, 0, None)
+    assert advance(a + b, IndexChange(b"", replace=False, keep=1)) == (a, (REV_B,))
+    assert advance(b, IndexChange(located, replace=False, keep=1)) == (located, ())  # still in REV_B
+    assert advance(a + b + located, IndexChange(a, replace=True, keep=None)) == (a, (REV_B,))  # replaced: not listed
+    assert advance(None, IndexChange(a + b, replace=False, keep=0)) == (b"", (REV_A, REV_B))
+
+
+async def test_a_head_that_keeps_history_carries_no_records(make: Make) -> None:
+    """The records ride beside the head, not in it: its document stays the same size however long the
+    history, and every listed revision loads as saved."""
+    async with make(keep_history=5) as session:
+        sizes = []
+        for count in range(100, 112):
+            await session.asave("s", "u", counter=Counter(count=count))
+            raw = await session._read(session.key("s", "u"))
+            assert raw is not None and b'"kept"' not in raw
+            sizes.append(len(raw))
+        assert len(set(sizes[1:])) == 1
+        listed = await session.ahistory("s", "u")
+        assert [revision.revision for revision in listed][:1] == [await session.arevision("s", "u")]
+        assert len(listed) == 6 and [revision.parent for revision in listed[:-1]] == [r.revision for r in listed[1:]]
+        for age, revision in enumerate(listed):
+            counter = Counter()
+            await session.aload_at("s", revision.revision, user_id="u", counter=counter)
+            assert counter.count == 111 - age
+        assert len(await session._list_blobs(session.key("s", "u"))) == 5
+
+
+async def test_a_head_holding_its_records_moves_them_beside_it_at_its_next_write(make: Make) -> None:
+    """A head written while the records rode in the document (the layout files and SQL keep) is read as it
+    is, and its next write moves every record beside it: none is lost, each still loads."""
+    async with make(keep_history=10) as inside, make(keep_history=10) as session:
+        inside.history_beside = False  # type: ignore[misc]  # writes the records into the head, as files do
+        for count in range(6):
+            await inside.asave("s", "u", counter=Counter(count=count))
+        raw = await session._read(session.key("s", "u"))
+        assert raw is not None and b'"kept"' in raw
+        before = await session.ahistory("s", "u")
+        assert len(before) == 6
+        await session.asave("s", "u", counter=Counter(count=6))  # (it loaded nothing: a blind save, over the head)
+        raw = await session._read(session.key("s", "u"))
+        assert raw is not None and b'"kept"' not in raw and b'"beside"' in raw
+        after = await session.ahistory("s", "u")
+        assert [revision.revision for revision in after[1:]] == [revision.revision for revision in before]
+        assert [revision.saved_at for revision in after[1:]] == [revision.saved_at for revision in before]
+        for age, revision in enumerate(after):
+            counter = Counter()
+            await session.aload_at("s", revision.revision, user_id="u", counter=counter)
+            assert counter.count == 6 - age
+
+
+async def test_a_history_read_with_a_write_in_between_reads_again(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """history() reads the head, then its records: a save landing in between is seen (the records then name
+    another newest revision than the head read), and the read starts again: what it lists is one state."""
+    async with make(keep_history=5) as session, make(keep_history=5) as writer:
+        for count in range(3):
+            await session.asave("s", "u", counter=Counter(count=count))
+        read_index, writes = RedisSession._get_index, [3, 4]
+
+        async def with_a_write(self: RedisSession, key: Any) -> bytes | None:
+            if writes:
+                await writer.asave("s", "u", counter=Counter(count=writes.pop(0)))
+            return await read_index(self, key)
+
+        monkeypatch.setattr(RedisSession, "_get_index", with_a_write)
+        listed = await session.ahistory("s", "u")
+        assert not writes  # two writes came in between: read three times
+        assert listed[0].revision == await session.arevision("s", "u")
+        assert len(listed) == 5 and [r.parent for r in listed[:-1]] == [r.revision for r in listed[1:]]

@@ -17,6 +17,23 @@ from statekit.session._history_index import HeadHistory
 
 
 @attrs.frozen
+class IndexChange:
+    """What a write does to the index a backend keeps beside the head (``history_beside``, see
+    :mod:`._history_beside`): the records it puts first, and how many records the index keeps then.
+
+    Attributes:
+        records: Records to put first, each a line of JSON, newest first (``b""``: none).
+        replace: Whether they replace the index (else they go before the records it holds).
+        keep: How many records the index keeps (``None``: all). The blobs that only records no
+            longer listed (cut off, or replaced) are in are removed in the same step.
+    """
+
+    records: bytes
+    replace: bool
+    keep: int | None
+
+
+@attrs.frozen
 class Archive:
     """The history part of one compare-and-set (:meth:`~._storage.Storage._write_keeping`).
 
@@ -24,10 +41,13 @@ class Archive:
         keep_as: Store the bytes stored now (the old head) as the blob of this name
             before replacing them (``None``: the old head is not kept, e.g. nothing is stored).
         drop: Blobs to remove once the new head is written (revisions pruned by it).
+        index: On a backend that keeps the index beside the head, what the write does to it
+            (then ``drop`` is empty: the backend finds what the index no longer names).
     """
 
     keep_as: str | None
     drop: tuple[str, ...] = ()
+    index: IndexChange | None = None
 
 
 def checked_keep(keep_history: Any, backend: type, *, supports: bool) -> int | None:

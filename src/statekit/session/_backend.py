@@ -36,7 +36,7 @@ Faults = Callable[[str, SessionKey | Callable[[], str]], BackendFaults]
 
 PRIMITIVES = (
     "_fetch", "_faults", "_write", "_write_if", "_append", "_saves_deltas", "_source", "_companion_source",
-    "_write_keeping", "_get_blob", "_drop_blobs", "_list_blobs",
+    "_write_keeping", "_get_blob", "_drop_blobs", "_list_blobs", "_get_index",
 )
 """The names of the storage primitives the pipelines call (see :class:`Primitives`)."""
 
@@ -53,6 +53,7 @@ class Primitives:
         "faults",
         "fetch",
         "get_blob",
+        "get_index",
         "list_blobs",
         "saves_deltas",
         "source",
@@ -65,6 +66,7 @@ class Primitives:
         (
             self.fetch, self.faults, self.write, self.write_if, self.append, self.saves_deltas, self.source,
             self.companion_source, self.write_keeping, self.get_blob, self.drop_blobs, self.list_blobs,
+            self.get_index,
         ) = calls
 
 
@@ -74,12 +76,13 @@ class Blobs:
     Attributes:
         keep: The object's ``keep_history``.
         supported: The backend's ``supports_history``.
+        beside: The backend's ``history_beside`` (it keeps the records beside the head).
     """
 
-    __slots__ = ("_calls", "_storage", "keep", "supported")
+    __slots__ = ("_calls", "_storage", "beside", "keep", "supported")
 
-    def __init__(self, keep: int | None, supported: bool, storage: object, calls: Primitives) -> None:
-        self.keep, self.supported = keep, supported
+    def __init__(self, keep: int | None, supported: bool, beside: bool, storage: object, calls: Primitives) -> None:
+        self.keep, self.supported, self.beside = keep, supported, beside
         self._storage, self._calls = storage, calls
 
     def write_keeping(self, key: SessionKey, raw: bytes, expected: Expected, archive: Archive) -> Awaitable[bool]:
@@ -95,6 +98,11 @@ class Blobs:
         """``_drop_blobs``, with the backend's faults told as ``SessionError``."""
         with faults("_drop_blobs", key):
             await self._calls.drop_blobs(self._storage, key, names)
+
+    async def index(self, faults: Faults, key: SessionKey) -> bytes | None:
+        """``_get_index``, with the backend's faults told as ``SessionError``."""
+        with faults("_get_index", key):
+            return await self._calls.get_index(self._storage, key)  # type: ignore[no-any-return]
 
     async def listed(self, faults: Faults, key: SessionKey) -> list[str]:
         """``_list_blobs``, with the backend's faults told as ``SessionError``."""
@@ -133,7 +141,7 @@ class Backend:
         secrets: tuple[SecretBox | None, bool],
         revisions: RevisionMemory,
         writes_in_threads: bool,
-        blobs: tuple[int | None, bool],
+        blobs: tuple[int | None, bool, bool],
     ) -> None:
         self._storage, self._calls = storage, calls
         self.codec, self._offload = codec

@@ -34,6 +34,7 @@ from statekit.session._archive import Step
 from statekit.session._backend import Backend
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._history import plan
+from statekit.session._history_beside import complete
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import now, stamp, widest
 from statekit.session._ids import SessionKey
@@ -135,6 +136,8 @@ async def _save_delta(
     """
     base, line, items = delta
     head, record = None, None
+    if history is not None and history.unread and history.keep is not None:  # records kept beside the head:
+        history = await complete(backend, key, history)  # read once, for those the line pushes past the retention
     if history is not None:  # a save that keeps history makes a revision, even one that appends nothing
         head = history.head(expected.revision, base.doc_len + base.log_len)
         record, line = (head.revision, stamp(now())), line or b"[]"

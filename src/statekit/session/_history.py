@@ -20,9 +20,10 @@ import msgspec
 import orjson
 
 from statekit.errors import ConflictError, DocumentError
-from statekit.session._archive import Archive, Step
+from statekit.session._archive import Archive, IndexChange, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
+from statekit.session._history_beside import change, first_records
 from statekit.session._history_index import HeadHistory, index_of, parse_index_json
 from statekit.session._history_records import Entry, Located, Revision, now, record_json, widest
 from statekit.session._lineage import over_deltas
@@ -94,6 +95,8 @@ async def plan(
                 held = ()  # a damaged head (only overwrite=True writes over one): kept as it was
             old = Revision(expected.revision, None, None, size, held)
         kept = (old, *(head.entries if head is not None else ()))
+    if backend.blobs.beside:  # the backend keeps the records beside the head: it cuts them, in its own step
+        return _beside(backend, key, head, old if stored else None, (retention, modules, forked_from)), expected
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
         return Step(Archive(None, tuple(sorted(head.blobs(0)))), None), expected
@@ -117,6 +120,36 @@ async def plan(
         source=lambda: backend.source(key),
     )
     return Step(Archive(keep_as, drop), new), expected
+
+
+def _beside(
+    backend: Backend,
+    key: SessionKey,
+    head: HeadHistory | None,
+    old: Revision | None,
+    new: tuple[int | None, tuple[str, ...], tuple[str, str, str] | None],
+) -> Step:
+    """:func:`plan`'s step on a backend that keeps the records beside the head (see :mod:`._history_beside`):
+    the replaced head's records to put first (``old``: the replaced head, ``None`` when nothing is stored),
+    and the retention; ``new``: the retention, the modules and the fork the new head records."""
+    retention, modules, forked_from = new
+    if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
+        assert head is not None
+        drop = () if head.beside is not None else tuple(sorted(head.blobs(0)))  # (a head that held its records)
+        return Step(Archive(None, drop, IndexChange(b"", replace=False, keep=0)), None)
+    records, newest = first_records(head, old, old.revision) if old is not None else (b"", "")
+    index = HeadHistory(
+        keep=retention,
+        saved_at=now(),
+        parent=None if old is None else old.revision,
+        forked_from=forked_from,
+        modules=modules,
+        source=lambda: backend.source(key),
+        beside=newest,
+        unread=True,
+    )
+    keep_as = None if old is None else old.revision
+    return Step(Archive(keep_as, (), change(head, records, retention)), index)
 
 
 async def store_states(

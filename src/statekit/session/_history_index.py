@@ -25,6 +25,11 @@ index rides in every save. The oldest record always says its parent.
 The index rides inside the head, so the compare-and-set that writes the head
 writes the index too: what is kept and what is pruned changes atomically with
 the save. Each kept revision's bytes are a blob named by its revision (:mod:`._archive`).
+
+A backend that keeps the records beside the head (``history_beside``, Redis:
+see :mod:`._history_beside`) writes ``"beside"`` instead of ``"kept"``: the
+revision of the newest record it keeps there (``""``: none yet), which a reader
+checks the records it reads against.
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ class HeadHistory:
             one, or the JSON of its record as stored (decoded and checked by :meth:`kept`; a save
             carries it on as is).
         source: Says where the head is stored, for the error a malformed record raises (called only then).
+        beside: On a backend that keeps the records beside the head: the revision of the newest one kept
+            there (``""``: none); ``None``: the head holds its records.
+        unread: The records kept beside the head are not in ``entries`` (only those its delta lines make).
     """
 
     keep: int | None
@@ -81,6 +89,8 @@ class HeadHistory:
     modules: tuple[str, ...]
     entries: tuple[Entry, ...] = ()
     source: Callable[[], str] = str
+    beside: str | None = None
+    unread: bool = False
 
     def head(self, revision: str, size: int) -> Revision:
         """The head's own record, given its revision and size (which the head cannot hold)."""
@@ -92,6 +102,7 @@ class HeadHistory:
         Raises:
             DocumentError: A record is malformed (naming it).
         """
+        assert not self.unread, "the records kept beside the head are read first (_history_beside.complete)"
         out: list[Revision] = []
         newer = self.modules
         for index, entry in enumerate(self.entries):
@@ -180,7 +191,9 @@ class HeadHistory:
         if self.forked_from is not None:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
-        if json:  # one fragment: the records carried on are joined as they are stored
+        if self.beside is not None:  # the records are kept beside the head: only the newest one's name
+            meta["beside"] = self.beside
+        elif json:  # one fragment: the records carried on are joined as they are stored
             meta["kept"] = orjson.Fragment(b"[%s]" % self._joined())
         else:
             meta["kept"] = [
@@ -235,6 +248,7 @@ class _Index(msgspec.Struct):
     forked_from: tuple[str, str, str] | None = None
     modules: list[str] = msgspec.field(default_factory=list)
     kept: list[msgspec.Raw] = msgspec.field(default_factory=list)
+    beside: str | None = None
 
 
 _INDEX = msgspec.json.Decoder(_Index)
@@ -281,6 +295,8 @@ def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
         saved_at = parsed_time(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
     elif saved_at is not None and saved_at.utcoffset():
         saved_at = saved_at.astimezone(timezone.utc)
+    if index.beside is not None and index.kept:
+        raise DocumentError(f"{_WHERE} holds both kept and beside: one or the other", source=source())
     return HeadHistory(
         keep=index.keep,
         saved_at=saved_at,
@@ -289,6 +305,8 @@ def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
         modules=tuple(index.modules),
         entries=tuple(index.kept),
         source=source,
+        beside=index.beside,
+        unread=index.beside is not None,
     )
 
 
@@ -308,6 +326,9 @@ def parse_index(meta: object, source: str) -> HeadHistory:
     if not isinstance(kept_list, list):
         raise DocumentError(f"{where}.kept should be a list, got {type(kept_list).__name__}", source=source)
     kept = tuple(_as_json(item, f"{where}.kept[{index}]", source) for index, item in enumerate(kept_list))
+    beside = data.get("beside")
+    if beside is not None and (not isinstance(beside, str) or kept):
+        raise DocumentError(f"{where}.beside should be a revision string, and kept absent, got {beside!r}", source=source)
     return HeadHistory(
         keep=keep,
         saved_at=parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
@@ -316,6 +337,8 @@ def parse_index(meta: object, source: str) -> HeadHistory:
         modules=module_names(data.get("modules", []), f"{where}.modules", source),
         entries=kept,
         source=lambda: source,
+        beside=beside,
+        unread=beside is not None,
     )
 
 

@@ -9,12 +9,13 @@ named by). Writes (rollback, fork, prune) are compare-and-sets planned by
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
-from statekit.errors import ConflictError, DocumentError, LeaseError, SessionNotFoundError
+from statekit.errors import ConflictError, DocumentError, LeaseError, SessionError, SessionNotFoundError
 from statekit.session._backend import Backend
 from statekit.session._history import head_of, plan, store_states, stored_modules, stored_size
+from statekit.session._history_beside import complete
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import Revision, widest
 from statekit.session._ids import SessionKey
@@ -25,14 +26,58 @@ from statekit.session._delta_load import is_joined
 from statekit.session._revisions import MISSING, UNKNOWN, Expected, StoredDocument, Unknown, revision_of
 from statekit.session.document import META_KEY, without_token
 
+T = TypeVar("T")
+
 
 async def list_history(backend: Backend, key: SessionKey, limit: int | None) -> list[Revision]:
     """The session's revisions, newest first, the head first (``[]``: no such session)."""
+    return await _again(lambda: _listed(backend, key, limit))
+
+
+async def _again(read: Callable[[], Awaitable[T]]) -> T:
+    """``read()``, read again while a write comes in between the head's read and its records'
+    (a backend that keeps them beside the head, see :mod:`._history_beside`).
+
+    Raises:
+        SessionError: Writers kept replacing the head while it was read.
+    """
+    for _ in range(_READS - 1):
+        try:
+            return await read()
+        except _Moved:
+            continue
+    try:
+        return await read()
+    except _Moved as err:
+        raise SessionError(f"{err.source} kept being written while its history was read; try again") from None
+
+
+_READS = 5
+"""How many times a history read reads the head and its records before it gives up."""
+
+
+class _Moved(Exception):
+    """A write came in between the read of a head and of the records kept beside it."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(source)
+        self.source = source
+
+
+async def _complete(backend: Backend, key: SessionKey, index: HeadHistory | None) -> HeadHistory | None:
+    try:
+        return await complete(backend, key, index)
+    except ConflictError as err:
+        raise _Moved(backend.source(key)) from err
+
+
+async def _listed(backend: Backend, key: SessionKey, limit: int | None) -> list[Revision]:
     raw = await backend.fetch(key)
     if raw is None:
         return []
     expected = Expected(raw=raw)
     index, _ = await head_of(backend, key, expected)
+    index = await _complete(backend, key, index)
     if index is None:
         revisions = [Revision(expected.revision, None, None, stored_size(raw), await stored_modules(backend, key, raw))]
     else:
@@ -47,6 +92,10 @@ async def read_at(backend: Backend, key: SessionKey, revision: str) -> tuple[byt
         SessionNotFoundError: No such session, or it holds no such revision (never kept, or pruned).
         DocumentError: The kept bytes are not the revision they are named by.
     """
+    return await _again(lambda: _read_at(backend, key, revision))
+
+
+async def _read_at(backend: Backend, key: SessionKey, revision: str) -> tuple[bytes, Expected, HeadHistory | None]:
     raw = await backend.fetch(key)
     source = backend.source(key)
     if raw is None:
@@ -55,6 +104,7 @@ async def read_at(backend: Backend, key: SessionKey, revision: str) -> tuple[byt
     index, head = await head_of(backend, key, head)
     if head.revision == revision:
         return raw, head, index
+    index = await _complete(backend, key, index)
     place = None if index is None else index.locate(revision)
     if place is None:
         raise SessionNotFoundError(_not_kept(source, revision, index))

@@ -76,6 +76,8 @@ def over_deltas(index: HeadHistory | None, raw: bytes, source: str) -> HeadHisto
         modules=index.modules,
         entries=entries,
         source=index.source,
+        beside=index.beside,
+        unread=index.unread,
     )
     return over if index.keep is None or len(entries) <= index.keep else attrs.evolve(over, entries=over.truncated(index.keep))
 
@@ -104,6 +106,8 @@ def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) ->
         modules=index.modules,
         entries=entries,
         source=index.source,
+        beside=index.beside,
+        unread=index.unread,
     )
     if index.keep is None or len(entries) <= index.keep:
         return over, set()

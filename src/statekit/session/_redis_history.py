@@ -3,7 +3,9 @@
 A session key ``K`` that keeps history has ``K:history`` (on a Redis Cluster,
 plus a hash tag when needed to sit in ``K``'s slot, as the write ids and leases
 do: :func:`._redis_ids.beside`), a hash from each kept blob's name (a revision)
-to the bytes ``K`` held then, deltas included. :data:`KEEP` is the
+to the bytes ``K`` held then, deltas included, and from :data:`INDEX_FIELD` to
+the kept records (one per line, newest first: :mod:`._history_beside`), which
+therefore ride in no save or load of ``K``. :data:`KEEP` is the
 compare-and-set of ``COMPARE_AND_SET`` (or of ``IF_BASE`` after a delta save)
 that also copies the old value into the hash and removes the pruned fields, in
 one script: the value never travels to the client and back. The hash expires
@@ -26,7 +28,48 @@ from statekit.session.document import HEAD_BYTES, token_mark
 HISTORY_SUFFIX = ":history"
 """What follows the session key in its kept revisions' key (never ``:state``: listing does not see it)."""
 
-KEEP = Script(MINE + FENCE + SAVE + REVISION + f"""
+INDEX_FIELD = ""
+"""The field of ``K:history`` holding the session's kept records (see :mod:`._history_beside`): no revision is empty."""
+
+_BESIDE = """
+local function blob_of(line)
+  return string.match(line, '"in":"([^"]*)"') or string.match(line, '"revision":"([^"]*)"') or ''
+end
+local function kept_in(index, blob)
+  if string.find(index, '"in":"' .. blob .. '"', 1, true) then return true end
+  local from = 1
+  while true do
+    local at = string.find(index, '"revision":"' .. blob .. '"', from, true)
+    if not at then return false end
+    local first, last = at, string.find(index, '\\n', at, true) or #index
+    while first > 1 and string.byte(index, first - 1) ~= 10 do first = first - 1 end
+    if blob_of(string.sub(index, first, last)) == blob then return true end
+    from = last + 1
+  end
+end
+local function beside(mode, records, keep)
+  local index, gone = records, redis.call('HGET', KEYS[4], '') or ''
+  if mode == 'add' then index, gone = index .. gone, '' end
+  if keep ~= '' then
+    local at = 0
+    for _ = 1, tonumber(keep) do
+      at = string.find(index, '\\n', at + 1, true)
+      if not at then break end
+    end
+    if at then index, gone = string.sub(index, 1, at), string.sub(index, at + 1) .. gone end
+  end
+  for line in string.gmatch(gone, '[^\\n]+') do
+    local blob = blob_of(line)
+    if blob ~= '' and not kept_in(index, blob) then redis.call('HDEL', KEYS[4], blob) end
+  end
+  if index == '' then redis.call('HDEL', KEYS[4], '') else redis.call('HSET', KEYS[4], '', index) end
+end
+"""
+"""``beside(mode, records, keep)``: the session's kept records (field :data:`INDEX_FIELD` of KEYS[4]) become
+``records`` ('set') or ``records`` followed by them ('add'), cut to ``keep`` records ('' = all); the blobs that
+only records no longer listed are in are removed. :func:`._history_beside.advance` in Lua."""
+
+KEEP = Script(MINE + FENCE + SAVE + REVISION + _BESIDE + f"""
 local refused = fence(KEYS[3], ARGV[#ARGV - 3])
 if refused then return refused end
 local current = redis.call('GET', KEYS[1])
@@ -40,15 +83,17 @@ else
 end
 save(ARGV[1], ARGV[3])
 if current and ARGV[6] ~= '' then redis.call('HSETNX', KEYS[4], ARGV[6], current) end
-for index = 7, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
+for index = 10, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
+if ARGV[7] ~= '' then beside(ARGV[7], ARGV[8], ARGV[9]) end
 stamp()
 return 1
 """)
 """``COMPARE_AND_SET`` keeping the old value: write ARGV[1] (ARGV[3]: TTL, '' or 'keep') if the stored value is
 still the one expected: ARGV[4] 'revision': its SHA-1 is ARGV[2] ('' = no value); ARGV[4] 'base': its head holds
 ARGV[2] (the document's token) and its length is ARGV[5]. Then the old value (if any) becomes field ARGV[6] of
-KEYS[4] (unless ARGV[6] is ''), the fields ARGV[7..] are removed, and KEYS[4] expires with the value. Then the
-lease token and the write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
+KEYS[4] (unless ARGV[6] is ''), the fields ARGV[10..] are removed, and, unless ARGV[7] is '', the kept records
+change (``beside(ARGV[7], ARGV[8], ARGV[9])``); KEYS[4] expires with the value. Then the lease token and the
+write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
 
 PUT = Script(FENCE + ALIGN + """
 local refused = fence(KEYS[2], ARGV[3])
@@ -78,12 +123,17 @@ def history_key(name: str, cluster: bool) -> str:
 
 def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tuple[Any, ...]:
     """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument)."""
-    keep_as = archive.keep_as or ""
+    index = archive.index
+    beside = ("", "", "") if index is None else (
+        "set" if index.replace else "add", index.records, "" if index.keep is None else str(index.keep)
+    )
     if expected.only_base:
         base = expected.base
         assert base is not None
-        return (data, token_mark(base.token), ttl, "base", str(base.doc_len + base.log_len), keep_as, *archive.drop)
-    return (data, expected.revision, ttl, "revision", "", keep_as, *archive.drop)
+        head: tuple[Any, ...] = (token_mark(base.token), ttl, "base", str(base.doc_len + base.log_len))
+    else:
+        head = (expected.revision, ttl, "revision", "")
+    return (data, *head, archive.keep_as or "", *beside, *archive.drop)
 
 
 def blob_text(value: Any) -> bytes | None:
@@ -92,5 +142,6 @@ def blob_text(value: Any) -> bytes | None:
 
 
 def blob_names(names: Any) -> list[str]:
-    """``HKEYS``'s answer as names."""
-    return [name.decode("utf-8") if isinstance(name, bytes) else str(name) for name in names]
+    """``HKEYS``'s answer as the blobs' names (the kept records' field left out)."""
+    found = (name.decode("utf-8") if isinstance(name, bytes) else str(name) for name in names)
+    return [name for name in found if name != INDEX_FIELD]

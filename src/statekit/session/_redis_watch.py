@@ -12,7 +12,9 @@ from redis.client import NEVER_DECODE
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive
 from statekit.session._companion import value_joined
+from statekit.session._history_beside import advance
 from statekit.session._redis_fence import Answer, fence_watching
+from statekit.session._redis_history import INDEX_FIELD
 from statekit.session._redis_ids import DONE, Pipe, Planned, companion_expiry, expire_as, watched
 from statekit.session._redis_once import Sending, executed
 from statekit.session._revisions import Expected
@@ -95,13 +97,20 @@ async def keep_watching(
         current: Any = await pipe.execute_command("GET", name, **{NEVER_DECODE: True})  # bytes or None
         if not _holds(current, expected):
             return None
+        index = None
+        if archive.index is not None:  # the kept records change with the value (only writes of it change them)
+            stored: Any = await pipe.execute_command("HGET", history, INDEX_FIELD, **{NEVER_DECODE: True})
+            index = advance(stored, archive.index)
 
         def queue(queued: Pipe) -> None:
             queued.set(name, data, **_expiry(key_ttl, keep_ttl))
             if current is not None and archive.keep_as is not None:
                 queued.hsetnx(history, archive.keep_as, current)
-            if archive.drop:
-                queued.hdel(history, *archive.drop)
+            drop = archive.drop if index is None else (*archive.drop, *index[1])
+            if drop:
+                queued.hdel(history, *drop)
+            if index is not None:
+                queued.hset(history, INDEX_FIELD, index[0]) if index[0] else queued.hdel(history, INDEX_FIELD)
 
         return queue, expiry
 

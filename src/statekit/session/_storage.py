@@ -144,6 +144,14 @@ class Storage(abc.ABC):
             await self._drop_blobs(key, archive.drop)
         return True
 
+    history_beside: ClassVar[bool] = False
+    """Whether the backend keeps a session's kept records beside its head (see :mod:`._history_beside`):
+    its ``_write_keeping`` does ``archive.index`` to them in the same step, and ``_get_index`` reads them."""
+
+    async def _get_index(self, key: SessionKey) -> bytes | None:
+        """The session's kept records, as a backend with ``history_beside`` keeps them (``None``: none)."""
+        raise SessionError(f"{type(self).__name__} keeps no history index beside its sessions (history_beside is false)")
+
     async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
         """Store ``data`` as the session's blob ``name`` (durably, before returning; idempotent:
         a blob of that name always holds the same bytes). ``data`` may carry deltas (``data.log``)."""
@@ -267,7 +275,7 @@ class Storage(abc.ABC):
             (self._secret_box, self.omit_secrets),
             self._revisions,
             self.writes_in_threads,
-            (self.keep_history, self.supports_history),
+            (self.keep_history, self.supports_history, self.history_beside),
         )
 
 

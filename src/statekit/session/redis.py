@@ -60,7 +60,9 @@ try:
     from statekit.session._redis_cluster import is_cluster
     from statekit.session._redis_guard import Guard
     from statekit.session._redis_fence import carried, fenced
-    from statekit.session._redis_history import DROP, KEEP, PUT, blob_names, blob_text, history_key, keep_args
+    from statekit.session._redis_history import (
+        DROP, INDEX_FIELD, KEEP, PUT, blob_names, blob_text, history_key, keep_args,
+    )
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
@@ -131,6 +133,7 @@ class RedisSession(SessionBase):
     supports_appends: ClassVar[bool] = True
     supports_leases: ClassVar[bool] = True
     supports_history: ClassVar[bool] = True
+    history_beside: ClassVar[bool] = True
     default_user_id: ClassVar[str] = "default_user"
     """The ``user_id`` of calls that give none, as in the reference."""
 
@@ -322,6 +325,10 @@ class RedisSession(SessionBase):
         async with self._errors(key):
             value = blob_text(await self._client.execute_command("HGET", self._keys(key)[3], name))
         return None if value is None else value_joined(value)
+
+    async def _get_index(self, key: SessionKey) -> bytes | None:
+        async with self._errors(key):
+            return blob_text(await self._client.execute_command("HGET", self._keys(key)[3], INDEX_FIELD))
 
     async def _list_blobs(self, key: SessionKey) -> list[str]:
         async with self._errors(key):

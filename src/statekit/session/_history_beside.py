@@ -1,0 +1,128 @@
+"""The history's records kept beside the head (``history_beside``: Redis): what a write puts first, how the index is cut, reading it back.
+
+A backend with ``history_beside`` keeps a session's kept records in its own
+store, not in the head document: one record per line of JSON, newest first,
+each one whole (its parent and modules always said, so that any cut of the
+index reads alone). The head's metadata names the newest record kept there
+(``"beside"``, see :mod:`._history_index`), so a reader that reads the head,
+then the records, tells whether a write came in between.
+
+A save then plans no index: it sends the records of the head it replaces
+(:func:`first_records`) and the retention, and the backend's own atomic step
+puts them first, cuts the index to the retention and removes the blobs that
+only the records cut off are in (:func:`advance` is that step in Python: the
+``WATCH`` twin runs it, and the Lua script does the same). The head's
+document, hashed, sent and read at every turn, stays as small as without
+history.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+import attrs
+import orjson
+
+from statekit.errors import ConflictError
+from statekit.session._archive import IndexChange
+from statekit.session._backend import Backend
+from statekit.session._history_index import HeadHistory
+from statekit.session._history_records import Entry, Located, Revision, name_of, record_json
+from statekit.session._ids import SessionKey
+
+_IN: Final = re.compile(rb'"in":"([^"]*)"')
+_REVISION: Final = re.compile(rb'"revision":"([^"]*)"')
+
+
+def whole_record(entry: Revision | Located) -> bytes:
+    """A decoded record as a line of the index: its parent and modules always said."""
+    return orjson.dumps(record_json(entry, None, None)) + b"\n"
+
+
+def first_records(head: HeadHistory | None, old: Revision, keep_as: str) -> tuple[bytes, str]:
+    """The lines a write over ``old`` (the replaced head, kept as the blob ``keep_as``) puts first, and the
+    newest one's revision: ``old``'s record, then those of the revisions its delta lines made (which the blob
+    holds), then, when ``head`` still holds its records (a head written before the index went beside it),
+    all of those, so that the index replaces them.
+
+    Raises:
+        DocumentError: A record the head holds is malformed.
+    """
+    lines = [whole_record(old)]
+    if head is not None:
+        kept = head.kept() if head.beside is None else ()
+        for index, entry in enumerate(head.entries):
+            if isinstance(entry, Located):  # (one of the replaced head's delta lines: in the blob it becomes)
+                lines.append(whole_record(entry if entry.blob is not None else attrs.evolve(entry, blob=keep_as)))
+            elif head.beside is None:  # a record the head holds, as stored: whole
+                blob, count = head.place(index)
+                record = kept[index]
+                lines.append(whole_record(record if count is None or blob is None else Located(record, count, blob)))
+    return b"".join(lines), old.revision
+
+
+def change(head: HeadHistory | None, records: bytes, retention: int | None) -> IndexChange:
+    """What a write with these first ``records`` does to the index (after ``head``, the head it replaces)."""
+    return IndexChange(records, replace=head is None or head.beside is None, keep=retention)
+
+
+def advance(stored: bytes | None, index: IndexChange) -> tuple[bytes, tuple[str, ...]]:
+    """The index once a write does ``index`` to the ``stored`` one, and the blobs it removes: those that only
+    records no longer listed are in (the step the backend takes atomically; the Lua script does the same)."""
+    stored = stored or b""
+    lines, gone = (index.records, stored) if index.replace else (index.records + stored, b"")
+    if index.keep is not None:
+        at = 0
+        for _ in range(index.keep):
+            at = lines.find(b"\n", at) + 1
+            if at == 0:
+                break
+        else:
+            lines, gone = lines[:at], lines[at:] + gone
+    if not gone:
+        return lines, ()
+    used = {_blob(line) for line in _lines(lines)}
+    drop: list[str] = []
+    for line in _lines(gone):
+        blob = _blob(line)
+        if blob and blob not in used:
+            used.add(blob)
+            drop.append(blob)
+    return lines, tuple(drop)
+
+
+def _blob(line: bytes) -> str:
+    """The blob a record line is in: its ``"in"``, else its revision (``""``: it names none)."""
+    found = _IN.search(line) or _REVISION.search(line)
+    return found.group(1).decode("utf-8", "replace") if found is not None else ""
+
+
+def _lines(index: bytes) -> list[bytes]:
+    """The records of an index: its lines (each ends with a newline; JSON holds none)."""
+    return [line for line in index.split(b"\n") if line]
+
+
+def records_of(stored: bytes | None) -> tuple[bytes, ...]:
+    """The records of an index as stored (its lines)."""
+    return tuple(_lines(stored)) if stored else ()
+
+
+async def complete(backend: Backend, key: SessionKey, index: HeadHistory | None) -> HeadHistory | None:
+    """``index`` with the records kept beside its head read into it (as is when it holds them).
+
+    Raises:
+        ConflictError: The records read belong to another head (a write came in between: read again).
+    """
+    if index is None or not index.unread:
+        return index
+    records = records_of(await backend.blobs.index(backend.faults, key))
+    if records and name_of(records[0]) != index.beside:
+        source = backend.source(key)
+        raise ConflictError(f"{source} was written while its history was read; read it again", source=source)
+    entries: Iterable[Entry] = (*index.entries, *records)
+    read = attrs.evolve(index, entries=tuple(entries), unread=False)
+    if index.keep is not None and len(read.entries) > index.keep:
+        read = attrs.evolve(read, entries=read.truncated(index.keep))
+    return read
