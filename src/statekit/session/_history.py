@@ -70,7 +70,11 @@ async def plan(
         ConflictError: Only a revision was expected and the stored one is another.
         DocumentError: The stored head's history index is malformed.
     """
-    head, expected = await head_of(backend, key, expected)
+    known = expected.history
+    if isinstance(known, Unknown):
+        head, expected = await head_of(backend, key, expected)
+    else:  # a save over what the object remembers: no coroutine to await
+        head = known
     if not backend.supports_history:
         return None, expected
     retention = widest(head.keep if head is not None else 0, backend.keep_history) if keep is UNKNOWN else keep
@@ -83,6 +87,8 @@ async def plan(
     if stored:
         raw, base = expected.raw, expected.base
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
+        if head is not None and backend.blobs.beside:  # a save's usual case there: the head's own record first
+            return _beside(backend, key, head, (expected.revision, size), (retention, modules, forked_from)), expected
         if head is not None:
             old = head.head(expected.revision, size)
             if _in_head(head):
@@ -126,29 +132,30 @@ def _beside(
     backend: Backend,
     key: SessionKey,
     head: HeadHistory | None,
-    old: Revision | None,
+    old: Revision | tuple[str, int] | None,
     new: tuple[int | None, tuple[str, ...], tuple[str, str, str] | None],
 ) -> Step:
     """:func:`plan`'s step on a backend that keeps the records beside the head (see :mod:`._history_beside`):
-    the replaced head's records to put first (``old``: the replaced head, ``None`` when nothing is stored),
-    and the retention; ``new``: the retention, the modules and the fork the new head records."""
+    the replaced head's records to put first, and the retention. ``old``: the replaced head (its revision
+    and size when ``head`` is its index; ``None`` when nothing is stored); ``new``: the retention, the
+    modules and the fork the new head records."""
     retention, modules, forked_from = new
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
         drop = () if head.beside is not None else tuple(sorted(head.blobs(0)))  # (a head that held its records)
         return Step(Archive(None, drop, IndexChange(b"", replace=False, keep=0)), None)
-    records, newest = first_records(head, old, old.revision) if old is not None else (b"", "")
+    keep_as = None if old is None else old[0] if isinstance(old, tuple) else old.revision
+    records = b"" if old is None else first_records(head, old)
     index = HeadHistory(
         keep=retention,
         saved_at=now(),
-        parent=None if old is None else old.revision,
+        parent=keep_as,
         forked_from=forked_from,
         modules=modules,
-        source=lambda: backend.source(key),
-        beside=newest,
+        source=(lambda: backend.source(key)) if head is None else head.source,  # (the same session's)
+        beside=keep_as or "",
         unread=True,
     )
-    keep_as = None if old is None else old.revision
     return Step(Archive(keep_as, (), change(head, records, retention)), index)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import orjson
@@ -29,7 +29,7 @@ from statekit.errors import ConflictError
 from statekit.session._archive import IndexChange
 from statekit.session._backend import Backend
 from statekit.session._history_index import HeadHistory
-from statekit.session._history_records import Entry, Located, Revision, name_of, record_json
+from statekit.session._history_records import Entry, Located, Revision, name_of, record_json, time_text
 from statekit.session._ids import SessionKey
 
 _IN: Final = re.compile(rb'"in":"([^"]*)"')
@@ -38,19 +38,32 @@ _REVISION: Final = re.compile(rb'"revision":"([^"]*)"')
 
 def whole_record(entry: Revision | Located) -> bytes:
     """A decoded record as a line of the index: its parent and modules always said."""
-    return orjson.dumps(record_json(entry, None, None)) + b"\n"
+    return orjson.dumps(record_json(entry, None, None), option=orjson.OPT_APPEND_NEWLINE)
 
 
-def first_records(head: HeadHistory | None, old: Revision, keep_as: str) -> tuple[bytes, str]:
-    """The lines a write over ``old`` (the replaced head, kept as the blob ``keep_as``) puts first, and the
-    newest one's revision: ``old``'s record, then those of the revisions its delta lines made (which the blob
-    holds), then, when ``head`` still holds its records (a head written before the index went beside it),
+def first_records(head: HeadHistory | None, old: Revision | tuple[str, int]) -> bytes:
+    """The lines a write over the replaced head puts first: its record (``old``: the record, or its revision
+    and size when ``head`` is its index), then those of the revisions its delta lines made (in the blob its
+    revision names), then, when ``head`` still holds its records (written before the index went beside it),
     all of those, so that the index replaces them.
 
     Raises:
         DocumentError: A record the head holds is malformed.
     """
-    lines = [whole_record(old)]
+    if isinstance(old, Revision):
+        keep_as, lines = old.revision, [whole_record(old)]
+    else:
+        assert head is not None
+        keep_as, size = old
+        record: dict[str, Any] = {
+            "revision": keep_as, "saved_at": time_text(head.saved_at), "size": size, "parent": head.parent,
+            "modules": head.modules,
+        }
+        if head.forked_from is not None:
+            record["forked_from"] = head.forked_from
+        if not head.entries:  # a save's usual case: its one line
+            return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+        lines = [orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)]
     if head is not None:
         kept = head.kept() if head.beside is None else ()
         for index, entry in enumerate(head.entries):
@@ -58,9 +71,8 @@ def first_records(head: HeadHistory | None, old: Revision, keep_as: str) -> tupl
                 lines.append(whole_record(entry if entry.blob is not None else attrs.evolve(entry, blob=keep_as)))
             elif head.beside is None:  # a record the head holds, as stored: whole
                 blob, count = head.place(index)
-                record = kept[index]
-                lines.append(whole_record(record if count is None or blob is None else Located(record, count, blob)))
-    return b"".join(lines), old.revision
+                lines.append(whole_record(kept[index] if count is None or blob is None else Located(kept[index], count, blob)))
+    return b"".join(lines)
 
 
 def change(head: HeadHistory | None, records: bytes, retention: int | None) -> IndexChange:

@@ -6,7 +6,6 @@ hand-edited head fails with the path of what is wrong (``where``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final
@@ -75,18 +74,27 @@ def time_text(value: datetime | None) -> str | None:
 
 
 def stamp(value: datetime) -> str:
-    """A time as a record (or a delta line, see :mod:`._proofs`) holds it: ISO 8601, UTC written ``Z``."""
+    """A time as a record (or a delta line, see :mod:`._proofs`) holds it: ISO 8601, UTC written ``Z``.
+
+    A UTC time's text is remembered by the time object itself (its identity: hashing an aware datetime
+    costs more than writing it): a save writes its time, and the next save writes it again in the record
+    of the head it replaces."""
     if value.tzinfo is timezone.utc:
-        return _utc_stamp(value)
+        known = _STAMPS.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        text = value.isoformat()[:-6] + "Z"
+        if len(_STAMPS) >= _STAMPED:
+            _STAMPS.clear()
+        _STAMPS[id(value)] = (value, text)  # (holding the time: its id is not given to another meanwhile)
+        return text
     text = value.isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-@functools.lru_cache(maxsize=512)
-def _utc_stamp(value: datetime) -> str:
-    """:func:`stamp` of a UTC time, remembered: a save writes its time, and the next save writes it again
-    in the record of the head it replaces."""
-    return value.isoformat()[:-6] + "Z"
+_STAMPS: dict[int, tuple[datetime, str]] = {}
+_STAMPED: Final = 1024
+"""How many times' texts :func:`stamp` remembers (then it starts again)."""
 
 
 def record_of(item: object, where: str, source: str, implied: tuple[str | None, tuple[str, ...]]) -> Revision:
