@@ -554,13 +554,54 @@ async def test_a_history_read_with_a_write_in_between_reads_again(
             await session.asave("s", "u", counter=Counter(count=count))
         read_index, writes = RedisSession._get_index, [3, 4]
 
-        async def with_a_write(self: RedisSession, key: Any) -> bytes | None:
+        async def with_a_write(self: RedisSession, key: Any, field: str = "") -> bytes | None:
             if writes:
                 await writer.asave("s", "u", counter=Counter(count=writes.pop(0)))
-            return await read_index(self, key)
+            return await read_index(self, key, field)
 
         monkeypatch.setattr(RedisSession, "_get_index", with_a_write)
         listed = await session.ahistory("s", "u")
         assert not writes  # two writes came in between: read three times
         assert listed[0].revision == await session.arevision("s", "u")
         assert len(listed) == 5 and [r.parent for r in listed[:-1]] == [r.revision for r in listed[1:]]
+
+
+async def test_a_turn_saved_as_a_delta_drops_the_kept_heads_it_pushes_past_the_retention(make: Make) -> None:
+    """A turn appends one line and writes no records; the records beside the head are read once (they
+    are not in the head), so the kept heads its line pushes past the retention are removed after it."""
+    async with make(keep_history=3) as session:
+        memory, key = Memory(), session.key("s", "u")
+        for note in ("a", "b", "c"):  # three full writes: two kept heads, named beside the head
+            memory.note = note
+            await session.asave("s", "u", memory=memory)
+        kept = [revision.revision for revision in (await session.ahistory("s", "u"))[1:]]
+        assert sorted(await session._list_blobs(key)) == sorted(kept) and len(kept) == 2
+        left = []
+        for turn in range(3):  # each turn is a delta line: its revisions count against the 3 kept
+            memory.content.append(Msg(role="user", text=f"turn {turn}"))
+            await session.asave("s", "u", memory=memory)
+            left.append(sorted(await session._list_blobs(key)))
+        assert left == [sorted(kept), [kept[0]], []]
+        listed = await session.ahistory("s", "u")
+        assert len(listed) == 4
+        for age, revision in enumerate(listed):
+            loaded = Memory()
+            await session.aload_at("s", revision.revision, user_id="u", memory=loaded)
+            assert len(loaded.content) == 3 - age
+
+
+async def test_a_history_read_that_writers_never_let_finish_says_so(make: Make, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading again has a bound: a head replaced at every read of its records fails with SessionError."""
+    async with make(keep_history=5) as session, make(keep_history=5) as writer:
+        await session.asave("s", "u", counter=Counter(count=0))
+        read_index, count = RedisSession._get_index, [0]
+
+        async def with_a_write(self: RedisSession, key: Any, field: str = "") -> bytes | None:
+            count[0] += 1
+            await writer.asave("s", "u", counter=Counter(count=count[0]))
+            return await read_index(self, key, field)
+
+        monkeypatch.setattr(RedisSession, "_get_index", with_a_write)
+        with pytest.raises(SessionError, match="kept being written while its history was read"):
+            await session.ahistory("s", "u")
+        assert count[0] == 5

@@ -34,7 +34,7 @@ from statekit.session._archive import Step
 from statekit.session._backend import Backend
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._history import plan
-from statekit.session._history_beside import complete
+from statekit.session._history_beside import Moved, complete
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import now, stamp, widest
 from statekit.session._ids import SessionKey
@@ -137,7 +137,10 @@ async def _save_delta(
     base, line, items = delta
     head, record = None, None
     if history is not None and history.unread and history.keep is not None:  # records kept beside the head:
-        history = await complete(backend, key, history)  # read once, for those the line pushes past the retention
+        try:  # read once, for those the line pushes past the retention
+            history = await complete(backend, key, history)
+        except Moved as err:  # another head was written since this one was read
+            raise ConflictError(conflict_message(err.source, created=False), source=err.source) from None
     if history is not None:  # a save that keeps history makes a revision, even one that appends nothing
         head = history.head(expected.revision, base.doc_len + base.log_len)
         record, line = (head.revision, stamp(now())), line or b"[]"

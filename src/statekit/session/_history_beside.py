@@ -25,7 +25,6 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from statekit.errors import ConflictError
 from statekit.session._archive import IndexChange
 from statekit.session._backend import Backend
 from statekit.session._history_index import HeadHistory
@@ -121,18 +120,25 @@ def records_of(stored: bytes | None) -> tuple[bytes, ...]:
     return tuple(_lines(stored)) if stored else ()
 
 
+class Moved(Exception):
+    """The records kept beside a head belong to another head: a write came in between their reads."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(source)
+        self.source = source
+
+
 async def complete(backend: Backend, key: SessionKey, index: HeadHistory | None) -> HeadHistory | None:
     """``index`` with the records kept beside its head read into it (as is when it holds them).
 
     Raises:
-        ConflictError: The records read belong to another head (a write came in between: read again).
+        Moved: The records read belong to another head (a write came in between: read again).
     """
     if index is None or not index.unread:
         return index
     records = records_of(await backend.blobs.index(backend.faults, key))
     if records and name_of(records[0]) != index.beside:
-        source = backend.source(key)
-        raise ConflictError(f"{source} was written while its history was read; read it again", source=source)
+        raise Moved(backend.source(key))
     entries: Iterable[Entry] = (*index.entries, *records)
     read = attrs.evolve(index, entries=tuple(entries), unread=False)
     if index.keep is not None and len(read.entries) > index.keep:

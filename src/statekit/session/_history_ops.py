@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from statekit.errors import ConflictError, DocumentError, LeaseError, SessionError, SessionNotFoundError
 from statekit.session._backend import Backend
 from statekit.session._history import head_of, plan, store_states, stored_modules, stored_size
-from statekit.session._history_beside import complete
+from statekit.session._history_beside import Moved, complete
 from statekit.session._history_index import HeadHistory
 from statekit.session._history_records import Revision, widest
 from statekit.session._ids import SessionKey
@@ -41,34 +41,17 @@ async def _again(read: Callable[[], Awaitable[T]]) -> T:
     Raises:
         SessionError: Writers kept replacing the head while it was read.
     """
-    for _ in range(_READS - 1):
+    for attempt in range(_READS):
         try:
             return await read()
-        except _Moved:
-            continue
-    try:
-        return await read()
-    except _Moved as err:
-        raise SessionError(f"{err.source} kept being written while its history was read; try again") from None
+        except Moved as err:
+            if attempt == _READS - 1:
+                raise SessionError(f"{err.source} kept being written while its history was read; try again") from None
+    raise AssertionError("unreachable")
 
 
 _READS = 5
 """How many times a history read reads the head and its records before it gives up."""
-
-
-class _Moved(Exception):
-    """A write came in between the read of a head and of the records kept beside it."""
-
-    def __init__(self, source: str) -> None:
-        super().__init__(source)
-        self.source = source
-
-
-async def _complete(backend: Backend, key: SessionKey, index: HeadHistory | None) -> HeadHistory | None:
-    try:
-        return await complete(backend, key, index)
-    except ConflictError as err:
-        raise _Moved(backend.source(key)) from err
 
 
 async def _listed(backend: Backend, key: SessionKey, limit: int | None) -> list[Revision]:
@@ -77,7 +60,7 @@ async def _listed(backend: Backend, key: SessionKey, limit: int | None) -> list[
         return []
     expected = Expected(raw=raw)
     index, _ = await head_of(backend, key, expected)
-    index = await _complete(backend, key, index)
+    index = await complete(backend, key, index)
     if index is None:
         revisions = [Revision(expected.revision, None, None, stored_size(raw), await stored_modules(backend, key, raw))]
     else:
@@ -104,7 +87,7 @@ async def _read_at(backend: Backend, key: SessionKey, revision: str) -> tuple[by
     index, head = await head_of(backend, key, head)
     if head.revision == revision:
         return raw, head, index
-    index = await _complete(backend, key, index)
+    index = await complete(backend, key, index)
     place = None if index is None else index.locate(revision)
     if place is None:
         raise SessionNotFoundError(_not_kept(source, revision, index))

@@ -17,7 +17,8 @@ the deltas (see :mod:`._proofs` for the delta lines)::
     {"statekit_log":2,"document":"9f2c4e1a0b7d3c55","deltas":2           }
 
 A session that keeps history (format 3) carries its history's index after the
-token (see :mod:`._history_index` for what ``"history"`` holds)::
+token (see :mod:`._history_index` for what ``"history"`` holds; on Redis the
+records are kept beside the head, and ``"history"`` names the newest one)::
 
     {"__statekit__": {"format": 3, "history": {"keep": 20, "saved_at": "...", "kept": [...]}}, "agent": {...}}
 

@@ -60,9 +60,8 @@ try:
     from statekit.session._redis_cluster import is_cluster
     from statekit.session._redis_guard import Guard
     from statekit.session._redis_fence import carried, fenced
-    from statekit.session._redis_history import (
-        DROP, INDEX_FIELD, KEEP, PUT, blob_names, blob_text, history_key, keep_args,
-    )
+    from statekit.session._redis_history import DROP, KEEP, PUT, blob_names, blob_text, history_key, keep_args
+    from statekit.session._redis_history import INDEX_FIELD
     from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
@@ -322,13 +321,12 @@ class RedisSession(SessionBase):
             await self._fenced(key, DROP, names, lambda keys: blob_drop_plan(keys, names))
 
     async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
-        async with self._errors(key):
-            value = blob_text(await self._client.execute_command("HGET", self._keys(key)[3], name))
+        value = await self._get_index(key, name)  # (a field of the same hash)
         return None if value is None else value_joined(value)
 
-    async def _get_index(self, key: SessionKey) -> bytes | None:
+    async def _get_index(self, key: SessionKey, field: str = INDEX_FIELD) -> bytes | None:
         async with self._errors(key):
-            return blob_text(await self._client.execute_command("HGET", self._keys(key)[3], INDEX_FIELD))
+            return blob_text(await self._client.execute_command("HGET", self._keys(key)[3], field))
 
     async def _list_blobs(self, key: SessionKey) -> list[str]:
         async with self._errors(key):
