@@ -87,13 +87,12 @@ async def save_with_appends(
     if backend.supports_history and (history is not None or backend.keep_history != 0):
         step, _ = await plan(backend, key, others.expected, others.ordered(modules))
         dumped = None  # planning may have read: dump again
-    meta = None if step is None else step.meta(json=backend.codec.fast)
     if dumped is None or others.read:  # the live dump is taken after the last await: nothing changes it before encoding
         held, raw = [], None
         with paused_gc(), secrets_with(backend.secret_box):
             skeleton = dump_many(modules, live=True, held=held)
             if not held:  # nothing append-only: the plain save
-                raw = backend.codec.dumps(plain_document(others.merged(skeleton), meta))
+                raw = backend.codec.dumps(plain_document(others.merged(skeleton), _meta(backend, step)))
                 del skeleton  # freed before the collector is back on (else its next pass walks all of it)
         if raw is not None:
             await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules), step=step)
@@ -104,11 +103,17 @@ async def save_with_appends(
         dumped = None
         if not held:
             with paused_gc(), secrets_with(backend.secret_box):
-                raw = backend.codec.dumps(plain_document(others.merged(skeleton), meta))
+                raw = backend.codec.dumps(plain_document(others.merged(skeleton), _meta(backend, step)))
                 del skeleton  # freed before the collector is back on (else its next pass walks all of it)
             await backend.store(key, raw, others.expected, overwrite=False, names=others.names(modules), step=step)
             return len(raw)
     return await _save_full(backend, key, (skeleton, shape, held), others, modules, step)
+
+
+def _meta(backend: Backend, step: Step | None) -> dict[str, Any] | None:
+    """The history index the document's metadata holds (``None``: none): made for its encoding alone, so
+    that nothing of it is held while the write waits."""
+    return None if step is None else step.meta(json=backend.codec.fast)
 
 
 def _deltas_keep(backend: Backend, history: HeadHistory | None) -> bool:
@@ -174,8 +179,7 @@ async def _save_full(
     token = new_token()
     with paused_gc():
         fill(held)
-        meta = None if step is None else step.meta(json=backend.codec.fast)
-        raw = backend.codec.dumps(appends_document(token, others.merged(skeleton), meta))
+        raw = backend.codec.dumps(appends_document(token, others.merged(skeleton), _meta(backend, step)))
     base = base_after_write(token, len(raw), shape, held)
     await backend.store(key, raw, others.expected, overwrite=False, base=base, names=others.names(modules), step=step)
     return len(raw)

@@ -122,18 +122,19 @@ def history_key(name: str, cluster: bool) -> str:
 
 
 def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tuple[Any, ...]:
-    """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument)."""
-    index = archive.index
-    beside = ("", "", "") if index is None else (
-        "set" if index.replace else "add", index.records, "" if index.keep is None else str(index.keep)
-    )
+    """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument):
+    one tuple, held while the write waits."""
+    index, keep_as = archive.index, archive.keep_as or ""
+    if index is None:
+        mode, records, keep = "", b"", ""
+    else:
+        mode, records, keep = "set" if index.replace else "add", index.records, "" if index.keep is None else str(index.keep)
     if expected.only_base:
         base = expected.base
         assert base is not None
-        head: tuple[Any, ...] = (token_mark(base.token), ttl, "base", str(base.doc_len + base.log_len))
-    else:
-        head = (expected.revision, ttl, "revision", "")
-    return (data, *head, archive.keep_as or "", *beside, *archive.drop)
+        length = str(base.doc_len + base.log_len)
+        return (data, token_mark(base.token), ttl, "base", length, keep_as, mode, records, keep, *archive.drop)
+    return (data, expected.revision, ttl, "revision", "", keep_as, mode, records, keep, *archive.drop)
 
 
 def blob_text(value: Any) -> bytes | None:
