@@ -605,3 +605,25 @@ async def test_a_history_read_that_writers_never_let_finish_says_so(make: Make, 
         with pytest.raises(SessionError, match="kept being written while its history was read"):
             await session.ahistory("s", "u")
         assert count[0] == 5
+
+
+@pytest.mark.parametrize("edit", ["beside-not-a-string", "beside-and-kept"])
+async def test_a_hand_edited_beside_is_refused_naming_it(make: Make, edit: str) -> None:
+    """``"beside"`` names a revision, and a head holds its records or names them beside it, not both."""
+    from statekit.errors import DocumentError  # noqa: PLC0415 - only here
+
+    async with make(keep_history=3) as session:
+        for count in range(2):
+            await session.asave("s", "u", counter=Counter(count=count))
+        key = session.key("s", "u")
+        raw = await session._read(key)
+        assert raw is not None
+        document = orjson.loads(raw)
+        index = document["__statekit__"]["history"]
+        if edit == "beside-not-a-string":
+            index["beside"] = 5
+        else:
+            index["kept"] = [{"revision": REV_A, "saved_at": None, "size": 1}]
+        await session._write(key, orjson.dumps(document))
+        with pytest.raises(DocumentError, match=r"__statekit__\.history"):
+            await session.ahistory("s", "u")

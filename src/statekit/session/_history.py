@@ -23,7 +23,7 @@ from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, IndexChange, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
-from statekit.session._history_beside import change, first_records
+from statekit.session._history_beside import first_records, index_change
 from statekit.session._history_index import HeadHistory, index_of, parse_index_json
 from statekit.session._history_records import Entry, Located, Revision, now, record_json, widest
 from statekit.session._lineage import over_deltas
@@ -156,7 +156,7 @@ def _beside(
         beside=keep_as or "",
         unread=True,
     )
-    return Step(Archive(keep_as, (), change(head, records, retention)), index)
+    return Step(Archive(keep_as, (), index_change(head, records, retention)), index)
 
 
 async def store_states(

@@ -70,11 +70,12 @@ def first_records(head: HeadHistory | None, old: Revision | tuple[str, int]) -> 
                 lines.append(whole_record(entry if entry.blob is not None else attrs.evolve(entry, blob=keep_as)))
             elif head.beside is None:  # a record the head holds, as stored: whole
                 blob, count = head.place(index)
-                lines.append(whole_record(kept[index] if count is None or blob is None else Located(kept[index], count, blob)))
+                record = kept[index] if count is None or blob is None else Located(kept[index], count, blob)
+                lines.append(whole_record(record))
     return b"".join(lines)
 
 
-def change(head: HeadHistory | None, records: bytes, retention: int | None) -> IndexChange:
+def index_change(head: HeadHistory | None, records: bytes, retention: int | None) -> IndexChange:
     """What a write with these first ``records`` does to the index (after ``head``, the head it replaces)."""
     return IndexChange(records, replace=head is None or head.beside is None, keep=retention)
 

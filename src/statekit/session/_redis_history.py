@@ -125,10 +125,10 @@ def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tu
     """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument):
     one tuple, held while the write waits."""
     index, keep_as = archive.index, archive.keep_as or ""
-    if index is None:
-        mode, records, keep = "", b"", ""
-    else:
-        mode, records, keep = "set" if index.replace else "add", index.records, "" if index.keep is None else str(index.keep)
+    mode, records, keep = "", b"", ""
+    if index is not None:
+        mode, records = "set" if index.replace else "add", index.records
+        keep = "" if index.keep is None else str(index.keep)
     if expected.only_base:
         base = expected.base
         assert base is not None
