@@ -70,8 +70,8 @@ def first_records(head: HeadHistory | None, old: Revision | tuple[str, int]) -> 
                 lines.append(whole_record(entry if entry.blob is not None else attrs.evolve(entry, blob=keep_as)))
             elif head.beside is None:  # a record the head holds, as stored: whole
                 blob, count = head.place(index)
-                record = kept[index] if count is None or blob is None else Located(kept[index], count, blob)
-                lines.append(whole_record(record))
+                whole = kept[index] if count is None or blob is None else Located(kept[index], count, blob)
+                lines.append(whole_record(whole))
     return b"".join(lines)
 
 
