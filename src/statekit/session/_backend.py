@@ -19,7 +19,7 @@ from statekit.values.secrets import SecretBox
 from statekit.codecs import Codec
 from statekit.errors import ConflictError
 from statekit.session._appends import DeltaBase
-from statekit.session._archive import Archive, Step
+from statekit.session._archive import Step
 from statekit.session._cancel import finished_despite_cancel
 from statekit.session._faults import BackendFaults
 from statekit.session._ids import SessionKey
@@ -84,10 +84,6 @@ class Blobs:
     def __init__(self, keep: int | None, supported: bool, beside: bool, storage: object, calls: Primitives) -> None:
         self.keep, self.supported, self.beside = keep, supported, beside
         self._storage, self._calls = storage, calls
-
-    def write_keeping(self, key: SessionKey, raw: bytes, expected: Expected, archive: Archive) -> Awaitable[bool]:
-        """``_write_keeping`` (the caller tells its faults)."""
-        return self._calls.write_keeping(self._storage, key, raw, expected, archive)  # type: ignore[no-any-return]
 
     async def get(self, faults: Faults, key: SessionKey, name: str) -> bytes | None:
         """``_get_blob``, with the backend's faults told as ``SessionError``."""
@@ -227,7 +223,7 @@ class Backend:
             hashing = asyncio.ensure_future(asyncio.to_thread(revision_of, raw)) if self._hashes_aside(raw) else None
             try:
                 with self.faults("_write_keeping", key):
-                    written = await self.blobs.write_keeping(key, raw, expected, step.archive)
+                    written = await self._calls.write_keeping(self._storage, key, raw, expected, step.archive)
             finally:
                 revision = None if hashing is None else await hashing
             if not written:

@@ -307,8 +307,8 @@ class RedisSession(SessionBase):
             lambda keys, ttl, write: compare_and_set_watching(self._client, keys, data, expected, ttl, write),
         )
 
-    async def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> bool:
-        return await self._conditional(
+    def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> Coroutine[Any, Any, bool]:
+        return self._conditional(  # (as _write_if: the write's coroutine handed back, one coroutine less)
             key, KEEP, keep_args(data, expected, self._ttl_arg(), archive),
             lambda keys, ttl, write: keep_watching(self._client, keys, (data, expected, archive), ttl, write),
         )
