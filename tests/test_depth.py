@@ -9,7 +9,7 @@ from typing import Any, Optional
 import pytest
 
 from statekit import JSONSession, StateModule, StateLoadError, state_field, stateful
-from statekit._limits import MAX_DEPTH
+from statekit._limits import MAX_DEPTH, shallow_bytes
 from statekit.errors import StateDumpError, StatekitError
 
 LIMIT = f"nested deeper than {MAX_DEPTH} levels"
@@ -149,3 +149,14 @@ def test_a_cyclic_input_to_load_is_refused_and_changes_nothing() -> None:
     with pytest.raises(StateLoadError, match=LIMIT):
         target.load_state_dict({"data": loop})
     assert target.data == "kept"
+
+
+@pytest.mark.parametrize("opening", [b"[", b"{"])
+def test_the_quick_depth_count_takes_up_to_the_limit_of_opening_brackets(opening: bytes) -> None:
+    """``shallow_bytes`` says "certainly within the limit" for at most MAX_DEPTH opening brackets of
+    either kind (inside strings too: they only make the count larger), and leaves the rest to the walk."""
+    filler = b'"x" ' * 100
+    assert shallow_bytes(filler + opening * (MAX_DEPTH - 1) + b"{")
+    assert not shallow_bytes(filler + opening * MAX_DEPTH + b"[")
+    assert shallow_bytes(b'["' + b"{" * (MAX_DEPTH - 1) + b'"]')
+    assert not shallow_bytes(b'["' + b"{" * MAX_DEPTH + b'"]')
