@@ -23,7 +23,7 @@ from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, IndexChange, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
-from statekit.session._history_beside import first_records, index_change
+from statekit.session._history_beside import first_records
 from statekit.session._history_index import HeadHistory, index_of, parse_index_json
 from statekit.session._history_records import Entry, Located, Revision, now, record_json, widest
 from statekit.session._lineage import over_deltas
@@ -87,8 +87,6 @@ async def plan(
     if stored:
         raw, base = expected.raw, expected.base
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
-        if head is not None and backend.blobs.beside:  # a save's usual case there: the head's own record first
-            return _beside(backend, key, head, (expected.revision, size), (retention, modules, forked_from)), expected
         if head is not None:
             old = head.head(expected.revision, size)
             if _in_head(head):
@@ -132,19 +130,18 @@ def _beside(
     backend: Backend,
     key: SessionKey,
     head: HeadHistory | None,
-    old: Revision | tuple[str, int] | None,
+    old: Revision | None,
     new: tuple[int | None, tuple[str, ...], tuple[str, str, str] | None],
 ) -> Step:
     """:func:`plan`'s step on a backend that keeps the records beside the head (see :mod:`._history_beside`):
-    the replaced head's records to put first, and the retention. ``old``: the replaced head (its revision
-    and size when ``head`` is its index; ``None`` when nothing is stored); ``new``: the retention, the
-    modules and the fork the new head records."""
+    the replaced head's records to put first, and the retention. ``old``: the replaced head's record
+    (``None`` when nothing is stored); ``new``: the retention, the modules and the fork the new head records."""
     retention, modules, forked_from = new
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
         drop = () if head.beside is not None else tuple(sorted(head.blobs(0)))  # (a head that held its records)
         return Step(Archive(None, drop, IndexChange(b"", replace=False, keep=0)), None)
-    keep_as = None if old is None else old[0] if isinstance(old, tuple) else old.revision
+    keep_as = None if old is None else old.revision
     records = b"" if old is None else first_records(head, old)
     index = HeadHistory(
         keep=retention,
@@ -156,7 +153,8 @@ def _beside(
         beside=keep_as or "",
         unread=True,
     )
-    return Step(Archive(keep_as, (), index_change(head, records, retention)), index)
+    change = IndexChange(records, replace=head is None or head.beside is None, keep=retention)  # (replace: none held)
+    return Step(Archive(keep_as, (), change), index)
 
 
 async def store_states(

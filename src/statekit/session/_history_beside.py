@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 import attrs
 import orjson
@@ -28,7 +28,7 @@ import orjson
 from statekit.session._archive import IndexChange
 from statekit.session._backend import Backend
 from statekit.session._history_index import HeadHistory
-from statekit.session._history_records import Entry, Located, Revision, name_of, record_json, time_text
+from statekit.session._history_records import Entry, Located, Revision, name_of, record_json
 from statekit.session._ids import SessionKey
 
 _IN: Final = re.compile(rb'"in":"([^"]*)"')
@@ -40,44 +40,26 @@ def whole_record(entry: Revision | Located) -> bytes:
     return orjson.dumps(record_json(entry, None, None), option=orjson.OPT_APPEND_NEWLINE)
 
 
-def first_records(head: HeadHistory | None, old: Revision | tuple[str, int]) -> bytes:
-    """The lines a write over the replaced head puts first: its record (``old``: the record, or its revision
-    and size when ``head`` is its index), then those of the revisions its delta lines made (in the blob its
-    revision names), then, when ``head`` still holds its records (written before the index went beside it),
-    all of those, so that the index replaces them.
+def first_records(head: HeadHistory | None, old: Revision) -> bytes:
+    """The lines a write over the replaced head (``old``, whose index is ``head``) puts first: its record,
+    then those of the revisions its delta lines made (in the blob its revision names), then, when ``head``
+    still holds its records (written before the index went beside it), all of those, so that the index
+    replaces them.
 
     Raises:
         DocumentError: A record the head holds is malformed.
     """
-    if isinstance(old, Revision):
-        keep_as, lines = old.revision, [whole_record(old)]
-    else:
-        assert head is not None
-        keep_as, size = old
-        record: dict[str, Any] = {
-            "revision": keep_as, "saved_at": time_text(head.saved_at), "size": size, "parent": head.parent,
-            "modules": head.modules,
-        }
-        if head.forked_from is not None:
-            record["forked_from"] = head.forked_from
-        if not head.entries:  # a save's usual case: its one line
-            return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
-        lines = [orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)]
+    lines = [whole_record(old)]
     if head is not None:
         kept = head.kept() if head.beside is None else ()
         for index, entry in enumerate(head.entries):
             if isinstance(entry, Located):  # (one of the replaced head's delta lines: in the blob it becomes)
-                lines.append(whole_record(entry if entry.blob is not None else attrs.evolve(entry, blob=keep_as)))
+                lines.append(whole_record(entry if entry.blob is not None else attrs.evolve(entry, blob=old.revision)))
             elif head.beside is None:  # a record the head holds, as stored: whole
                 blob, count = head.place(index)
                 whole = kept[index] if count is None or blob is None else Located(kept[index], count, blob)
                 lines.append(whole_record(whole))
     return b"".join(lines)
-
-
-def index_change(head: HeadHistory | None, records: bytes, retention: int | None) -> IndexChange:
-    """What a write with these first ``records`` does to the index (after ``head``, the head it replaces)."""
-    return IndexChange(records, replace=head is None or head.beside is None, keep=retention)
 
 
 def advance(stored: bytes | None, index: IndexChange) -> tuple[bytes, tuple[str, ...]]:
@@ -142,6 +124,4 @@ async def complete(backend: Backend, key: SessionKey, index: HeadHistory | None)
         raise Moved(backend.source(key))
     entries: Iterable[Entry] = (*index.entries, *records)
     read = attrs.evolve(index, entries=tuple(entries), unread=False)
-    if index.keep is not None and len(read.entries) > index.keep:
-        read = attrs.evolve(read, entries=read.truncated(index.keep))
-    return read
+    return read.within_keep()

@@ -226,6 +226,13 @@ class HeadHistory:
         older = self.entries[index + 1] if index + 1 < len(self.entries) else None
         return record_json(self.entries[index], older, newer.modules if isinstance(newer, Revision) else None)
 
+    def within_keep(self) -> HeadHistory:
+        """This index, its records past the retention left out (it may list more: a head's delta lines
+        each make a revision, and records kept beside the head are cut by the next full write)."""
+        if self.keep is None or len(self.entries) <= self.keep:
+            return self
+        return attrs.evolve(self, entries=self.truncated(self.keep))
+
     def truncated(self, count: int) -> tuple[Entry, ...]:
         """The first ``count`` records, the last one saying its parent (the record it left out is gone)."""
         kept = self.entries[:count]

@@ -79,7 +79,7 @@ def over_deltas(index: HeadHistory | None, raw: bytes, source: str) -> HeadHisto
         beside=index.beside,
         unread=index.unread,
     )
-    return over if index.keep is None or len(entries) <= index.keep else attrs.evolve(over, entries=over.truncated(index.keep))
+    return over.within_keep()
 
 
 _COMPARED_BYTES = 1 << 16
