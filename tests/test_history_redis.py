@@ -627,3 +627,26 @@ async def test_a_hand_edited_beside_is_refused_naming_it(make: Make, edit: str) 
         await session._write(key, orjson.dumps(document))
         with pytest.raises(DocumentError, match=r"__statekit__\.history"):
             await session.ahistory("s", "u")
+
+
+async def test_records_a_delta_turn_pushed_out_stay_out_when_the_retention_grows(make: Make) -> None:
+    """A turn saved as a delta line pushes the oldest record past the retention (its blob goes) but leaves its
+    line in the stored records; a later full write that raises the retention must not list it again (found by
+    the model test: a listed revision whose bytes were gone)."""
+    async with make(keep_history=0) as plain, make(keep_history=1) as one, make(keep_history=3) as three:
+        for session in (plain, one, plain, three):  # plain, then history on, a delta turn, a raised retention
+            memory = Memory()
+            await session.aload("s", "u", memory=memory)
+            await session.asave("s", "u", memory=memory)  # (nothing appended: with history, a "[]" delta line)
+        listed = await three.ahistory("s", "u")
+        assert len(listed) == 3, listed
+        for revision in listed:
+            await three.aload_at("s", revision.revision, user_id="u", memory=Memory())  # every one loads
+
+
+def test_the_python_step_drops_the_records_the_head_no_longer_lists() -> None:
+    a, b = record(REV_A, parent=REV_B), record(REV_B, parent=None)
+    head = record("3" * 40, parent=REV_A)
+    assert advance(a + b, IndexChange(head, replace=False, keep=3, listed=1)) == (head + a, (REV_B,))
+    assert advance(a + b, IndexChange(head, replace=False, keep=3, listed=None)) == (head + a + b, ())
+    assert advance(a + b, IndexChange(head, replace=False, keep=3, listed=0)) == (head, (REV_A, REV_B))

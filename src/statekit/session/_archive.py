@@ -26,11 +26,14 @@ class IndexChange:
         replace: Whether they replace the index (else they go before the records it holds).
         keep: How many records the index keeps (``None``: all). The blobs that only records no
             longer listed (cut off, or replaced) are in are removed in the same step.
+        listed: How many of the stored records the replaced head still lists (``None``: all): those
+            its delta lines pushed past its retention go first, as if cut off.
     """
 
     records: bytes
     replace: bool
     keep: int | None
+    listed: int | None = None
 
 
 @attrs.frozen

@@ -153,7 +153,12 @@ def _beside(
         beside=keep_as or "",
         unread=True,
     )
-    change = IndexChange(records, replace=head is None or head.beside is None, keep=retention)  # (replace: none held)
+    if head is None or head.beside is None:  # the index holds none of this head's records yet: replaced
+        change = IndexChange(records, replace=True, keep=retention)
+    else:  # the stored records past what the head lists (its delta lines pushed them out) go too
+        in_head = sum(isinstance(entry, Located) for entry in head.entries)  # (the rest is not read)
+        listed = None if head.keep is None else max(head.keep - in_head, 0)
+        change = IndexChange(records, replace=False, keep=retention, listed=listed)
     return Step(Archive(keep_as, (), change), index)
 
 

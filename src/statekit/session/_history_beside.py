@@ -65,16 +65,10 @@ def first_records(head: HeadHistory | None, old: Revision) -> bytes:
 def advance(stored: bytes | None, index: IndexChange) -> tuple[bytes, tuple[str, ...]]:
     """The index once a write does ``index`` to the ``stored`` one, and the blobs it removes: those that only
     records no longer listed are in (the step the backend takes atomically; the Lua script does the same)."""
-    stored = stored or b""
-    lines, gone = (index.records, stored) if index.replace else (index.records + stored, b"")
-    if index.keep is not None:
-        at = 0
-        for _ in range(index.keep):
-            at = lines.find(b"\n", at) + 1
-            if at == 0:
-                break
-        else:
-            lines, gone = lines[:at], lines[at:] + gone
+    stored, stale = _cut(stored or b"", index.listed)
+    lines, gone = (index.records, stored + stale) if index.replace else (index.records + stored, stale)
+    lines, cut_off = _cut(lines, index.keep)
+    gone = cut_off + gone
     if not gone:
         return lines, ()
     used = {_blob(line) for line in _lines(lines)}
@@ -85,6 +79,16 @@ def advance(stored: bytes | None, index: IndexChange) -> tuple[bytes, tuple[str,
             used.add(blob)
             drop.append(blob)
     return lines, tuple(drop)
+
+
+def _cut(lines: bytes, count: int | None) -> tuple[bytes, bytes]:
+    """The first ``count`` records of ``lines`` (``None``: all), and the rest."""
+    at = 0
+    for _ in range(count if count is not None else 0):
+        at = lines.find(b"\n", at) + 1
+        if at == 0:
+            return lines, b""
+    return (lines, b"") if count is None else (lines[:at], lines[at:])
 
 
 def _blob(line: bytes) -> str:

@@ -47,9 +47,19 @@ local function kept_in(index, blob)
     from = last + 1
   end
 end
-local function beside(mode, records, keep)
-  local index, gone = records, redis.call('HGET', KEYS[4], '') or ''
-  if mode == 'add' then index, gone = index .. gone, '' end
+local function first_lines(text, count)
+  local at = 0
+  for _ = 1, count do
+    at = string.find(text, '\\n', at + 1, true)
+    if not at then return text, '' end
+  end
+  return string.sub(text, 1, at), string.sub(text, at + 1)
+end
+local function beside(mode, records, keep, listed)
+  local stored, stale = redis.call('HGET', KEYS[4], '') or '', ''
+  if listed ~= '' then stored, stale = first_lines(stored, tonumber(listed)) end
+  local index, gone = records, stored .. stale
+  if mode == 'add' then index, gone = index .. stored, stale end
   if keep ~= '' then
     local at = 0
     for _ = 1, tonumber(keep) do
@@ -66,7 +76,8 @@ local function beside(mode, records, keep)
 end
 """
 """``beside(mode, records, keep)``: the session's kept records (field :data:`INDEX_FIELD` of KEYS[4]) become
-``records`` ('set') or ``records`` followed by them ('add'), cut to ``keep`` records ('' = all); the blobs that
+``records`` ('set') or ``records`` followed by the first ``listed`` of them ('' = all: the rest go, as if cut off)
+('add'), cut to ``keep`` records ('' = all); the blobs that
 only records no longer listed are in are removed. :func:`._history_beside.advance` in Lua."""
 
 KEEP = Script(MINE + FENCE + SAVE + REVISION + _BESIDE + f"""
@@ -83,16 +94,16 @@ else
 end
 save(ARGV[1], ARGV[3])
 if current and ARGV[6] ~= '' then redis.call('HSETNX', KEYS[4], ARGV[6], current) end
-for index = 10, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
-if ARGV[7] ~= '' then beside(ARGV[7], ARGV[8], ARGV[9]) end
+for index = 11, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
+if ARGV[7] ~= '' then beside(ARGV[7], ARGV[8], ARGV[9], ARGV[10]) end
 stamp()
 return 1
 """)
 """``COMPARE_AND_SET`` keeping the old value: write ARGV[1] (ARGV[3]: TTL, '' or 'keep') if the stored value is
 still the one expected: ARGV[4] 'revision': its SHA-1 is ARGV[2] ('' = no value); ARGV[4] 'base': its head holds
 ARGV[2] (the document's token) and its length is ARGV[5]. Then the old value (if any) becomes field ARGV[6] of
-KEYS[4] (unless ARGV[6] is ''), the fields ARGV[10..] are removed, and, unless ARGV[7] is '', the kept records
-change (``beside(ARGV[7], ARGV[8], ARGV[9])``); KEYS[4] expires with the value. Then the lease token and the
+KEYS[4] (unless ARGV[6] is ''), the fields ARGV[11..] are removed, and, unless ARGV[7] is '', the kept records
+change (``beside(ARGV[7], ARGV[8], ARGV[9], ARGV[10])``); KEYS[4] expires with the value. Then the lease token and the
 write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
 
 PUT = Script(FENCE + ALIGN + """
@@ -125,16 +136,17 @@ def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tu
     """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument):
     one tuple, held while the write waits."""
     index, keep_as = archive.index, archive.keep_as or ""
-    mode, records, keep = "", b"", ""
+    mode, records, keep, listed = "", b"", "", ""
     if index is not None:
         mode, records = "set" if index.replace else "add", index.records
         keep = "" if index.keep is None else str(index.keep)
+        listed = "" if index.listed is None else str(index.listed)
     if expected.only_base:
         base = expected.base
         assert base is not None
         length = str(base.doc_len + base.log_len)
-        return (data, token_mark(base.token), ttl, "base", length, keep_as, mode, records, keep, *archive.drop)
-    return (data, expected.revision, ttl, "revision", "", keep_as, mode, records, keep, *archive.drop)
+        return (data, token_mark(base.token), ttl, "base", length, keep_as, mode, records, keep, listed, *archive.drop)
+    return (data, expected.revision, ttl, "revision", "", keep_as, mode, records, keep, listed, *archive.drop)
 
 
 def blob_text(value: Any) -> bytes | None:
