@@ -16,7 +16,7 @@ from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
 from statekit.session._archive import Archive, IndexChange
 from statekit.session._history_beside import advance
 from statekit.session._redis_cluster import is_cluster
-from statekit.session._redis_history import history_key
+from statekit.session._redis_history import history_key, records_key
 from statekit.session._revisions import Expected
 from statekit.session.redis import RedisSession
 from statekit.testing import Counter, RedisCluster, RedisServer, local_redis_cluster
@@ -429,7 +429,7 @@ async def test_a_revision_cut_from_deltas_whose_header_is_damaged_is_refused(mak
     await session.aclose()
 
 
-# -- the kept records beside the head (``K:history``'s index field, see _history_beside) -------------------
+# -- the kept records beside the head (the list ``K:history-records``, see _history_beside) ---------------
 
 
 def record(revision: str, blob: str | None = None, lines: int | None = None, parent: str | None = None) -> bytes:
@@ -488,6 +488,46 @@ async def test_the_kept_records_are_cut_as_the_python_step_cuts_them(make: Make)
             assert not set(dropped) & set(await session._list_blobs(key))
         assert stored is None
         assert not any(":history" in name for name in await all_keys(session))
+
+
+async def test_the_kept_records_expire_and_go_with_the_session(make: Make) -> None:
+    """The records' list sits in the session key's slot, takes the session's expiry at every write, slides with
+    it at a load, keeps it through a plain save, persists when the session does, and goes with a delete."""
+    async with make(keep_history=3, key_ttl=1000) as session:
+        client = session.get_client()
+        for count in range(3):
+            await session.asave("s", "u", counter=Counter(count=count))
+        name = session.session_key("s", "u")
+        listed = records_key(name, is_cluster(client))
+        assert key_slot(listed.encode()) == key_slot(name.encode()) or not is_cluster(client)
+        assert await client.llen(listed) == 2
+        assert 0 < await client.pttl(listed) <= 1000 * 1000
+        await client.expire(name, 500)
+        await client.expire(listed, 500)
+        await session.aload("s", "u", counter=Counter())  # slides the session's expiry: the records' too
+        assert await client.pttl(listed) > 500 * 1000
+        await client.expire(listed, 500)
+        await session.asave("s", "u", counter=Counter(count=9), overwrite=True)  # a save that checks nothing
+        assert await client.pttl(listed) > 500 * 1000
+    async with make(keep_history=3) as forever:
+        await forever.asave("s", "u", counter=Counter(count=10))  # no key_ttl: the records persist as the value
+        client = forever.get_client()
+        assert (await client.pttl(name), await client.pttl(listed)) == (-1, -1)
+        assert await forever.adelete("s", "u")
+        assert await client.exists(listed) == 0
+
+
+async def test_a_thousands_records_long_index_is_written_in_one_step(make: Make) -> None:
+    """Records are pushed a thousand at a time (Lua's ``unpack`` takes no more): an index of 2,500 records
+    replaced in one write lands whole and in order, and its next write cuts it to the retention."""
+    async with make(keep_history=0) as session:
+        await session.asave("s", "u", counter=Counter(count=1))
+        key = session.key("s", "u")
+        lines = [record(f"{number:040x}", parent=f"{number + 1:040x}") for number in range(2500)]
+        await keeping(session, 2, False, IndexChange(b"".join(lines), replace=True, keep=None))
+        assert await session._get_index(key) == b"".join(lines)
+        await keeping(session, 3, False, IndexChange(lines[0], replace=False, keep=1200))
+        assert await session._get_index(key) == lines[0] + b"".join(lines[:1199])
 
 
 def test_the_python_step_keeps_a_blob_while_a_kept_record_is_in_it() -> None:
@@ -554,10 +594,10 @@ async def test_a_history_read_with_a_write_in_between_reads_again(
             await session.asave("s", "u", counter=Counter(count=count))
         read_index, writes = RedisSession._get_index, [3, 4]
 
-        async def with_a_write(self: RedisSession, key: Any, field: str = "") -> bytes | None:
+        async def with_a_write(self: RedisSession, key: Any) -> bytes | None:
             if writes:
                 await writer.asave("s", "u", counter=Counter(count=writes.pop(0)))
-            return await read_index(self, key, field)
+            return await read_index(self, key)
 
         monkeypatch.setattr(RedisSession, "_get_index", with_a_write)
         listed = await session.ahistory("s", "u")
@@ -596,10 +636,10 @@ async def test_a_history_read_that_writers_never_let_finish_says_so(make: Make, 
         await session.asave("s", "u", counter=Counter(count=0))
         read_index, count = RedisSession._get_index, [0]
 
-        async def with_a_write(self: RedisSession, key: Any, field: str = "") -> bytes | None:
+        async def with_a_write(self: RedisSession, key: Any) -> bytes | None:
             count[0] += 1
             await writer.asave("s", "u", counter=Counter(count=count[0]))
-            return await read_index(self, key, field)
+            return await read_index(self, key)
 
         monkeypatch.setattr(RedisSession, "_get_index", with_a_write)
         with pytest.raises(SessionError, match="kept being written while its history was read"):

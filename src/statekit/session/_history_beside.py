@@ -64,14 +64,20 @@ def first_records(head: HeadHistory | None, old: Revision) -> bytes:
 
 def advance(stored: bytes | None, index: IndexChange) -> tuple[bytes, tuple[str, ...]]:
     """The index once a write does ``index`` to the ``stored`` one, and the blobs it removes: those that only
-    records no longer listed are in (the step the backend takes atomically; the Lua script does the same)."""
+    records no longer listed are in (the step the backend takes atomically; the Lua script does the same).
+
+    The records that share a blob (a head's and those of the revisions its delta lines made) are written
+    together, by the save that replaces that head, so they are next to each other: what a write adds to the
+    index leaves the records cut off sharing a blob with the oldest record left, if with any; what replaces
+    the index is looked through whole."""
     stored, stale = _cut(stored or b"", index.listed)
     lines, gone = (index.records, stored + stale) if index.replace else (index.records + stored, stale)
     lines, cut_off = _cut(lines, index.keep)
     gone = cut_off + gone
     if not gone:
         return lines, ()
-    used = {_blob(line) for line in _lines(lines)}
+    left = _lines(lines)
+    used = {_blob(line) for line in (left if index.replace else left[-1:])}
     drop: list[str] = []
     for line in _lines(gone):
         blob = _blob(line)

@@ -1,17 +1,18 @@
-"""RedisSession's kept revisions (docs/history.md): one hash beside the session's key, kept in the save's own script.
+"""RedisSession's kept revisions (docs/history.md): a hash and a list beside the session's key, kept in the save's own script.
 
 A session key ``K`` that keeps history has ``K:history`` (on a Redis Cluster,
 plus a hash tag when needed to sit in ``K``'s slot, as the write ids and leases
 do: :func:`._redis_ids.beside`), a hash from each kept blob's name (a revision)
-to the bytes ``K`` held then, deltas included, and from :data:`INDEX_FIELD` to
-the kept records (one per line, newest first: :mod:`._history_beside`), which
-therefore ride in no save or load of ``K``. :data:`KEEP` is the
+to the bytes ``K`` held then, deltas included, and ``K:history-records``, a list
+of the kept records (one JSON record each, newest first: :mod:`._history_beside`),
+which therefore ride in no save or load of ``K``. :data:`KEEP` is the
 compare-and-set of ``COMPARE_AND_SET`` (or of ``IF_BASE`` after a delta save)
-that also copies the old value into the hash and removes the pruned fields, in
-one script: the value never travels to the client and back. The hash expires
-with ``K`` (every write aligns its expiry, a read that slides ``K``'s slides it
-too), a delete of ``K`` deletes it, and its name never ends in ``:state``, so
-listing sessions never sees it.
+that also copies the old value into the hash, pushes the new records, trims the
+list and removes the pruned fields, in one script: the value never travels to
+the client and back, and the records already kept are neither read nor
+rewritten. Both keys expire with ``K`` (every write aligns their expiry, a read
+that slides ``K``'s slides theirs too), a delete of ``K`` deletes them, and
+their names never end in ``:state``, so listing sessions never sees them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from statekit.session._archive import Archive
+from statekit.session._companion import value_joined
 from statekit.session._redis_fence import FENCE
 from statekit.session._redis_ids import ALIGN, MINE, beside
 from statekit.session._redis_scripts import REVISION, SAVE, Script
@@ -28,57 +30,59 @@ from statekit.session.document import HEAD_BYTES, token_mark
 HISTORY_SUFFIX = ":history"
 """What follows the session key in its kept revisions' key (never ``:state``: listing does not see it)."""
 
-INDEX_FIELD = ""
-"""The field of ``K:history`` holding the session's kept records (see :mod:`._history_beside`): no revision is empty."""
+RECORDS_SUFFIX = ":history-records"
+"""What follows the session key in its kept records' key (a list, newest first; never ``:state``)."""
 
 _BESIDE = """
 local function blob_of(line)
-  return string.match(line, '"in":"([^"]*)"') or string.match(line, '"revision":"([^"]*)"') or ''
-end
-local function kept_in(index, blob)
-  if string.find(index, '"in":"' .. blob .. '"', 1, true) then return true end
-  local from = 1
-  while true do
-    local at = string.find(index, '"revision":"' .. blob .. '"', from, true)
-    if not at then return false end
-    local first, last = at, string.find(index, '\\n', at, true) or #index
-    while first > 1 and string.byte(index, first - 1) ~= 10 do first = first - 1 end
-    if blob_of(string.sub(index, first, last)) == blob then return true end
-    from = last + 1
-  end
-end
-local function first_lines(text, count)
-  local at = 0
-  for _ = 1, count do
-    at = string.find(text, '\\n', at + 1, true)
-    if not at then return text, '' end
-  end
-  return string.sub(text, 1, at), string.sub(text, at + 1)
+  local _, at = string.find(line, '"in":"', 1, true)
+  if not at then _, at = string.find(line, '"revision":"', 1, true) end
+  if not at then return '' end
+  return string.sub(line, at + 1, (string.find(line, '"', at + 1, true) or 0) - 1)
 end
 local function beside(mode, records, keep, listed)
-  local stored, stale = redis.call('HGET', KEYS[4], '') or '', ''
-  if listed ~= '' then stored, stale = first_lines(stored, tonumber(listed)) end
-  local index, gone = records, stored .. stale
-  if mode == 'add' then index, gone = index .. stored, stale end
+  local lines, gone, cut = {}, {}, nil
+  for line in string.gmatch(records, '[^\\n]+') do lines[#lines + 1] = line end
+  if mode == 'set' then cut = 0 elseif listed ~= '' then cut = tonumber(listed) end
+  if cut then
+    gone = redis.call('LRANGE', KEYS[5], cut, -1)
+    if cut == 0 then redis.call('DEL', KEYS[5]) elseif #gone > 0 then redis.call('LTRIM', KEYS[5], 0, cut - 1) end
+  end
+  local at = #lines
+  while at > 0 do  -- the oldest first, so that the newest ends first; a thousand at a time (unpack's limit)
+    local batch = {}
+    for each = at, math.max(at - 999, 1), -1 do batch[#batch + 1] = lines[each] end
+    redis.call('LPUSH', KEYS[5], unpack(batch))
+    at = at - 1000
+  end
   if keep ~= '' then
-    local at = 0
-    for _ = 1, tonumber(keep) do
-      at = string.find(index, '\\n', at + 1, true)
-      if not at then break end
+    local kept = tonumber(keep)
+    local older = redis.call('LRANGE', KEYS[5], kept, -1)
+    if #older > 0 then
+      if kept == 0 then redis.call('DEL', KEYS[5]) else redis.call('LTRIM', KEYS[5], 0, kept - 1) end
+      for _, line in ipairs(gone) do table.insert(older, line) end
+      gone = older
     end
-    if at then index, gone = string.sub(index, 1, at), string.sub(index, at + 1) .. gone end
   end
-  for line in string.gmatch(gone, '[^\\n]+') do
+  if #gone == 0 then return end
+  local used = {}
+  local left = redis.call('LRANGE', KEYS[5], mode == 'set' and 0 or -1, -1)
+  for _, line in ipairs(left) do used[blob_of(line)] = true end
+  for _, line in ipairs(gone) do
     local blob = blob_of(line)
-    if blob ~= '' and not kept_in(index, blob) then redis.call('HDEL', KEYS[4], blob) end
+    if blob ~= '' and not used[blob] then
+      used[blob] = true
+      redis.call('HDEL', KEYS[4], blob)
+    end
   end
-  if index == '' then redis.call('HDEL', KEYS[4], '') else redis.call('HSET', KEYS[4], '', index) end
 end
 """
-"""``beside(mode, records, keep)``: the session's kept records (field :data:`INDEX_FIELD` of KEYS[4]) become
-``records`` ('set') or ``records`` followed by the first ``listed`` of them ('' = all: the rest go, as if cut off)
-('add'), cut to ``keep`` records ('' = all); the blobs that
-only records no longer listed are in are removed. :func:`._history_beside.advance` in Lua."""
+"""``beside(mode, records, keep, listed)``: the session's kept records (the list KEYS[5], newest first) become
+``records`` (lines, newest first: 'set') or ``records`` followed by the first ``listed`` stored ones ('' = all;
+the rest go, as if cut off: 'add'), cut to ``keep`` records ('' = all); the blobs (fields of KEYS[4]) that only
+records no longer listed are in are removed. Records that share a blob are written together by one save, so
+they are next to each other: after an 'add' the oldest record left is the only one a record cut off can share
+its blob with. :func:`._history_beside.advance` in Python."""
 
 KEEP = Script(MINE + FENCE + SAVE + REVISION + _BESIDE + f"""
 local refused = fence(KEYS[3], ARGV[#ARGV - 3])
@@ -103,19 +107,19 @@ return 1
 still the one expected: ARGV[4] 'revision': its SHA-1 is ARGV[2] ('' = no value); ARGV[4] 'base': its head holds
 ARGV[2] (the document's token) and its length is ARGV[5]. Then the old value (if any) becomes field ARGV[6] of
 KEYS[4] (unless ARGV[6] is ''), the fields ARGV[11..] are removed, and, unless ARGV[7] is '', the kept records
-change (``beside(ARGV[7], ARGV[8], ARGV[9], ARGV[10])``); KEYS[4] expires with the value. Then the lease token and the
-write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
+change (``beside(ARGV[7], ARGV[8], ARGV[9], ARGV[10])``, KEYS[5]); both expire with the value. Then the lease
+token and the write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
 
 PUT = Script(FENCE + ALIGN + """
 local refused = fence(KEYS[2], ARGV[3])
 if refused then return refused end
 redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2])
-align(KEYS[1], KEYS[3])
+align(KEYS[1], KEYS[3], KEYS[4])
 return 1
 """)
 """Store ARGV[2] as field ARGV[1] of KEYS[3] (the value KEYS[1]'s kept revisions; a field of that name already
-holds the same bytes) unless the lease fence (KEYS[2], ARGV[3]: the token carried) refuses it. Answers 1 or the
-refusal; sent again, it changes nothing more."""
+holds the same bytes) unless the lease fence (KEYS[2], ARGV[3]: the token carried) refuses it; KEYS[3] and the
+kept records (KEYS[4]) expire with the value. Answers 1 or the refusal; sent again, it changes nothing more."""
 
 DROP = Script(FENCE + """
 local refused = fence(KEYS[2], ARGV[#ARGV])
@@ -130,6 +134,11 @@ carried) refuses it. Answers 1 or the refusal; sent again, it changes nothing mo
 def history_key(name: str, cluster: bool) -> str:
     """The key of session key ``name``'s kept revisions; on a cluster, in ``name``'s slot."""
     return beside(name, HISTORY_SUFFIX, cluster)
+
+
+def records_key(name: str, cluster: bool) -> str:
+    """The key of session key ``name``'s kept records; on a cluster, in ``name``'s slot."""
+    return beside(name, RECORDS_SUFFIX, cluster)
 
 
 def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tuple[Any, ...]:
@@ -149,12 +158,19 @@ def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tu
     return (data, expected.revision, ttl, "revision", "", keep_as, mode, records, keep, listed, *archive.drop)
 
 
-def blob_text(value: Any) -> bytes | None:
-    """A field's value as Redis answered it (bytes, or text from a ``decode_responses`` client), as bytes."""
-    return value.encode("utf-8") if isinstance(value, str) else value
+def blob_read(value: Any) -> bytes | None:
+    """A blob as Redis answered it (bytes, or text from a ``decode_responses`` client), as a read returns it
+    (its deltas marked, see :func:`._companion.value_joined`)."""
+    if value is None:
+        return None
+    return value_joined(value.encode("utf-8") if isinstance(value, str) else value)
 
 
 def blob_names(names: Any) -> list[str]:
-    """``HKEYS``'s answer as the blobs' names (the kept records' field left out)."""
-    found = (name.decode("utf-8") if isinstance(name, bytes) else str(name) for name in names)
-    return [name for name in found if name != INDEX_FIELD]
+    """``HKEYS``'s answer as the blobs' names."""
+    return [name.decode("utf-8") if isinstance(name, bytes) else str(name) for name in names]
+
+
+def records_text(lines: Any) -> bytes | None:
+    """``LRANGE``'s answer (the kept records, newest first) as the index's text: one record per line."""
+    return b"".join((line.encode("utf-8") if isinstance(line, str) else line) + b"\n" for line in lines) or None

@@ -49,12 +49,15 @@ NOT_DONE, DONE, UNKNOWN = 0, 1, 2
 or a retry's id may have been pushed out of the companion (:data:`KEPT` later writes)."""
 
 ALIGN = """
-local function align(value, other)
+local function align(value, ...)
   local ttl = redis.call('PTTL', value)
-  if ttl > 0 then redis.call('PEXPIRE', other, ttl) else redis.call('PERSIST', other) end
+  for _, other in ipairs({...}) do
+    if ttl > 0 then redis.call('PEXPIRE', other, ttl) else redis.call('PERSIST', other) end
+  end
 end
 """
-"""``align(value, other)``: key ``other`` expires when key ``value`` does (never, when ``value`` does not)."""
+"""``align(value, other, ...)``: the keys ``other, ...`` (up to the first ``nil``) expire when key ``value`` does
+(never, when ``value`` does not)."""
 
 MINE = ALIGN + """
 local id, kept = ARGV[#ARGV - 2], tonumber(ARGV[#ARGV - 1])
@@ -86,18 +89,17 @@ local function push()
 end
 local function stamp()
   push()
-  align(KEYS[1], KEYS[2])
-  if KEYS[4] then align(KEYS[1], KEYS[4]) end
+  align(KEYS[1], KEYS[2], KEYS[4], KEYS[5])
 end
 """
 """Prepended to the write scripts (KEYS[2]: the companion; ARGV[#ARGV - 2]: the write id, ARGV[#ARGV - 1]:
 how many ids are kept, ARGV[#ARGV]: 'retry' or ''): a retry whose id is kept answers 1 ("done"), one whose id
-may have been pushed out answers 2; ``stamp()`` pushes the id, the companion (and KEYS[4], the session's kept
-revisions, see :mod:`._redis_history`) expiring with the value. A companion of the previous format (a string)
+may have been pushed out answers 2; ``stamp()`` pushes the id, the companion (and KEYS[4] and KEYS[5], the session's kept
+revisions and their records, see :mod:`._redis_history`) expiring with the value. A companion of the previous format (a string)
 is one id, replaced by a list at the next write."""
 
 DELETE = """
-redis.call('DEL', KEYS[4])
+redis.call('DEL', KEYS[4], KEYS[5])
 if redis.call('DEL', KEYS[1]) == 0 then
   if redis.call('PTTL', KEYS[2]) == -1 then redis.call('DEL', KEYS[2]) end
   return 0
@@ -106,7 +108,7 @@ push()
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
-"""After :data:`MINE` (and the lease fence): delete KEYS[1] and its kept revisions (KEYS[4]); when there was a
+"""After :data:`MINE` (and the lease fence): delete KEYS[1] and its kept revisions (KEYS[4], KEYS[5]); when there was a
 value, push the delete's id and keep the ids for ARGV[1] seconds. When there was none, a companion left without
 expiry (its value deleted by another program) goes too; one that expires may hold another delete's id, which its
 own retry may still look for."""
@@ -220,6 +222,10 @@ async def companion_expiry(
 
 Pipe = Pipeline | ClusterPipeline
 
+Keys = tuple[str, str, str, str, str]
+"""The keys a conditional write touches: the value's, its companion's, its lease's, its kept revisions' and
+their records' (see :mod:`._redis_history`)."""
+
 Planned = tuple[Callable[[Pipe], object], dict[str, Any]] | None
 """What a ``WATCH`` write's reads decided: what to queue after ``MULTI`` and the companion's expiry (as
 :func:`companion_expiry` gives it), or ``None``: the value is not the one expected."""
@@ -233,8 +239,8 @@ async def watched(
 ) -> Answer:
     """A conditional write with ``WATCH``/``MULTI``, for servers that run no Lua; it answers as the scripts do.
 
-    ``keys``: the value's, its companion's, its lease's and (optional) its kept revisions', which expire
-    with the value as the companion does; ``write``: the id, whether it is sent again,
+    ``keys``: the value's, its companion's, its lease's and (optional) its kept revisions' and their
+    records', which expire with the value as the companion does; ``write``: the id, whether it is sent again,
     its ``Sending``, the lease token it carries; ``reads``: reads the watched value (its last read just
     before ``EXEC``) and plans the write. The lease fence is checked first (:func:`fence_watching`), then
     ``reads``. A failed ``EXEC`` (the value or the lease changed) looks again, within the timeout: a
@@ -267,19 +273,19 @@ async def watched(
 
 async def deleted_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str, str],
+    keys: Keys,
     delete: tuple[str, int, int | None],
     attempt: tuple[bool, Sending],
 ) -> Answer:
-    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: the value's, its companion's, its lease's and its kept
-    revisions', which go with the value; ``delete``: the delete's id, how long the ids stay, the lease token it
+    """:data:`DELETE` with ``WATCH``/``MULTI`` (``keys``: :data:`Keys`; the kept revisions and their
+    records go with the value; ``delete``: the delete's id, how long the ids stay, the lease token it
     carries; ``attempt``: sent again?, its ``Sending``)."""
-    (name, companion, _, history), (write_id, seconds, token), (retried, sending) = keys, delete, attempt
+    (name, companion, _, *history), (write_id, seconds, token), (retried, sending) = keys, delete, attempt
 
     async def reads(pipe: Pipe) -> Planned:
         if await pipe.exists(name):
-            return (lambda queued: queued.delete(name, history)), {"ex": seconds}
-        await pipe.delete(history)  # kept revisions whose value is gone (deleted by another program)
+            return (lambda queued: queued.delete(name, *history)), {"ex": seconds}
+        await pipe.delete(*history)  # kept revisions whose value is gone (deleted by another program)
         if await pipe.pttl(companion) == -1:  # left by another program's delete (see DELETE)
             await pipe.delete(companion)
         return None

@@ -15,10 +15,10 @@ from statekit.session._redis_pipe import Pipe
 
 
 async def read_value(
-    client: Redis | RedisCluster, name: str, ttl: int | None, follower: str = "", shared: Pipe | None = None
+    client: Redis | RedisCluster, name: str, ttl: int | None, followers: tuple[str, ...] = (), shared: Pipe | None = None
 ) -> Any:
-    """The value of key ``name`` (``ttl``: read with ``GETEX ... EX ttl``, and key ``follower`` given the same
-    expiry in the same round trip), as ``client.get``/``client.getex`` answer.
+    """The value of key ``name`` (``ttl``: read with ``GETEX ... EX ttl``, and the keys ``followers`` given the
+    same expiry in the same round trip), as ``client.get``/``client.getex`` answer.
 
     Through the client's ``shared`` pipe (see :mod:`._redis_pipe`) it goes with the other tasks' commands of this
     turn of the loop; if that round trip loses its connection, it is read again as below.
@@ -34,7 +34,7 @@ async def read_value(
         commands = [command]
     else:
         command = ("GETEX", name, "EX", ttl)
-        commands = [command, ("EXPIRE", follower, ttl)] if follower else [command]
+        commands = [command, *(("EXPIRE", follower, ttl) for follower in followers)]
     if shared is None:
         return await _direct(client, name, ttl, commands)
     if shared.idle():

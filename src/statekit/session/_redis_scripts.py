@@ -102,18 +102,18 @@ local refused = fence(KEYS[3], ARGV[#ARGV - 3])
 if refused then return refused end
 """ + DELETE)
 """:data:`DELETE` of :mod:`._redis_ids` after the lease fence (KEYS[3]; ARGV[2]: the token carried),
-as a :class:`Script` (KEYS[4]: the session's kept revisions, deleted with it)."""
+as a :class:`Script` (KEYS[4], KEYS[5]: the session's kept revisions and their records, deleted with it)."""
 
 SET_SCRIPT = Script(FENCE + SAVE + ALIGN + """
 local refused = fence(KEYS[2], ARGV[3])
 if refused then return refused end
 save(ARGV[1], ARGV[2])
-align(KEYS[1], KEYS[3])
+align(KEYS[1], KEYS[3], KEYS[4])
 return 1
 """)
 """A save that checks no revision: write ARGV[1] (ARGV[2]: TTL, '' or 'keep') unless the lease fence (KEYS[2], ARGV[3]:
-the token carried) refuses it; the session's kept revisions (KEYS[3]) then expire with it. Answers 1 or the
-refusal. No write id: sent again, it writes the same bytes."""
+the token carried) refuses it; the session's kept revisions (KEYS[3]) and their records (KEYS[4]) then expire
+with it. Answers 1 or the refusal. No write id: sent again, it writes the same bytes."""
 
 
 class Scripting:

@@ -14,8 +14,8 @@ from statekit.session._archive import Archive
 from statekit.session._companion import value_joined
 from statekit.session._history_beside import advance
 from statekit.session._redis_fence import Answer, fence_watching
-from statekit.session._redis_history import INDEX_FIELD
-from statekit.session._redis_ids import DONE, Pipe, Planned, companion_expiry, expire_as, watched
+from statekit.session._redis_history import records_text
+from statekit.session._redis_ids import DONE, Keys, Pipe, Planned, companion_expiry, expire_as, watched
 from statekit.session._redis_once import Sending, executed
 from statekit.session._revisions import Expected
 from statekit.session.document import HEAD_BYTES, doc_token
@@ -23,7 +23,7 @@ from statekit.session.document import HEAD_BYTES, doc_token
 
 async def if_base_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str, str],
+    keys: Keys,
     base: DeltaBase,
     data: bytes,
     change: tuple[str, tuple[int, bytes] | None],
@@ -61,7 +61,7 @@ async def if_base_watching(
 
 async def compare_and_set_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str, str],
+    keys: Keys,
     data: bytes,
     expected: Expected,
     ttl: tuple[int | None, bool],
@@ -82,15 +82,16 @@ async def compare_and_set_watching(
 
 async def keep_watching(
     client: Redis | RedisCluster,
-    keys: tuple[str, str, str, str],
+    keys: Keys,
     write: tuple[bytes, Expected, Archive],
     ttl: tuple[int | None, bool],
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
     """``KEEP`` (:mod:`._redis_history`) with ``WATCH``/``MULTI``: the compare-and-set (or, after a delta save,
-    the base's check) that keeps the old value as a field of the kept revisions' key (``keys[3]``) and removes
-    the pruned ones (``write``: the new value, what is expected, the :class:`Archive`)."""
-    (name, history), (data, expected, archive), (key_ttl, keep_ttl) = (keys[0], keys[3]), write, ttl
+    the base's check) that keeps the old value as a field of the kept revisions' key (``keys[3]``), changes
+    their records (the list ``keys[4]``) and removes the pruned ones (``write``: the new value, what is
+    expected, the :class:`Archive`)."""
+    (name, history, listed), (data, expected, archive), (key_ttl, keep_ttl) = (keys[0], keys[3], keys[4]), write, ttl
 
     async def reads(pipe: Pipe) -> Planned:
         expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
@@ -99,8 +100,8 @@ async def keep_watching(
             return None
         index = None
         if archive.index is not None:  # the kept records change with the value (only writes of it change them)
-            stored: Any = await pipe.execute_command("HGET", history, INDEX_FIELD, **{NEVER_DECODE: True})
-            index = advance(stored, archive.index)
+            stored: Any = await pipe.execute_command("LRANGE", listed, 0, -1, **{NEVER_DECODE: True})
+            index = advance(records_text(stored), archive.index)
 
         def queue(queued: Pipe) -> None:
             queued.set(name, data, **_expiry(key_ttl, keep_ttl))
@@ -109,8 +110,10 @@ async def keep_watching(
             drop = archive.drop if index is None else (*archive.drop, *index[1])
             if drop:
                 queued.hdel(history, *drop)
-            if index is not None:
-                queued.hset(history, INDEX_FIELD, index[0]) if index[0] else queued.hdel(history, INDEX_FIELD)
+            if index is not None:  # (written whole: the twin runs where Lua does not, not at every turn)
+                queued.delete(listed)
+                if index[0]:
+                    queued.rpush(listed, *index[0].splitlines())
 
         return queue, expiry
 
@@ -135,23 +138,24 @@ def _holds(current: bytes | None, expected: Expected) -> bool:
     return doc_token(current[:HEAD_BYTES]) == base.token
 
 
-def blob_put_plan(keys: tuple[str, str, str], blob: str, data: bytes) -> Plan:
+def blob_put_plan(keys: tuple[str, ...], blob: str, data: bytes) -> Plan:
     """``PUT``'s twin (for :func:`fenced_watching`): field ``blob`` of ``keys[2]`` set to ``data`` unless it is
-    there, the key expiring with the value ``keys[0]``."""
+    there, it and the records ``keys[3]`` expiring with the value ``keys[0]``."""
 
     async def plan(pipe: Pipe) -> Callable[[Pipe], object]:
         expiry = await companion_expiry(pipe, keys[0], None, True)
 
         def queued(later: Pipe) -> None:
             later.hsetnx(keys[2], blob, data)
-            expire_as(later, keys[2], expiry)
+            for kept in keys[2:]:
+                expire_as(later, kept, expiry)
 
         return queued
 
     return plan
 
 
-def blob_drop_plan(keys: tuple[str, str, str], blobs: tuple[str, ...]) -> Plan:
+def blob_drop_plan(keys: tuple[str, ...], blobs: tuple[str, ...]) -> Plan:
     """``DROP``'s twin (for :func:`fenced_watching`): the fields ``blobs`` of ``keys[2]`` removed."""
 
     async def plan(pipe: Pipe) -> Callable[[Pipe], object]:
@@ -160,17 +164,19 @@ def blob_drop_plan(keys: tuple[str, str, str], blobs: tuple[str, ...]) -> Plan:
     return plan
 
 
-def set_plan(keys: tuple[str, str, str], data: bytes, ttl: tuple[int | None, bool]) -> Plan:
-    """``SET_SCRIPT``'s twin (for :func:`fenced_watching`; ``keys``: the value's, its lease's and its kept
-    revisions', which expire with it; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own)."""
-    name, history, (key_ttl, keep_ttl) = keys[0], keys[2], ttl
+def set_plan(keys: tuple[str, ...], data: bytes, ttl: tuple[int | None, bool]) -> Plan:
+    """``SET_SCRIPT``'s twin (for :func:`fenced_watching`; ``keys``: the value's, its lease's, its kept
+    revisions' and their records', which expire with it; ``ttl``: the session's ``key_ttl`` and whether a save
+    keeps the key's own)."""
+    name, history, (key_ttl, keep_ttl) = keys[0], keys[2:], ttl
 
     async def plan(pipe: Pipe) -> Callable[[Pipe], object]:
         expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
 
         def queued(later: Pipe) -> None:
             later.set(name, data, **_expiry(key_ttl, keep_ttl))
-            expire_as(later, history, expiry)
+            for kept in history:
+                expire_as(later, kept, expiry)
 
         return queued
 
@@ -178,7 +184,7 @@ def set_plan(keys: tuple[str, str, str], data: bytes, ttl: tuple[int | None, boo
 
 
 Twin = Callable[
-    [tuple[str, str, str, str], tuple[int | None, bool], tuple[str, bool, Sending, int | None]], Awaitable[Answer]
+    [Keys, tuple[int | None, bool], tuple[str, bool, Sending, int | None]], Awaitable[Answer]
 ]
 """A conditional write's ``WATCH``/``MULTI`` twin, given the keys, ``(key_ttl, keep_ttl)`` and the attempt
 ``(write id, retried, Sending, lease token)``."""

@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from statekit.session._redis_fence import carried
-from statekit.session._redis_ids import id_args, new_id
+from statekit.session._redis_ids import Keys, id_args, new_id
 from statekit.session._redis_once import Sending
 from statekit.session._redis_scripts import Script, Scripting
 from statekit.session._redis_watch import Twin
@@ -25,7 +25,7 @@ class ConditionalWrite:
     def __init__(
         self,
         scripting: Scripting,
-        call: tuple[Script, tuple[str, str, str, str], tuple[Any, ...], Twin],
+        call: tuple[Script, Keys, tuple[Any, ...], Twin],
         token: int | None,
         expiry: tuple[int | None, bool],
         errors: Callable[[], AbstractAsyncContextManager[None]],

@@ -60,9 +60,9 @@ try:
     from statekit.session._redis_cluster import is_cluster
     from statekit.session._redis_guard import Guard
     from statekit.session._redis_fence import carried, fenced
-    from statekit.session._redis_history import DROP, KEEP, PUT, blob_names, blob_text, history_key, keep_args
-    from statekit.session._redis_history import INDEX_FIELD
-    from statekit.session._redis_ids import answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
+    from statekit.session._redis_history import DROP, KEEP, PUT, blob_names, blob_read, history_key, keep_args
+    from statekit.session._redis_history import records_key, records_text
+    from statekit.session._redis_ids import Keys, answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
     from statekit.session._redis_write import ConditionalWrite
@@ -226,7 +226,7 @@ class RedisSession(SessionBase):
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
             name, ttl = self._key(key), self.key_ttl  # with a TTL, the kept revisions' expiry slides too
-            value = await read_value(self._client, name, ttl, "" if ttl is None else self._keys(key)[3], self._pipe)
+            value = await read_value(self._client, name, ttl, () if ttl is None else self._keys(key)[3:], self._pipe)
         value = value.encode("utf-8") if isinstance(value, str) else value
         return None if value is None else value_joined(value)
 
@@ -235,12 +235,12 @@ class RedisSession(SessionBase):
         await self._fenced(key, SET_SCRIPT, (data, self._ttl_arg()), lambda keys: set_plan(keys, data, expiry))
 
     async def _fenced(
-        self, key: SessionKey, script: Script, args: tuple[Any, ...], plan: Callable[[tuple[str, str, str]], Plan]
+        self, key: SessionKey, script: Script, args: tuple[Any, ...], plan: Callable[[tuple[str, ...]], Plan]
     ) -> None:
         """A write that checks only the lease fence (a plain save, a blob's), on the value's, its lease's and its
         kept revisions' keys: ``script`` with ``args`` and the token carried, or ``plan(keys)`` without Lua."""
         name, cluster, token, sent = self._key(key), is_cluster(self._client), self._fence(key), [False]
-        keys = (name, lease_key(name, cluster), history_key(name, cluster))
+        keys = (name, lease_key(name, cluster), history_key(name, cluster), records_key(name, cluster))
 
         async def attempt(retried: bool, sending: Sending) -> Any:
             sent[0] = retried  # no write id: a refused resend cannot tell whether the first send landed
@@ -282,10 +282,10 @@ class RedisSession(SessionBase):
         )
         return self._answered(key, await write_once(write.errors, write.attempt), token)
 
-    def _keys(self, key: SessionKey) -> tuple[str, str, str, str]:
-        """The keys a conditional write touches: the session's, its write ids', its lease's and its kept revisions'."""
+    def _keys(self, key: SessionKey) -> Keys:
+        """The keys a conditional write touches (:data:`._redis_ids.Keys`)."""
         name, cluster = self._key(key), self._guard.cluster
-        return name, id_key(name, cluster), lease_key(name, cluster), history_key(name, cluster)
+        return name, id_key(name, cluster), lease_key(name, cluster), history_key(name, cluster), records_key(name, cluster)
 
     def _answered(self, key: SessionKey, answer: Any, token: int | None) -> bool:
         """A conditional write's answer (a script's or a twin's) as a bool, a refusal of the lease fence raised."""
@@ -321,12 +321,12 @@ class RedisSession(SessionBase):
             await self._fenced(key, DROP, names, lambda keys: blob_drop_plan(keys, names))
 
     async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
-        value = await self._get_index(key, name)  # (a field of the same hash)
-        return None if value is None else value_joined(value)
-
-    async def _get_index(self, key: SessionKey, field: str = INDEX_FIELD) -> bytes | None:
         async with self._errors(key):
-            return blob_text(await self._client.execute_command("HGET", self._keys(key)[3], field))
+            return blob_read(await self._client.execute_command("HGET", self._keys(key)[3], name))
+
+    async def _get_index(self, key: SessionKey) -> bytes | None:
+        async with self._errors(key):
+            return records_text(await self._client.execute_command("LRANGE", self._keys(key)[4], 0, -1))
 
     async def _list_blobs(self, key: SessionKey) -> list[str]:
         async with self._errors(key):
