@@ -91,7 +91,7 @@ async def keep_watching(
     the base's check) that keeps the old value as a field of the kept revisions' key (``keys[3]``), changes
     their records (the list ``keys[4]``) and removes the pruned ones (``write``: the new value, what is
     expected, the :class:`Archive`)."""
-    (name, history, listed), (data, expected, archive), (key_ttl, keep_ttl) = (keys[0], keys[3], keys[4]), write, ttl
+    (name, history, records), (data, expected, archive), (key_ttl, keep_ttl) = (keys[0], keys[3], keys[4]), write, ttl
 
     async def reads(pipe: Pipe) -> Planned:
         expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
@@ -100,7 +100,7 @@ async def keep_watching(
             return None
         index = None
         if archive.index is not None:  # the kept records change with the value (only writes of it change them)
-            stored: Any = await pipe.execute_command("LRANGE", listed, 0, -1, **{NEVER_DECODE: True})
+            stored: Any = await pipe.execute_command("LRANGE", records, 0, -1, **{NEVER_DECODE: True})
             index = advance(records_text(stored), archive.index)
 
         def queue(queued: Pipe) -> None:
@@ -111,9 +111,9 @@ async def keep_watching(
             if drop:
                 queued.hdel(history, *drop)
             if index is not None:  # (written whole: the twin runs where Lua does not, not at every turn)
-                queued.delete(listed)
+                queued.delete(records)
                 if index[0]:
-                    queued.rpush(listed, *index[0].splitlines())
+                    queued.rpush(records, *index[0].splitlines())
 
         return queue, expiry
 
