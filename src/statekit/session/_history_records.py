@@ -80,19 +80,24 @@ def stamp(value: datetime) -> str:
     costs more than writing it): a save writes its time, and the next save writes it again in the record
     of the head it replaces."""
     if value.tzinfo is timezone.utc:
-        known = _STAMPS.get(id(value))
-        if known is not None and known[0] is value:
-            return known[1]
+        at = id(value)
+        known = _STAMPS.get(at) if _STAMPED_TIMES.get(at) is value else None  # (another thread may clear them)
+        if known is not None:
+            return known
         text = value.isoformat()[:-6] + "Z"
         if len(_STAMPS) >= _STAMPED:
             _STAMPS.clear()
-        _STAMPS[id(value)] = (value, text)  # (holding the time: its id is not given to another meanwhile)
+            _STAMPED_TIMES.clear()
+        _STAMPS[at], _STAMPED_TIMES[at] = text, value  # (holding the time: its id is not given to another meanwhile)
         return text
     text = value.isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-_STAMPS: dict[int, tuple[datetime, str]] = {}
+_STAMPS: dict[int, str] = {}
+_STAMPED_TIMES: dict[int, datetime] = {}
+"""The times :data:`_STAMPS` holds the texts of, by the same ids: two dicts of untracked values, which the
+cyclic collector never walks (a pair per entry would be one more tracked object per save)."""
 _STAMPED: Final = 1024
 """How many times' texts :func:`stamp` remembers (then it starts again)."""
 

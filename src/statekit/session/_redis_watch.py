@@ -23,10 +23,10 @@ from statekit.session.document import HEAD_BYTES, doc_token
 
 async def if_base_watching(
     client: Redis | RedisCluster,
-    keys: Keys,
     base: DeltaBase,
     data: bytes,
     change: tuple[str, tuple[int, bytes] | None],
+    keys: Keys,
     ttl: tuple[int | None, bool],
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
@@ -61,9 +61,9 @@ async def if_base_watching(
 
 async def compare_and_set_watching(
     client: Redis | RedisCluster,
-    keys: Keys,
     data: bytes,
     expected: Expected,
+    keys: Keys,
     ttl: tuple[int | None, bool],
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
@@ -82,8 +82,8 @@ async def compare_and_set_watching(
 
 async def keep_watching(
     client: Redis | RedisCluster,
-    keys: Keys,
     write: tuple[bytes, Expected, Archive],
+    keys: Keys,
     ttl: tuple[int | None, bool],
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
@@ -187,7 +187,8 @@ Twin = Callable[
     [Keys, tuple[int | None, bool], tuple[str, bool, Sending, int | None]], Awaitable[Answer]
 ]
 """A conditional write's ``WATCH``/``MULTI`` twin, given the keys, ``(key_ttl, keep_ttl)`` and the attempt
-``(write id, retried, Sending, lease token)``."""
+``(write id, retried, Sending, lease token)``: one of the functions above with its leading arguments bound by a
+``functools.partial`` (two objects held while the write waits, where a closure holds a cell per name)."""
 
 Plan = Callable[[Pipe], Awaitable[Callable[[Pipe], object]]]
 """A lease-fenced write's reads on the ``WATCH`` path (before ``MULTI``), giving what to queue after it."""

@@ -269,7 +269,7 @@ class RedisSession(SessionBase):
         args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, self._ttl_arg(), at, field)
         return await self._conditional(
             key, IF_BASE, args,
-            lambda keys, ttl, write: if_base_watching(self._client, keys, base, data, (mode, count), ttl, write),
+            partial(if_base_watching, self._client, base, data, (mode, count)),
         )
 
     async def _conditional(self, key: SessionKey, script: Script, args: tuple[Any, ...], twin: Twin) -> bool:
@@ -304,13 +304,13 @@ class RedisSession(SessionBase):
             return self._if_base(key, expected.base, data, "set")
         return self._conditional(
             key, COMPARE_AND_SET, (data, expected.revision, self._ttl_arg()),
-            lambda keys, ttl, write: compare_and_set_watching(self._client, keys, data, expected, ttl, write),
+            partial(compare_and_set_watching, self._client, data, expected),
         )
 
     def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> Coroutine[Any, Any, bool]:
         return self._conditional(  # (as _write_if: the write's coroutine handed back, one coroutine less)
             key, KEEP, keep_args(data, expected, self._ttl_arg(), archive),
-            lambda keys, ttl, write: keep_watching(self._client, keys, (data, expected, archive), ttl, write),
+            partial(keep_watching, self._client, (data, expected, archive)),
         )
 
     async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
