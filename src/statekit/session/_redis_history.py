@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 from statekit.session._archive import Archive
-from statekit.session._companion import value_joined
 from statekit.session._redis_fence import FENCE
 from statekit.session._redis_ids import ALIGN, MINE, beside
 from statekit.session._redis_scripts import REVISION, SAVE, Script
@@ -156,14 +155,6 @@ def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tu
         length = str(base.doc_len + base.log_len)
         return (data, token_mark(base.token), ttl, "base", length, keep_as, mode, records, keep, listed, *archive.drop)
     return (data, expected.revision, ttl, "revision", "", keep_as, mode, records, keep, listed, *archive.drop)
-
-
-def blob_read(value: Any) -> bytes | None:
-    """A blob as Redis answered it (bytes, or text from a ``decode_responses`` client), as a read returns it
-    (its deltas marked, see :func:`._companion.value_joined`)."""
-    if value is None:
-        return None
-    return value_joined(value.encode("utf-8") if isinstance(value, str) else value)
 
 
 def blob_names(names: Any) -> list[str]:

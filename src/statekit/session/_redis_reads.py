@@ -9,6 +9,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from statekit.session._companion import value_joined
 from statekit.session._redis_once import connection_of
 from statekit.session._redis_packing import packed
 from statekit.session._redis_pipe import Pipe
@@ -43,6 +44,15 @@ async def read_value(
         return await shared.send(None, commands)
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
         return await _direct(client, name, ttl, commands)  # again on a connection of its own, retried as redis-py does
+
+
+def value_read(value: Any) -> bytes | None:
+    """A session's value (or a kept revision of it) as Redis answered it (bytes, or text from a
+    ``decode_responses`` client), as a read returns it: its deltas marked (see :func:`._companion.value_joined`),
+    so that its revision is the one a read names."""
+    if value is None:
+        return None
+    return value_joined(value.encode("utf-8") if isinstance(value, str) else value)
 
 
 async def _direct(client: Redis | RedisCluster, name: str, ttl: int | None, commands: list[tuple[Any, ...]]) -> Any:

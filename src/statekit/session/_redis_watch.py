@@ -11,12 +11,12 @@ from redis.client import NEVER_DECODE
 
 from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive
-from statekit.session._companion import value_joined
 from statekit.session._history_beside import advance
 from statekit.session._redis_fence import Answer, fence_watching
 from statekit.session._redis_history import records_text
 from statekit.session._redis_ids import DONE, Keys, Pipe, Planned, companion_expiry, expire_as, watched
 from statekit.session._redis_once import Sending, executed
+from statekit.session._redis_reads import value_read
 from statekit.session._revisions import Expected
 from statekit.session.document import HEAD_BYTES, doc_token
 
@@ -73,7 +73,7 @@ async def compare_and_set_watching(
     async def reads(pipe: Pipe) -> Planned:
         expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
         current = await pipe.get(name)
-        if not expected.matches(_joined(current)):
+        if not expected.matches(value_read(current)):
             return None
         return (lambda queued: queued.set(name, data, **_expiry(key_ttl, keep_ttl))), expiry
 
@@ -120,17 +120,10 @@ async def keep_watching(
     return await watched(client, keys, attempt, reads)
 
 
-def _joined(current: bytes | str | None) -> bytes | None:
-    """A value as read, as a read returns it (its deltas marked, so its revision is the one a read names)."""
-    if current is None:
-        return None
-    return value_joined(current.encode("utf-8") if isinstance(current, str) else current)
-
-
 def _holds(current: bytes | None, expected: Expected) -> bool:
     """Whether the stored value ``current`` is the one ``expected`` (after a delta save: its base)."""
     if not expected.only_base:
-        return expected.matches(_joined(current))
+        return expected.matches(value_read(current))
     base = expected.base
     assert base is not None
     if current is None or len(current) != base.doc_len + base.log_len:

@@ -36,7 +36,6 @@ from statekit.errors import MissingExtraError, SessionError
 from statekit.session._base import SessionBase
 from statekit.session._ids import SessionKey
 from statekit.session._appends import DeltaBase
-from statekit.session._companion import value_joined
 from statekit.session.document import count_at, count_field, header, token_mark
 from statekit.session._revisions import Expected
 from statekit.session._fence import LeaseBusy, LeaseGrant
@@ -60,13 +59,13 @@ try:
     from statekit.session._redis_cluster import is_cluster
     from statekit.session._redis_guard import Guard
     from statekit.session._redis_fence import carried, fenced
-    from statekit.session._redis_history import DROP, KEEP, PUT, blob_names, blob_read, history_key, keep_args
+    from statekit.session._redis_history import DROP, KEEP, PUT, blob_names, history_key, keep_args
     from statekit.session._redis_history import records_key, records_text
     from statekit.session._redis_ids import Keys, answered, deleted_watching, id_args, id_key, new_id, tombstone_seconds
     from statekit.session._redis_leases import Leasing, lease_key
     from statekit.session._redis_once import Sending, write_once  # they need redis too
     from statekit.session._redis_write import ConditionalWrite
-    from statekit.session._redis_reads import read_value
+    from statekit.session._redis_reads import read_value, value_read
     from statekit.session._redis_pipe import Pipe
     from statekit.session._redis_scan import SCAN_ROUNDS as SCAN_ROUNDS, quote
     from statekit.session._redis_scan import sessions_of, some_owners_of, some_sessions_of, users_of
@@ -226,9 +225,8 @@ class RedisSession(SessionBase):
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
             name, ttl = self._key(key), self.key_ttl  # with a TTL, the kept revisions' expiry slides too
-            value = await read_value(self._client, name, ttl, () if ttl is None else self._keys(key)[3:], self._pipe)
-        value = value.encode("utf-8") if isinstance(value, str) else value
-        return None if value is None else value_joined(value)
+            followers = () if ttl is None else self._keys(key)[3:]
+            return value_read(await read_value(self._client, name, ttl, followers, self._pipe))
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         expiry = (self.key_ttl, self._keep_ttl)
@@ -239,8 +237,8 @@ class RedisSession(SessionBase):
     ) -> None:
         """A write that checks only the lease fence (a plain save, a blob's), on the value's, its lease's and its
         kept revisions' keys: ``script`` with ``args`` and the token carried, or ``plan(keys)`` without Lua."""
-        name, cluster, token, sent = self._key(key), is_cluster(self._client), self._fence(key), [False]
-        keys = (name, lease_key(name, cluster), history_key(name, cluster), records_key(name, cluster))
+        token, sent, (name, _, *kept) = self._fence(key), [False], self._keys(key)
+        keys = (name, *kept)  # (no write id: its companion is not touched)
 
         async def attempt(retried: bool, sending: Sending) -> Any:
             sent[0] = retried  # no write id: a refused resend cannot tell whether the first send landed
@@ -322,7 +320,7 @@ class RedisSession(SessionBase):
 
     async def _get_blob(self, key: SessionKey, name: str) -> bytes | None:
         async with self._errors(key):
-            return blob_read(await self._client.execute_command("HGET", self._keys(key)[3], name))
+            return value_read(await self._client.execute_command("HGET", self._keys(key)[3], name))
 
     async def _get_index(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
