@@ -22,7 +22,7 @@ from typing import Any
 import fakeredis
 import orjson
 import pytest
-from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio import Connection, ConnectionPool, Redis
 from redis.exceptions import NoPermissionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -40,6 +40,7 @@ from statekit.errors import (
     WriteOutcomeUnknownError,
 )
 from statekit.session import _redis_ids
+from statekit.session._redis_packing import LARGE, packed
 from statekit.session._redis_pipe import Replies
 from statekit.session.redis import TIMEOUT, RedisSession
 from statekit.testing import CHECKS, Chat, Counter, Message, RedisServer, free_port, local_redis_server
@@ -362,6 +363,18 @@ async def test_writes_of_unicode_ids_and_text_land_as_redis_py_would_send_them(
         await session.aload("séssion ✓", "üser", chat=loaded)
     assert stored is not None and orjson.loads(stored)["chat"]["messages"][0]["content"] == "ü" * size
     assert (loaded.name, loaded.messages) == ("changed", chat.messages)
+
+
+@pytest.mark.parametrize("size", [0, 1, 9, 10, 999, 1023, 1024, 1025, 5999, 6000, 6001, 70_000])
+def test_commands_are_packed_byte_for_byte_as_redis_py_packs_them(size: int) -> None:
+    """statekit packs its commands itself (_redis_packing, one join and length lines looked up below 1 KiB):
+    the bytes must be redis-py's, for every argument kind and size, and a large one goes out uncopied."""
+    connection = Connection()
+    text, blob = "é" * (size // 2) + "x" * (size % 2), b"b" * size  # the text's size in bytes is size
+    command = ("EVALSHA", "a" * 40, 2, "key:é", f"k{size}", blob, text, size, -size, "", b"")
+    chunks = packed(connection, command)
+    assert b"".join(chunks) == b"".join(connection.pack_command(*command))
+    assert any(chunk is blob for chunk in chunks) == (size > LARGE)
 
 
 @pytest.mark.parametrize("key_ttl", [None, 60])
