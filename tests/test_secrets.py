@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -840,6 +841,37 @@ def test_without_a_key_a_secret_found_at_any_depth_or_place_is_refused(tmp_path:
             session.save("s1", outer=notes)
         session.save("s2", other=Notes(text="still no secret"), more=Notes())
         assert not session.exists("s1") and session.exists("s2")
+
+
+def test_a_class_declaring_a_secret_after_keyless_saves_is_still_refused(tmp_path: Path) -> None:
+    # until a secret field is declared, a save without a key walks nothing (_keyless): a process that
+    # declares one later, after such saves, must still be refused (a fresh interpreter: this one has some)
+    script = f"""
+import pytest
+from statekit import JSONSession, SecretError, StateModule, stateful, state_field
+from statekit.values.fields import secret_fields_declared
+
+@stateful
+class Plain(StateModule):
+    text: str = state_field(default="")
+
+session = JSONSession({str(tmp_path)!r})
+assert not secret_fields_declared()
+session.save("plain", plain=Plain(text="saved"))
+
+@stateful
+class Late(StateModule):
+    token: str = state_field(default="", secret=True)
+
+holder = Plain()
+holder.late = Late(token="t")  # an undeclared attribute holding a module is state too
+with pytest.raises(SecretError, match=r"^holder[.]late[.]token is a secret field"):
+    session.save("late", holder=holder)
+assert secret_fields_declared() and not session.exists("late") and session.exists("plain")
+print("refused")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "refused"), done.stderr
 
 
 def test_omit_secrets_must_be_a_bool(tmp_path: Path) -> None:

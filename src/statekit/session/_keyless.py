@@ -8,6 +8,7 @@ from statekit.state.foreign import SupportsState
 from statekit.state.module import StateModule
 from statekit.state.base import plan_of, state_extras
 from statekit.errors import SecretError
+from statekit.values.fields import secret_fields_declared
 
 
 def refuse_secret_fields(modules: Mapping[str, SupportsState]) -> None:
@@ -15,12 +16,15 @@ def refuse_secret_fields(modules: Mapping[str, SupportsState]) -> None:
 
     Leaving them out without a word would lose them at the next load (issue 23):
     the session must be given a key, or be told to omit them (``omit_secrets=True``).
-    Runs at every save without a key, so per module it reads what its class's plan
-    decided once (``has_secrets``) and follows only the attributes holding modules.
+    Runs at every save without a key, so it walks nothing while no secret field was
+    declared in the process, and per module it reads what its class's plan decided
+    once (``has_secrets``) and follows only the attributes holding modules.
 
     Raises:
         SecretError: Naming the first secret field found and both ways out; nothing was written.
     """
+    if not secret_fields_declared():  # no class in this process declares one (most programs: nothing to walk)
+        return
     seen: set[int] = set()
     stack = [(module, name) for name, module in modules.items() if isinstance(module, StateModule)]  # a foreign one's state is its own
     while stack:

@@ -26,6 +26,20 @@ class FieldCodec:
     secret: bool = False
     append_only: bool = False
 
+    def __attrs_post_init__(self) -> None:
+        if self.secret:
+            _SECRET_FIELDS[0] = True
+
+
+_SECRET_FIELDS = [False]
+"""Whether a secret field's codec was ever made in this process (it never goes back to ``False``)."""
+
+
+def secret_fields_declared() -> bool:
+    """Whether any field was declared ``state_field(secret=True)`` in this process: until one is, no module
+    can hold a secret field, and a save without a key has nothing to look for."""
+    return _SECRET_FIELDS[0]
+
 
 def _hidden(_: object) -> str:
     return "<secret>"
