@@ -133,7 +133,7 @@ def _memory_targets(peaks: dict[str, tuple[float, float]]) -> list[tuple[str, fl
 def _print_targets(targets: list[tuple[str, float, str, bool]]) -> None:
     print("\nTargets (issues 11 and 27)")
     for label, value, target, met in targets:
-        shown = (f"{value:.2%}" if value < 0.1 else f"{value:.0%}") if "%" in target else f"{value:.2f}" + ("" if "MiB" in label or "(ms)" in label else "x")
+        shown = (f"{value:.2%}" if value < 0.1 else f"{value:.0%}") if "%" in target else f"{value:.2f}" + ("" if "MiB" in label or "(ms)" in label or "(bytes)" in label else "x")
         print(f"  {label:<36} {shown:>9}  target {target:<22} {'met' if met else 'MISSED'}")
 
 
