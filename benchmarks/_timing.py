@@ -81,14 +81,23 @@ async def rate(job: Job, tasks: int, rounds: int) -> float:
     return tasks * rounds / (CLOCK() - started)
 
 
-async def interleaved_rates(jobs: Mapping[str, Job], tasks: int, rounds: int, runs: int, *, warm_up: int = 2) -> dict[str, float]:
-    """The median rate of each job over ``runs`` interleaved rounds (the order rotating), after a warm-up."""
+async def interleaved_rates(
+    jobs: Mapping[str, Job], tasks: int, rounds: int, runs: int, *, warm_up: int = 2, collections: dict[str, int] | None = None
+) -> dict[str, float]:
+    """The median rate of each job over ``runs`` interleaved rounds (the order rotating), after a warm-up;
+    ``collections`` (if given) gets how many times the cyclic collector walked the young objects during
+    each job's rounds (``tasks * rounds * runs`` units each)."""
     for job in jobs.values():
         await rate(job, tasks, warm_up)  # connections, tables, generated code
     names = list(jobs)
     rates: dict[str, list[float]] = {name: [] for name in names}
+    walks = dict.fromkeys(names, 0)
     for round_ in range(runs):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
+            before = gc.get_stats()[0]["collections"]
             rates[name].append(await rate(jobs[name], tasks, rounds))
+            walks[name] += gc.get_stats()[0]["collections"] - before
+    if collections is not None:
+        collections.update(walks)
     return {name: statistics.median(values) for name, values in rates.items()}

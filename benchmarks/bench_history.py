@@ -66,7 +66,7 @@ def run_file_history(messages: int, runs: int) -> dict[str, float]:
     return times
 
 
-async def _redis_rates(port: int, tasks: int, rounds: int, runs: int) -> dict[str, float]:
+async def _redis_rates(port: int, tasks: int, rounds: int, runs: int, walks: dict[str, int]) -> dict[str, float]:
     async with (
         RedisSession("127.0.0.1", port, key_prefix="bench-history:", max_connections=tasks) as off,
         RedisSession("127.0.0.1", port, key_prefix="bench-history:", max_connections=tasks, keep_history=KEEP) as on,
@@ -84,16 +84,22 @@ async def _redis_rates(port: int, tasks: int, rounds: int, runs: int) -> dict[st
             return run
 
         jobs: dict[str, Job] = {OFF: turn(off, "off"), ON: turn(on, "on")}
-        return await interleaved_rates(jobs, tasks, rounds, runs, warm_up=3)
+        return await interleaved_rates(jobs, tasks, rounds, runs, warm_up=3, collections=walks)
 
 
 def run_redis_history(runs: int, rounds: int, tasks: int = 64) -> dict[str, float]:
-    """Print and return turns per second with and without history on Redis."""
+    """Print and return turns per second with and without history on Redis, and how often the cyclic
+    collector ran in each (what makes this figure swing most from run to run: BENCHMARKS.md, "History")."""
+    walks: dict[str, int] = {}
     with local_redis_server() as server:
-        rates = asyncio.run(_redis_rates(server.port, tasks, rounds, runs))
+        rates = asyncio.run(_redis_rates(server.port, tasks, rounds, runs, walks))
     print(f"\nRedis, {tasks} tasks, 20-message sessions (turns per second: save + load, GC on)")
+    turns = tasks * rounds * runs
     for name, rate in rates.items():
-        print(f"  {name:<18} | {rate:9.0f} /s | {rate / rates[OFF]:6.0%} of history off")
+        print(
+            f"  {name:<18} | {rate:9.0f} /s | {rate / rates[OFF]:6.0%} of history off | "
+            f"{walks[name] * 1000 / turns:5.1f} gen-0 collections per 1,000 turns"
+        )
     return rates
 
 
