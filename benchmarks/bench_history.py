@@ -89,7 +89,7 @@ async def _redis_rates(port: int, tasks: int, rounds: int, runs: int, walks: dic
 
 def run_redis_history(runs: int, rounds: int, tasks: int = 64) -> dict[str, float]:
     """Print and return turns per second with and without history on Redis, and how often the cyclic
-    collector ran in each (what makes this figure swing most from run to run: BENCHMARKS.md, "History")."""
+    collector ran in each (a part of the gap, and of its swing from run to run: BENCHMARKS.md, "History")."""
     walks: dict[str, int] = {}
     with local_redis_server() as server:
         rates = asyncio.run(_redis_rates(server.port, tasks, rounds, runs, walks))
