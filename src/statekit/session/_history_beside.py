@@ -89,12 +89,14 @@ def advance(stored: bytes | None, index: IndexChange) -> tuple[bytes, tuple[str,
 
 def _cut(lines: bytes, count: int | None) -> tuple[bytes, bytes]:
     """The first ``count`` records of ``lines`` (``None``: all), and the rest."""
+    if count is None:
+        return lines, b""
     at = 0
-    for _ in range(count if count is not None else 0):
+    for _ in range(count):
         at = lines.find(b"\n", at) + 1
         if at == 0:
             return lines, b""
-    return (lines, b"") if count is None else (lines[:at], lines[at:])
+    return lines[:at], lines[at:]
 
 
 def _blob(line: bytes) -> str:

@@ -224,9 +224,9 @@ class RedisSession(SessionBase):
 
     async def _read(self, key: SessionKey) -> bytes | None:
         async with self._errors(key):
-            name, ttl = self._key(key), self.key_ttl  # with a TTL, the kept revisions' expiry slides too
-            followers = () if ttl is None else self._keys(key)[3:]
-            return value_read(await read_value(self._client, name, ttl, followers, self._pipe))
+            ttl = self.key_ttl  # with a TTL, the kept revisions' expiry slides too
+            keys = (self._key(key),) if ttl is None else self._keys(key)
+            return value_read(await read_value(self._client, keys[0], ttl, keys[3:], self._pipe))
 
     async def _write(self, key: SessionKey, data: bytes) -> None:
         expiry = (self.key_ttl, self._keep_ttl)
