@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +242,33 @@ def test_a_malformed_history_index_names_its_path() -> None:
     session.docs["", "s"] = orjson.dumps(document)
     with pytest.raises(DocumentError, match=r"__statekit__\.history\.keep should be an integer >= 0 or null, got -3"):
         session.load("s", counter=Counter())
+
+
+def test_a_head_time_with_an_offset_is_read_as_utc_and_carried_on_in_z() -> None:
+    """A hand-edited head whose time names an offset lists as that instant in UTC, and the next save's record
+    of it (and every index written after) writes it in UTC with ``Z``; a time that is not ISO 8601 names its path."""
+    session = KeepingDictSession({}, keep_history=2)
+    session.save("s", counter=Counter(count=1))
+    document = orjson.loads(session.docs["", "s"])
+    written = document["__statekit__"]["history"]["saved_at"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", written)
+    assert abs(datetime.fromisoformat(written) - datetime.now(timezone.utc)) < timedelta(minutes=5)
+    document["__statekit__"]["history"]["saved_at"] = "2026-03-01T14:30:00.250000+02:00"
+    session.docs["", "s"] = orjson.dumps(document)
+    instant = datetime(2026, 3, 1, 12, 30, 0, 250000, tzinfo=timezone.utc)
+    [head] = session.history("s")
+    assert head.saved_at == instant and head.saved_at.tzinfo is timezone.utc
+    session.load("s", counter=Counter())
+    session.save("s", counter=Counter(count=2))
+    newest, older = session.history("s")
+    assert older.saved_at == instant and newest.saved_at is not None and newest.saved_at > instant
+    kept = orjson.loads(session.docs["", "s"])["__statekit__"]["history"]["kept"]
+    assert kept[0]["saved_at"] == "2026-03-01T12:30:00.250000Z"
+    document = orjson.loads(session.docs["", "s"])
+    document["__statekit__"]["history"]["saved_at"] = "yesterday"
+    session.docs["", "s"] = orjson.dumps(document)
+    with pytest.raises(DocumentError, match=r"__statekit__\.history\.saved_at should be an ISO 8601 time with its offset, got 'yesterday'"):
+        session.history("s")
 
 
 def test_every_write_keeps_history_remove_modules_write_document_update() -> None:

@@ -14,7 +14,8 @@ from redis.crc import key_slot
 
 from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
 from statekit.session._archive import Archive, IndexChange
-from statekit.session._history_beside import advance
+from statekit.session._history_beside import advance, head_line, whole_record
+from statekit.session._history_index import HeadHistory
 from statekit.session._redis_cluster import is_cluster
 from statekit.session._redis_history import history_key, records_key
 from statekit.session._revisions import Expected
@@ -538,6 +539,22 @@ def test_the_python_step_keeps_a_blob_while_a_kept_record_is_in_it() -> None:
     assert advance(b, IndexChange(located, replace=False, keep=1)) == (located, ())  # still in REV_B
     assert advance(a + b + located, IndexChange(a, replace=True, keep=None)) == (a, (REV_B,))  # replaced: not listed
     assert advance(None, IndexChange(a + b, replace=False, keep=0)) == (b"", (REV_A, REV_B))
+
+
+def test_a_head_record_is_written_alike_from_its_index_and_from_the_revision() -> None:
+    """The record a save writes of the head it replaces, straight from that head's index, is the one the
+    revision made of it writes (every field, a fork's origin too)."""
+    for forked in (None, ("u", "s", REV_B)):
+        head = HeadHistory(
+            keep=3, saved_at="2026-03-01T12:30:00.250000Z", parent=REV_B, forked_from=forked, modules=("a", "b"),
+            beside=REV_B, unread=True,
+        )
+        line = head_line(head, REV_A, 1234)
+        assert line == whole_record(head.head(REV_A, 1234))
+        assert orjson.loads(line) == {
+            "revision": REV_A, "saved_at": "2026-03-01T12:30:00.250000Z", "size": 1234, "parent": REV_B,
+            "modules": ["a", "b"], **({} if forked is None else {"forked_from": list(forked)}),
+        }
 
 
 async def test_a_head_that_keeps_history_carries_no_records(make: Make) -> None:

@@ -73,17 +73,26 @@ def checked_keep(keep_history: Any, backend: type, *, supports: bool) -> int | N
     return keep_history
 
 
-@attrs.frozen
 class Step:
-    """What one write does to a session's history (planned by :func:`~._history.plan`).
+    """What one write does to a session's history (planned by :func:`~._history.plan`), for that write only.
 
     Attributes:
-        archive: What the backend's ``_write_keeping`` keeps and drops.
         head: The new head's history index (``None``: the head keeps no history any more).
     """
 
-    archive: Archive
-    head: HeadHistory | None
+    __slots__ = ("_archive", "head")
+
+    def __init__(self, archive: Archive, head: HeadHistory | None) -> None:
+        self._archive: Archive | None = archive
+        self.head = head
+
+    def archive(self) -> Archive:
+        """What the backend's ``_write_keeping`` keeps and drops, handed over once: the step keeps the head's
+        index alone, so that nothing of the archive is held while the write waits (beyond what the backend
+        holds itself: a Redis write packs it in its arguments at once)."""
+        archive, self._archive = self._archive, None
+        assert archive is not None, "a step is written once"
+        return archive
 
     def meta(self, *, json: bool) -> dict[str, Any] | None:
         """The history index the new head document's metadata holds (``None``: none); ``json``: for an

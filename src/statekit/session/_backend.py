@@ -223,7 +223,7 @@ class Backend:
             hashing = asyncio.ensure_future(asyncio.to_thread(revision_of, raw)) if self._hashes_aside(raw) else None
             try:
                 with self.faults("_write_keeping", key):
-                    written = await self._calls.write_keeping(self._storage, key, raw, expected, step.archive)
+                    written = await self._calls.write_keeping(self._storage, key, raw, expected, step.archive())
             finally:
                 revision = None if hashing is None else await hashing
             if not written:

@@ -36,7 +36,7 @@ from statekit.session._cancel import finished_despite_cancel
 from statekit.session._history import plan
 from statekit.session._history_beside import Moved, complete
 from statekit.session._history_index import HeadHistory
-from statekit.session._history_records import now, stamp, widest
+from statekit.session._history_records import now_text, widest
 from statekit.session._ids import SessionKey
 from statekit.session._kept import Others
 from statekit.session._lineage import after_line
@@ -148,7 +148,7 @@ async def _save_delta(
             raise ConflictError(conflict_message(err.source, created=False), source=err.source) from None
     if history is not None:  # a save that keeps history makes a revision, even one that appends nothing
         head = history.head(expected.revision, base.doc_len + base.log_len)
-        record, line = (head.revision, stamp(now())), line or b"[]"
+        record, line = (head.revision, now_text()), line or b"[]"
     line, chain = base.sealed(line, record) if line else (line, None)
     written = await backend.append(key, line, base)  # b"": only the revision check
     if written is None:

@@ -25,7 +25,7 @@ from statekit.session._backend import Backend
 from statekit.session._companion import split
 from statekit.session._history_beside import first_records
 from statekit.session._history_index import HeadHistory, index_of, parse_index_json
-from statekit.session._history_records import Entry, Located, Revision, now, record_json, widest
+from statekit.session._history_records import Entry, Located, Revision, now_text, record_json, widest
 from statekit.session._lineage import over_deltas
 from statekit.session._ids import SessionKey
 from statekit.session._loading import decode_stored
@@ -83,31 +83,34 @@ async def plan(
     stored = expected.only_base or expected.revision != MISSING_REVISION
     if stored and expected.raw is None and (head is None or not expected.only_base):
         expected = await _with_bytes(backend, key, expected)  # its size (and modules) are needed
-    kept: tuple[Entry, ...] = ()
+    old: Revision | tuple[str, int] | None = None
     if stored:
         raw, base = expected.raw, expected.base
         size = stored_size(raw) if raw is not None else base.doc_len + base.log_len  # type: ignore[union-attr]
-        if head is not None:
-            old = head.head(expected.revision, size)
-            if _in_head(head):
-                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
-        else:
+        if head is None:
             assert raw is not None
             try:
                 held = await stored_modules(backend, key, raw)
             except DocumentError:
                 held = ()  # a damaged head (only overwrite=True writes over one): kept as it was
             old = Revision(expected.revision, None, None, size, held)
-        kept = (old, *(head.entries if head is not None else ()))
+        elif backend.blobs.beside:  # the replaced head's record is written straight from its index
+            old = (expected.revision, size)
+        else:
+            old = head.head(expected.revision, size)
+            if _in_head(head):
+                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
     if backend.blobs.beside:  # the backend keeps the records beside the head: it cuts them, in its own step
-        return _beside(backend, key, head, old if stored else None, (retention, modules, forked_from)), expected
+        return _beside(backend, key, head, old, (retention, modules, forked_from)), expected
+    assert not isinstance(old, tuple)
+    kept: tuple[Entry, ...] = () if old is None else (old, *(head.entries if head is not None else ()))
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
         return Step(Archive(None, tuple(sorted(head.blobs(0)))), None), expected
     drop: tuple[str, ...] = ()
     if retention is not None and len(kept) > retention:
         drop = _dropped(head, retention - 1) if head is not None else ()
-        kept = (old, *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
+        kept = (kept[0], *head.truncated(retention - 1)) if head is not None and retention else kept[:retention]
     keep_as = expected.revision if stored and retention != 0 else None
     if keep_as in drop:  # the replaced head's blob also holds the revisions its delta lines made: kept with it
         drop = tuple(name for name in drop if name != keep_as)
@@ -116,7 +119,7 @@ async def plan(
         kept = (orjson.dumps(record_json(kept[0], kept[1] if len(kept) > 1 else None, modules)), *kept[1:])
     new = HeadHistory(
         keep=retention,
-        saved_at=now(),
+        saved_at=now_text(),
         parent=expected.revision if stored else None,
         forked_from=forked_from,
         modules=modules,
@@ -130,35 +133,43 @@ def _beside(
     backend: Backend,
     key: SessionKey,
     head: HeadHistory | None,
-    old: Revision | None,
+    old: Revision | tuple[str, int] | None,
     new: tuple[int | None, tuple[str, ...], tuple[str, str, str] | None],
 ) -> Step:
     """:func:`plan`'s step on a backend that keeps the records beside the head (see :mod:`._history_beside`):
-    the replaced head's records to put first, and the retention. ``old``: the replaced head's record
-    (``None`` when nothing is stored); ``new``: the retention, the modules and the fork the new head records."""
+    the replaced head's records to put first, and the retention. ``old``: the replaced head's record, or
+    its revision and size when ``head`` is its index (``None``: nothing is stored); ``new``: the retention,
+    the modules and the fork the new head records."""
     retention, modules, forked_from = new
     if retention == 0 and forked_from is None:  # history turned off: a plain head again, the kept ones dropped
         assert head is not None
         drop = () if head.beside is not None else tuple(sorted(head.blobs(0)))  # (a head that held its records)
         return Step(Archive(None, drop, IndexChange(b"", replace=False, keep=0)), None)
-    keep_as = None if old is None else old.revision
-    records = b"" if old is None else first_records(head, old)
+    if old is None:
+        keep_as, records = None, b""
+    else:
+        keep_as, records = old[0] if isinstance(old, tuple) else old.revision, first_records(head, old)
+    if head is None:
+        source = lambda: backend.source(key)  # noqa: E731
+    else:  # the same session's, and, when they are the same, its module names: one object less held per save
+        source, modules = head.source, head.modules if head.modules == modules else modules
     index = HeadHistory(
         keep=retention,
-        saved_at=now(),
+        saved_at=now_text(),
         parent=keep_as,
         forked_from=forked_from,
         modules=modules,
-        source=(lambda: backend.source(key)) if head is None else head.source,  # (the same session's)
+        source=source,
         beside=keep_as or "",
         unread=True,
     )
     if head is None or head.beside is None:  # the index holds none of this head's records yet: replaced
         change = IndexChange(records, replace=True, keep=retention)
+    elif not head.entries or head.keep is None:  # it lists every record stored (its retention cut them)
+        change = IndexChange(records, replace=False, keep=retention)
     else:  # the stored records past what the head lists (its delta lines pushed them out) go too
         in_head = sum(isinstance(entry, Located) for entry in head.entries)  # (the rest is not read)
-        listed = None if head.keep is None else max(head.keep - in_head, 0)
-        change = IndexChange(records, replace=False, keep=retention, listed=listed)
+        change = IndexChange(records, replace=False, keep=retention, listed=max(head.keep - in_head, 0))
     return Step(Archive(keep_as, (), change), index)
 
 

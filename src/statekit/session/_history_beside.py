@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import orjson
@@ -40,15 +40,31 @@ def whole_record(entry: Revision | Located) -> bytes:
     return orjson.dumps(record_json(entry, None, None), option=orjson.OPT_APPEND_NEWLINE)
 
 
-def first_records(head: HeadHistory | None, old: Revision) -> bytes:
-    """The lines a write over the replaced head (``old``, whose index is ``head``) puts first: its record,
-    then those of the revisions its delta lines made (in the blob its revision names), then, when ``head``
-    still holds its records (written before the index went beside it), all of those, so that the index
-    replaces them.
+def head_line(head: HeadHistory, revision: str, size: int) -> bytes:
+    """``whole_record(head.head(revision, size))``: the record of the head whose index is ``head`` (its
+    revision and size given) as a line of the index, written without making the :class:`Revision` first
+    (each save writes one)."""
+    record: dict[str, Any] = {"revision": revision, "saved_at": head.saved_at, "size": size, "parent": head.parent}
+    record["modules"] = list(head.modules)
+    if head.forked_from is not None:
+        record["forked_from"] = list(head.forked_from)
+    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def first_records(head: HeadHistory | None, old: Revision | tuple[str, int]) -> bytes:
+    """The lines a write over the replaced head puts first (``old``: its record, or its revision and size
+    when ``head`` is its index): its record, then those of the revisions its delta lines made (in the blob
+    its revision names), then, when ``head`` still holds its records (written before the index went beside
+    it), all of those, so that the index replaces them.
 
     Raises:
         DocumentError: A record the head holds is malformed.
     """
+    if isinstance(old, tuple):
+        assert head is not None, "a revision and a size stand for the head of an index"
+        if not head.entries and head.beside is not None:  # a save's usual case: the head's record alone
+            return head_line(head, *old)
+        old = head.head(*old)
     lines = [whole_record(old)]
     if head is not None:
         kept = head.kept() if head.beside is None else ()

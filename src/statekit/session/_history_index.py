@@ -35,7 +35,6 @@ checks the records it reads against.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Annotated, Any, Final
 
 import attrs
@@ -54,10 +53,10 @@ from statekit.session._history_records import (
     module_names,
     optional_revision,
     name_of,
-    parsed_time,
     record_json,
     record_of,
-    time_text,
+    time_checked,
+    time_of,
 )
 from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
 
@@ -69,7 +68,8 @@ class HeadHistory:
 
     Attributes:
         keep: How many past revisions the session keeps (``None``: all).
-        saved_at: When the head was saved.
+        saved_at: When the head was saved, as the index holds it (ISO 8601 in UTC, written ``Z``: checked when
+            read, a ``datetime`` when a record is made of it).
         parent: The revision the head was saved over.
         forked_from: Where a fork's first revision came from.
         modules: The head's module names.
@@ -83,7 +83,7 @@ class HeadHistory:
     """
 
     keep: int | None
-    saved_at: datetime | None
+    saved_at: str | None
     parent: str | None
     forked_from: tuple[str, str, str] | None
     modules: tuple[str, ...]
@@ -94,7 +94,7 @@ class HeadHistory:
 
     def head(self, revision: str, size: int) -> Revision:
         """The head's own record, given its revision and size (which the head cannot hold)."""
-        return Revision(revision, self.parent, self.saved_at, size, self.modules, self.forked_from)
+        return Revision(revision, self.parent, time_of(self.saved_at), size, self.modules, self.forked_from)
 
     def kept(self) -> tuple[Revision, ...]:
         """The kept past revisions, newest first (a record's implied parent and modules filled in).
@@ -187,7 +187,7 @@ class HeadHistory:
     def as_meta(self, *, json: bool) -> dict[str, Any]:
         """The index as the head document's metadata holds it (``json``: for an orjson codec, which
         writes the records carried on as they are stored, without decoding them)."""
-        meta: dict[str, Any] = {"keep": self.keep, "saved_at": time_text(self.saved_at), "parent": self.parent}
+        meta: dict[str, Any] = {"keep": self.keep, "saved_at": self.saved_at, "parent": self.parent}
         if self.forked_from is not None:
             meta["forked_from"] = list(self.forked_from)
         meta["modules"] = list(self.modules)
@@ -294,14 +294,7 @@ def parse_index_json(raw: bytes, source: Callable[[], str]) -> HeadHistory:
         return parse_index(data, source())
     if index.keep is not None and index.keep < 0:
         raise DocumentError(f"{_WHERE}.keep should be an integer >= 0 or null, got {index.keep!r}", source=source())
-    try:
-        saved_at = None if index.saved_at is None else datetime.fromisoformat(index.saved_at)
-    except ValueError:
-        saved_at = None
-    if (saved_at is None) != (index.saved_at is None) or (saved_at is not None and saved_at.tzinfo is None):
-        saved_at = parsed_time(index.saved_at, f"{_WHERE}.saved_at", source())  # says what is wrong
-    elif saved_at is not None and saved_at.utcoffset():
-        saved_at = saved_at.astimezone(timezone.utc)
+    saved_at = None if index.saved_at is None else time_checked(index.saved_at, f"{_WHERE}.saved_at", source())
     if index.beside is not None and index.kept:
         raise DocumentError(f"{_WHERE} holds both kept and beside: one or the other", source=source())
     return HeadHistory(
@@ -338,7 +331,7 @@ def parse_index(meta: object, source: str) -> HeadHistory:
         raise DocumentError(f"{where}.beside should be a revision string, and kept absent, got {beside!r}", source=source)
     return HeadHistory(
         keep=keep,
-        saved_at=parsed_time(data.get("saved_at"), f"{where}.saved_at", source),
+        saved_at=time_checked(data.get("saved_at"), f"{where}.saved_at", source),
         parent=optional_revision(data.get("parent"), f"{where}.parent", source),
         forked_from=fork_of(data.get("forked_from"), f"{where}.forked_from", source),
         modules=module_names(data.get("modules", []), f"{where}.modules", source),

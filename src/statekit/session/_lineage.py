@@ -22,7 +22,7 @@ import attrs
 from statekit.errors import DocumentError
 from statekit.session._companion import joined, split
 from statekit.session._history_index import HeadHistory
-from statekit.session._history_records import Located, Revision
+from statekit.session._history_records import Located, Revision, time_checked
 from statekit.session._proofs import chained_lines
 from statekit.session._revisions import Expected, line_revision, revision_of
 from statekit.session.document import deltas_flag, header, header_of
@@ -65,12 +65,12 @@ def over_deltas(index: HeadHistory | None, raw: bytes, source: str) -> HeadHisto
             parent = index.head(named, len(doc))
         located.append(Located(parent, number))
         size += len(line)
-        parent = Revision(line_revision(line), named, _at(at, number, source), size, index.modules)
+        parent, saved_at = Revision(line_revision(line), named, _at(at, number, source), size, index.modules), at
     assert parent is not None
     entries = (*reversed(located), *index.entries)
     over = HeadHistory(
         keep=index.keep,
-        saved_at=parent.saved_at,
+        saved_at=time_checked(saved_at, f"delta {len(lines)}'s time", source),
         parent=parent.parent,
         forked_from=None,
         modules=index.modules,
@@ -100,7 +100,7 @@ def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) ->
     entries = (Located(head, lines), *index.entries)
     over = HeadHistory(
         keep=index.keep,
-        saved_at=_at(saved_at, lines, index.source()),
+        saved_at=time_checked(saved_at, f"delta {lines + 1}'s time", index.source()),
         parent=head.revision,
         forked_from=None,
         modules=index.modules,
