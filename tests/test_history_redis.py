@@ -17,7 +17,7 @@ from statekit.session._archive import Archive, IndexChange
 from statekit.session._history_beside import advance, head_line, whole_record
 from statekit.session._history_index import HeadHistory
 from statekit.session._redis_cluster import is_cluster
-from statekit.session._redis_history import history_key, records_key
+from statekit.session._redis_history import history_key, keep_args, keep_plan, records_key
 from statekit.session._revisions import Expected
 from statekit.session.redis import RedisSession
 from statekit.testing import Counter, RedisCluster, RedisServer, local_redis_cluster
@@ -539,6 +539,27 @@ def test_the_python_step_keeps_a_blob_while_a_kept_record_is_in_it() -> None:
     assert advance(b, IndexChange(located, replace=False, keep=1)) == (located, ())  # still in REV_B
     assert advance(a + b + located, IndexChange(a, replace=True, keep=None)) == (a, (REV_B,))  # replaced: not listed
     assert advance(None, IndexChange(a + b, replace=False, keep=0)) == (b"", (REV_A, REV_B))
+
+
+@pytest.mark.parametrize(
+    "archive",
+    [
+        Archive(None),
+        Archive(REV_A, (REV_B, "c" * 40)),
+        Archive(REV_A, (), IndexChange(b'{"revision":"x"}\n', replace=False, keep=20)),
+        Archive(None, (), IndexChange(b"", replace=False, keep=0)),
+        Archive(REV_B, (), IndexChange(b"a\nb\n", replace=True, keep=None, listed=3)),
+        Archive(REV_B, (), IndexChange(b"a\n", replace=False, keep=5, listed=0)),
+    ],
+)
+@pytest.mark.parametrize("expected", [Expected(revision=REV_A), Expected(revision="")], ids=["revision", "created"])
+def test_the_watch_twin_reads_the_keep_script_arguments_as_the_script_does(archive: Archive, expected: Expected) -> None:
+    """The one argument the script reads the write's plan from (kind, length, blob, mode, retention, listed)
+    reads back, for the WATCH twin, as the archive and the check it was packed from."""
+    data = b'{"a":1}'
+    args = keep_args(data, expected, "keep", archive)
+    assert len(args) == 5 + len(archive.drop)  # the value, the check, the TTL, the plan, the records, the drops
+    assert keep_plan(args) == (data, ("revision", expected.revision, None), archive)
 
 
 def test_a_head_record_is_written_alike_from_its_index_and_from_the_revision() -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statekit.session._archive import Archive
+from statekit.session._archive import Archive, IndexChange
 from statekit.session._redis_fence import FENCE
 from statekit.session._redis_ids import ALIGN, MINE, beside
 from statekit.session._redis_scripts import REVISION, SAVE, Script
@@ -54,9 +54,11 @@ local function beside(mode, records, keep, listed)
     redis.call('LPUSH', KEYS[5], unpack(batch))
     at = at - 1000
   end
+  local last = nil  -- the oldest record left, once read
   if keep ~= '' then
     local kept = tonumber(keep)
-    local older = redis.call('LRANGE', KEYS[5], kept, -1)
+    local older = redis.call('LRANGE', KEYS[5], math.max(kept - 1, 0), -1)  -- with the oldest record left
+    if kept > 0 and #older > 0 then last = table.remove(older, 1) end
     if #older > 0 then
       if kept == 0 then redis.call('DEL', KEYS[5]) else redis.call('LTRIM', KEYS[5], 0, kept - 1) end
       for _, line in ipairs(gone) do table.insert(older, line) end
@@ -65,8 +67,12 @@ local function beside(mode, records, keep, listed)
   end
   if #gone == 0 then return end
   local used = {}
-  local left = redis.call('LRANGE', KEYS[5], mode == 'set' and 0 or -1, -1)
-  for _, line in ipairs(left) do used[blob_of(line)] = true end
+  if mode == 'set' then
+    for _, line in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do used[blob_of(line)] = true end
+  else
+    if not last then last = redis.call('LRANGE', KEYS[5], -1, -1)[1] end
+    if last then used[blob_of(last)] = true end
+  end
   for _, line in ipairs(gone) do
     local blob = blob_of(line)
     if blob ~= '' and not used[blob] then
@@ -81,14 +87,16 @@ end
 the rest go, as if cut off: 'add'), cut to ``keep`` records ('' = all); the blobs (fields of KEYS[4]) that only
 records no longer listed are in are removed. Records that share a blob are written together by one save, so
 they are next to each other: after an 'add' the oldest record left is the only one a record cut off can share
-its blob with. :func:`._history_beside.advance` in Python."""
+its blob with (read with those cut off, when the retention cuts). :func:`._history_beside.advance` in Python."""
 
 KEEP = Script(MINE + FENCE + SAVE + REVISION + _BESIDE + f"""
 local refused = fence(KEYS[3], ARGV[#ARGV - 3])
 if refused then return refused end
+local kind, length, keep_as, mode, keep, listed = string.match(ARGV[4], '^(%a+) (%d*) (%S*) (%a*) (%d*) (%d*)$')
+if not kind then return redis.error_reply('statekit: malformed history plan') end
 local current = redis.call('GET', KEYS[1])
-if ARGV[4] == 'base' then
-  if not current or #current ~= tonumber(ARGV[5]) then return 0 end
+if kind == 'base' then
+  if not current or #current ~= tonumber(length) then return 0 end
   if not string.find(string.sub(current, 1, {HEAD_BYTES}), ARGV[2], 1, true) then return 0 end
 else
   local revision = ''
@@ -96,18 +104,20 @@ else
   if revision ~= ARGV[2] then return 0 end
 end
 save(ARGV[1], ARGV[3])
-if current and ARGV[6] ~= '' then redis.call('HSETNX', KEYS[4], ARGV[6], current) end
-for index = 11, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
-if ARGV[7] ~= '' then beside(ARGV[7], ARGV[8], ARGV[9], ARGV[10]) end
+if current and keep_as ~= '' then redis.call('HSETNX', KEYS[4], keep_as, current) end
+for index = 6, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
+if mode ~= '' then beside(mode, ARGV[5], keep, listed) end
 stamp()
 return 1
 """)
 """``COMPARE_AND_SET`` keeping the old value: write ARGV[1] (ARGV[3]: TTL, '' or 'keep') if the stored value is
-still the one expected: ARGV[4] 'revision': its SHA-1 is ARGV[2] ('' = no value); ARGV[4] 'base': its head holds
-ARGV[2] (the document's token) and its length is ARGV[5]. Then the old value (if any) becomes field ARGV[6] of
-KEYS[4] (unless ARGV[6] is ''), the fields ARGV[11..] are removed, and, unless ARGV[7] is '', the kept records
-change (``beside(ARGV[7], ARGV[8], ARGV[9], ARGV[10])``, KEYS[5]); both expire with the value. Then the lease
-token and the write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
+still the one expected, as ARGV[4] (the plan: six words, one space between each, see :func:`keep_args`) says:
+its kind 'revision': the stored value's SHA-1 is ARGV[2] ('' = no value); 'base': its head holds ARGV[2] (the
+document's token) and its length is the plan's second word. Then the old value (if any) becomes the field of
+KEYS[4] the third word names (none when it is empty), the fields ARGV[6..] are removed, and, unless the fourth
+word is empty, the kept records change (``beside(mode, ARGV[5], keep, listed)``: the fourth to sixth words,
+KEYS[5]); both expire with the value. Then the lease token and the write id, as in ``COMPARE_AND_SET``; it
+answers as that one does."""
 
 PUT = Script(FENCE + ALIGN + """
 local refused = fence(KEYS[2], ARGV[3])
@@ -142,19 +152,34 @@ def records_key(name: str, cluster: bool) -> str:
 
 def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tuple[Any, ...]:
     """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument):
-    one tuple, held while the write waits."""
+    one tuple, held while the write waits. What the script does besides the value goes in one argument, the
+    plan (its kind, the base's length, the blob the old value becomes, the records' mode, retention and
+    listed count, one space between each: every word a name or a number): each argument costs a length
+    line to pack and a string for the script to make."""
     index, keep_as = archive.index, archive.keep_as or ""
-    mode, records, keep, listed = "", b"", "", ""
-    if index is not None:
-        mode, records = "set" if index.replace else "add", index.records
-        keep = "" if index.keep is None else str(index.keep)
-        listed = "" if index.listed is None else str(index.listed)
+    if index is None:
+        records, changes = b"", ""
+    else:
+        records = index.records
+        changes = f"{'set' if index.replace else 'add'} {'' if index.keep is None else index.keep} {'' if index.listed is None else index.listed}"
     if expected.only_base:
         base = expected.base
         assert base is not None
-        length = str(base.doc_len + base.log_len)
-        return (data, token_mark(base.token), ttl, "base", length, keep_as, mode, records, keep, listed, *archive.drop)
-    return (data, expected.revision, ttl, "revision", "", keep_as, mode, records, keep, listed, *archive.drop)
+        plan = f"base {base.doc_len + base.log_len} {keep_as} {changes or '  '}"
+        return (data, token_mark(base.token), ttl, plan, records, *archive.drop)
+    return (data, expected.revision, ttl, f"revision  {keep_as} {changes or '  '}", records, *archive.drop)
+
+
+def keep_plan(args: tuple[Any, ...]) -> tuple[bytes, tuple[str, str, int | None], Archive]:
+    """:data:`KEEP`'s arguments (before the lease token and the write id) read back as the script reads them:
+    the new value; the check (the kind, the revision or the token's mark, the base's length); the archive
+    (for its ``WATCH`` twin, which therefore holds nothing of its own while the write waits)."""
+    data, check, _, plan, records, *drop = args
+    kind, length, keep_as, mode, keep, listed = plan.split(" ")
+    index = None
+    if mode:
+        index = IndexChange(records, mode == "set", int(keep) if keep else None, int(listed) if listed else None)
+    return data, (kind, check, int(length) if length else None), Archive(keep_as or None, tuple(drop), index)
 
 
 def blob_names(names: Any) -> list[str]:

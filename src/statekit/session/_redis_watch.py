@@ -9,40 +9,37 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.client import NEVER_DECODE
 
-from statekit.session._appends import DeltaBase
-from statekit.session._archive import Archive
 from statekit.session._history_beside import advance
 from statekit.session._redis_fence import Answer, fence_watching
-from statekit.session._redis_history import records_text
+from statekit.session._redis_history import keep_plan, records_text
 from statekit.session._redis_ids import DONE, Keys, Pipe, Planned, companion_expiry, expire_as, watched
 from statekit.session._redis_once import Sending, executed
 from statekit.session._redis_reads import value_read
-from statekit.session._revisions import Expected
-from statekit.session.document import HEAD_BYTES, doc_token
+from statekit.session._revisions import MISSING_REVISION, revision_of
+from statekit.session.document import HEAD_BYTES
 
 
 async def if_base_watching(
     client: Redis | RedisCluster,
-    base: DeltaBase,
-    data: bytes,
-    change: tuple[str, tuple[int, bytes] | None],
     keys: Keys,
+    args: tuple[Any, ...],
     ttl: tuple[int | None, bool],
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
     """The same as ``IF_BASE`` with ``WATCH``/``MULTI``, for servers that run no Lua
-    (``keys``: the value's, its companion's, its lease's and its kept revisions'; ``change``: the mode and
-    the header's count to write; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry; ``attempt``:
-    the write's id, whether it is sent again, its ``Sending``, the lease token it carries)."""
-    name, (mode, count), (key_ttl, keep_ttl) = keys[0], change, ttl
+    (``keys``: the value's, its companion's, its lease's and its kept revisions'; ``args``: the script's own,
+    read as it reads them; ``ttl``: the session's ``key_ttl`` and whether a save keeps the key's own expiry;
+    ``attempt``: the write's id, whether it is sent again, its ``Sending``, the lease token it carries)."""
+    mark, length, data, mode, _, at, field = args
+    name, count, (key_ttl, keep_ttl) = keys[0], None if at == "" else (int(at), field), ttl
 
     async def reads(pipe: Pipe) -> Planned:
         expiry = await companion_expiry(pipe, name, key_ttl, mode != "set" or keep_ttl)
         # raw bytes even from a decode_responses client: 512 bytes may end inside a character
         head = await pipe.execute_command("GETRANGE", name, 0, HEAD_BYTES - 1, **{NEVER_DECODE: True})
-        if not isinstance(head, bytes) or doc_token(head) != base.token:
+        if not isinstance(head, bytes) or mark.encode() not in head:
             return None
-        if await pipe.strlen(name) != base.doc_len + base.log_len:
+        if await pipe.strlen(name) != int(length):
             return None
         return queue, expiry
 
@@ -61,19 +58,18 @@ async def if_base_watching(
 
 async def compare_and_set_watching(
     client: Redis | RedisCluster,
-    data: bytes,
-    expected: Expected,
     keys: Keys,
+    args: tuple[Any, ...],
     ttl: tuple[int | None, bool],
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
-    """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua."""
-    name, (key_ttl, keep_ttl) = keys[0], ttl
+    """The same compare-and-set with ``WATCH``/``MULTI``, for servers that run no Lua (``args``: the
+    script's own, the new value and the revision expected first)."""
+    name, data, revision, (key_ttl, keep_ttl) = keys[0], args[0], args[1], ttl
 
     async def reads(pipe: Pipe) -> Planned:
         expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
-        current = await pipe.get(name)
-        if not expected.matches(value_read(current)):
+        if not _is_revision(value_read(await pipe.get(name)), revision):
             return None
         return (lambda queued: queued.set(name, data, **_expiry(key_ttl, keep_ttl))), expiry
 
@@ -82,21 +78,25 @@ async def compare_and_set_watching(
 
 async def keep_watching(
     client: Redis | RedisCluster,
-    write: tuple[bytes, Expected, Archive],
     keys: Keys,
+    args: tuple[Any, ...],
     ttl: tuple[int | None, bool],
     attempt: tuple[str, bool, Sending, int | None],
 ) -> Answer:
     """``KEEP`` (:mod:`._redis_history`) with ``WATCH``/``MULTI``: the compare-and-set (or, after a delta save,
     the base's check) that keeps the old value as a field of the kept revisions' key (``keys[3]``), changes
-    their records (the list ``keys[4]``) and removes the pruned ones (``write``: the new value, what is
-    expected, the :class:`Archive`)."""
-    (name, history, records), (data, expected, archive), (key_ttl, keep_ttl) = (keys[0], keys[3], keys[4]), write, ttl
+    their records (the list ``keys[4]``) and removes the pruned ones; ``args``: the script's own, read by
+    :func:`._redis_history.keep_plan` as the script reads them."""
+    (name, history, records), (key_ttl, keep_ttl) = (keys[0], keys[3], keys[4]), ttl
+    data, (kind, check, length), archive = keep_plan(args)
 
     async def reads(pipe: Pipe) -> Planned:
         expiry = await companion_expiry(pipe, name, key_ttl, keep_ttl)
         current: Any = await pipe.execute_command("GET", name, **{NEVER_DECODE: True})  # bytes or None
-        if not _holds(current, expected):
+        if kind == "base":
+            if current is None or len(current) != length or check.encode() not in current[:HEAD_BYTES]:
+                return None
+        elif not _is_revision(value_read(current), check):
             return None
         index = None
         if archive.index is not None:  # the kept records change with the value (only writes of it change them)
@@ -120,15 +120,10 @@ async def keep_watching(
     return await watched(client, keys, attempt, reads)
 
 
-def _holds(current: bytes | None, expected: Expected) -> bool:
-    """Whether the stored value ``current`` is the one ``expected`` (after a delta save: its base)."""
-    if not expected.only_base:
-        return expected.matches(value_read(current))
-    base = expected.base
-    assert base is not None
-    if current is None or len(current) != base.doc_len + base.log_len:
-        return False
-    return doc_token(current[:HEAD_BYTES]) == base.token
+def _is_revision(current: bytes | None, revision: str) -> bool:
+    """Whether the stored value ``current`` (``None``: none; read by :func:`value_read`) has ``revision``
+    (:data:`MISSING_REVISION`: no value), as the scripts' ``revision_of`` computes it."""
+    return (MISSING_REVISION if current is None else revision_of(current)) == revision
 
 
 def blob_put_plan(keys: tuple[str, ...], blob: str, data: bytes) -> Plan:
@@ -177,11 +172,13 @@ def set_plan(keys: tuple[str, ...], data: bytes, ttl: tuple[int | None, bool]) -
 
 
 Twin = Callable[
-    [Keys, tuple[int | None, bool], tuple[str, bool, Sending, int | None]], Awaitable[Answer]
+    [Redis | RedisCluster, Keys, tuple[Any, ...], tuple[int | None, bool], tuple[str, bool, Sending, int | None]],
+    Awaitable[Answer],
 ]
-"""A conditional write's ``WATCH``/``MULTI`` twin, given the keys, ``(key_ttl, keep_ttl)`` and the attempt
-``(write id, retried, Sending, lease token)``: one of the functions above with its leading arguments bound by a
-``functools.partial`` (two objects held while the write waits, where a closure holds a cell per name)."""
+"""A conditional write's ``WATCH``/``MULTI`` twin, given the client, the keys, the script's own arguments (before
+the lease token and the write id), ``(key_ttl, keep_ttl)`` and the attempt ``(write id, retried, Sending, lease
+token)``: one of the functions above, nothing bound (nothing more is held while the write waits), reading what
+the write is from the arguments the script reads it from."""
 
 Plan = Callable[[Pipe], Awaitable[Callable[[Pipe], object]]]
 """A lease-fenced write's reads on the ``WATCH`` path (before ``MULTI``), giving what to queue after it."""

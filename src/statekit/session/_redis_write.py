@@ -15,7 +15,7 @@ from statekit.session._redis_watch import Twin
 
 class ConditionalWrite:
     """A write with a write id (see :mod:`._redis_once`): ``script`` on ``keys`` with ``args``, the lease token
-    carried and the id; without Lua, ``twin(keys, (key_ttl, keep_ttl), (id, retried, sending, token))``.
+    carried and the id; without Lua, ``twin(client, keys, args, (key_ttl, keep_ttl), (id, retried, sending, token))``.
 
     One object held while the write waits for its reply, where closures would hold a cell per name.
     """
@@ -47,4 +47,5 @@ class ConditionalWrite:
     def watching(self) -> Awaitable[Any]:
         """The attempt running, on a server without Lua: the ``WATCH``/``MULTI`` twin."""
         assert self.sending is not None, "called by the attempt's Scripting.run"
-        return self.twin(self.keys, self.expiry, (self.write_id, self.retried, self.sending, self.token))
+        attempt = (self.write_id, self.retried, self.sending, self.token)
+        return self.twin(self.scripting.client, self.keys, self.args, self.expiry, attempt)

@@ -265,14 +265,11 @@ class RedisSession(SessionBase):
         (``count``: then write these bytes at this offset)."""
         at, field = ("", b"") if count is None else (str(count[0]), count[1])
         args = (token_mark(base.token), str(base.doc_len + base.log_len), data, mode, self._ttl_arg(), at, field)
-        return await self._conditional(
-            key, IF_BASE, args,
-            partial(if_base_watching, self._client, base, data, (mode, count)),
-        )
+        return await self._conditional(key, IF_BASE, args, if_base_watching)
 
     async def _conditional(self, key: SessionKey, script: Script, args: tuple[Any, ...], twin: Twin) -> bool:
         """A conditional write with a write id (see _redis_once): ``script`` on :meth:`_keys` with ``args``, the
-        token carried and the id; without Lua, ``twin(keys, (key_ttl, keep_ttl), (id, retried, sending, token))``."""
+        token carried and the id; without Lua, ``twin(client, keys, args, (key_ttl, keep_ttl), (id, retried, sending, token))``."""
         token = self._fence(key)
         write = ConditionalWrite(
             self._scripting, (script, self._keys(key), args, twin), token, (self.key_ttl, self._keep_ttl),
@@ -300,16 +297,11 @@ class RedisSession(SessionBase):
         if expected.only_base:
             assert expected.base is not None
             return self._if_base(key, expected.base, data, "set")
-        return self._conditional(
-            key, COMPARE_AND_SET, (data, expected.revision, self._ttl_arg()),
-            partial(compare_and_set_watching, self._client, data, expected),
-        )
+        return self._conditional(key, COMPARE_AND_SET, (data, expected.revision, self._ttl_arg()), compare_and_set_watching)
 
     def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> Coroutine[Any, Any, bool]:
-        return self._conditional(  # (as _write_if: the write's coroutine handed back, one coroutine less)
-            key, KEEP, keep_args(data, expected, self._ttl_arg(), archive),
-            partial(keep_watching, self._client, (data, expected, archive)),
-        )
+        # (as _write_if: the write's coroutine handed back, one coroutine less)
+        return self._conditional(key, KEEP, keep_args(data, expected, self._ttl_arg(), archive), keep_watching)
 
     async def _put_blob(self, key: SessionKey, name: str, data: bytes) -> None:
         await self._fenced(key, PUT, (name, data), lambda keys: blob_put_plan(keys, name, data))
