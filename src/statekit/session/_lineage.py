@@ -14,7 +14,6 @@ prefixes' records name that blob.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timezone
 
 import attrs
@@ -86,12 +85,12 @@ _COMPARED_BYTES = 1 << 16
 """Loaded bytes up to this size are compared with the bytes last seen before their index is read."""
 
 
-def loaded_index(seen: Expected | None, raw: bytes, read: Callable[[], HeadHistory | None]) -> HeadHistory | None:
-    """The history index of loaded bytes: what the object remembers of them when they are the bytes it last
-    wrote or loaded (a turn's load after its own save reads no index), else ``read()``."""
+def remembered_index(seen: Expected | None, raw: bytes) -> HeadHistory | None:
+    """The history index the object remembers of loaded bytes that hold one, when they are the bytes it last
+    wrote or loaded (a turn's load after its own save reads no index); ``None``: read it from them."""
     if seen is None or not isinstance(seen.history, HeadHistory) or seen.raw is None or len(raw) > _COMPARED_BYTES:
-        return read()  # (a large head: reading its index costs less than comparing it)
-    return seen.history if seen.raw == raw else read()
+        return None  # (a large head: reading its index costs less than comparing it)
+    return seen.history if seen.raw == raw else None
 
 
 def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) -> tuple[HeadHistory, set[str]]:

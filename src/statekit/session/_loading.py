@@ -29,7 +29,7 @@ from statekit.session._backend import Backend
 from statekit.session._appends import DeltaBase, merge
 from statekit.session._companion import split
 from statekit.session._history_index import HeadHistory, index_of
-from statekit.session._lineage import loaded_index, over_deltas
+from statekit.session._lineage import over_deltas, remembered_index
 from statekit.session._typed_appends import history_of_typed, with_deltas
 from statekit.session._delta_load import base_after_load, base_after_typed_load, check_token, positioned
 from statekit.session._ids import SessionKey
@@ -151,7 +151,7 @@ async def _typed_load(
     meta = meta_of(document)  # (TypedMeta, as with_deltas took it; None: absent)
     history = None
     if meta is not None and meta.history is not None:
-        history = loaded_index(seen, raw, lambda: _typed_index(backend, key, document, raw))
+        history = remembered_index(seen, raw) or _typed_index(backend, key, document, raw)
     migrated = migrations_run()
     with secrets_with(backend.secret_box):
         results = load_typed(typed, modules, document, strict)
