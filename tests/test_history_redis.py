@@ -553,7 +553,7 @@ def test_the_python_step_keeps_a_blob_while_a_kept_record_is_in_it() -> None:
     ],
 )
 @pytest.mark.parametrize("expected", [Expected(revision=REV_A), Expected(revision="")], ids=["revision", "created"])
-def test_the_watch_twin_reads_the_keep_script_arguments_as_the_script_does(archive: Archive, expected: Expected) -> None:
+def test_the_watch_twin_reads_the_keep_arguments_as_the_script_does(archive: Archive, expected: Expected) -> None:
     """The one argument the script reads the write's plan from (kind, length, blob, mode, retention, listed)
     reads back, for the WATCH twin, as the archive and the check it was packed from."""
     data = b'{"a":1}'

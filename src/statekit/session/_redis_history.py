@@ -160,8 +160,8 @@ def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tu
     if index is None:
         records, changes = b"", ""
     else:
-        records = index.records
-        changes = f"{'set' if index.replace else 'add'} {'' if index.keep is None else index.keep} {'' if index.listed is None else index.listed}"
+        keep, listed = ("" if count is None else count for count in (index.keep, index.listed))
+        records, changes = index.records, f"{'set' if index.replace else 'add'} {keep} {listed}"
     if expected.only_base:
         base = expected.base
         assert base is not None

@@ -269,7 +269,8 @@ class RedisSession(SessionBase):
 
     async def _conditional(self, key: SessionKey, script: Script, args: tuple[Any, ...], twin: Twin) -> bool:
         """A conditional write with a write id (see _redis_once): ``script`` on :meth:`_keys` with ``args``, the
-        token carried and the id; without Lua, ``twin(client, keys, args, (key_ttl, keep_ttl), (id, retried, sending, token))``."""
+        token carried and the id; without Lua, its twin, given the client, the keys, ``args``, ``(key_ttl, keep_ttl)``
+        and the attempt ``(id, retried, sending, token)``."""
         token = self._fence(key)
         write = ConditionalWrite(
             self._scripting, (script, self._keys(key), args, twin), token, (self.key_ttl, self._keep_ttl),
@@ -297,7 +298,8 @@ class RedisSession(SessionBase):
         if expected.only_base:
             assert expected.base is not None
             return self._if_base(key, expected.base, data, "set")
-        return self._conditional(key, COMPARE_AND_SET, (data, expected.revision, self._ttl_arg()), compare_and_set_watching)
+        args = (data, expected.revision, self._ttl_arg())
+        return self._conditional(key, COMPARE_AND_SET, args, compare_and_set_watching)
 
     def _write_keeping(self, key: SessionKey, data: bytes, expected: Expected, archive: Archive) -> Coroutine[Any, Any, bool]:
         # (as _write_if: the write's coroutine handed back, one coroutine less)
