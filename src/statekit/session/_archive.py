@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
+import msgspec
 
 from statekit.errors import SessionError
 from statekit.session._history_index import HeadHistory
 
 
-@attrs.frozen
-class IndexChange:
+class IndexChange(msgspec.Struct, frozen=True, gc=False):
     """What a write does to the index a backend keeps beside the head (``history_beside``, see
     :mod:`._history_beside`): the records it puts first, and how many records the index keeps then.
 
@@ -28,6 +27,8 @@ class IndexChange:
             longer listed (cut off, or replaced) are in are removed in the same step.
         listed: How many of the stored records the replaced head still lists (``None``: all): those
             its delta lines pushed past its retention go first, as if cut off.
+
+    As :class:`Archive`: made at every save that keeps history (C, not tracked by the cyclic collector).
     """
 
     records: bytes
@@ -36,8 +37,7 @@ class IndexChange:
     listed: int | None = None
 
 
-@attrs.frozen
-class Archive:
+class Archive(msgspec.Struct, frozen=True, gc=False):
     """The history part of one compare-and-set (:meth:`~._storage.Storage._write_keeping`).
 
     Attributes:
@@ -46,6 +46,9 @@ class Archive:
         drop: Blobs to remove once the new head is written (revisions pruned by it).
         index: On a backend that keeps the index beside the head, what the write does to it
             (then ``drop`` is empty: the backend finds what the index no longer names).
+
+    A frozen :class:`msgspec.Struct` (made at every save that keeps history: its ``__init__`` is C), not
+    tracked by the cyclic collector: it holds only strings, bytes and an :class:`IndexChange`, so no cycle.
     """
 
     keep_as: str | None

@@ -99,7 +99,7 @@ async def plan(
         else:
             old = head.head(expected.revision, size)
             if _in_head(head):
-                head = attrs.evolve(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
+                head = msgspec.structs.replace(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
     if backend.blobs.beside:  # the backend keeps the records beside the head: it cuts them, in its own step
         return _beside(backend, key, head, old, (retention, modules, forked_from)), expected
     assert not isinstance(old, tuple)

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 import attrs
+import msgspec
 import orjson
 
 from statekit.session._archive import IndexChange
@@ -151,5 +152,5 @@ async def complete(backend: Backend, key: SessionKey, index: HeadHistory | None)
     if records and name_of(records[0]) != index.beside:
         raise Moved(backend.source(key))
     entries: Iterable[Entry] = (*index.entries, *records)
-    read = attrs.evolve(index, entries=tuple(entries), unread=False)
+    read = msgspec.structs.replace(index, entries=tuple(entries), unread=False)
     return read.within_keep()

@@ -37,7 +37,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Final
 
-import attrs
 import msgspec
 import orjson
 
@@ -62,8 +61,7 @@ from statekit.session.document import FORMAT_KEY, HISTORY_FORMAT, HISTORY_KEY
 
 _WHERE: Final = f"__statekit__.{HISTORY_KEY}"
 
-@attrs.frozen
-class HeadHistory:
+class HeadHistory(msgspec.Struct, frozen=True):
     """A head document's history index, decoded (its kept revisions' records only when asked for).
 
     Attributes:
@@ -80,6 +78,10 @@ class HeadHistory:
         beside: On a backend that keeps the records beside the head: the revision of the newest one kept
             there (``""``: none); ``None``: the head holds its records.
         unread: The records kept beside the head are not in ``entries`` (only those its delta lines make).
+
+    A :class:`msgspec.Struct`, not an attrs class: every save that keeps history makes one, and its
+    ``__init__`` is C (0.1 us, against 1 us for a frozen attrs class of nine fields). Tracked by the cyclic
+    collector: ``source`` may reach the session's revision memory, which holds the index.
     """
 
     keep: int | None
@@ -231,7 +233,7 @@ class HeadHistory:
         each make a revision, and records kept beside the head are cut by the next full write)."""
         if self.keep is None or len(self.entries) <= self.keep:
             return self
-        return attrs.evolve(self, entries=self.truncated(self.keep))
+        return msgspec.structs.replace(self, entries=self.truncated(self.keep))
 
     def truncated(self, count: int) -> tuple[Entry, ...]:
         """The first ``count`` records, the last one saying its parent (the record it left out is gone)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-import attrs
+import msgspec
 
 from statekit.errors import DocumentError
 from statekit.session._companion import joined, split
@@ -111,7 +111,7 @@ def after_line(index: HeadHistory, head: Revision, lines: int, saved_at: str) ->
     if index.keep is None or len(entries) <= index.keep:
         return over, set()
     gone = over.blobs(index.keep) - over.blobs(0, index.keep)
-    return attrs.evolve(over, entries=over.truncated(index.keep)), gone
+    return msgspec.structs.replace(over, entries=over.truncated(index.keep)), gone
 
 
 def prefix_of(raw: bytes, lines: int, source: str) -> bytes:
