@@ -23,7 +23,7 @@ from statekit.errors import ConflictError, DocumentError
 from statekit.session._archive import Archive, IndexChange, Step
 from statekit.session._backend import Backend
 from statekit.session._companion import split
-from statekit.session._history_beside import first_records
+from statekit.session._history_beside import first_records, head_line
 from statekit.session._history_index import HeadHistory, index_of, parse_index_json
 from statekit.session._history_records import Entry, Located, Revision, now_text, record_json, widest
 from statekit.session._lineage import over_deltas
@@ -70,14 +70,23 @@ async def plan(
         ConflictError: Only a revision was expected and the stored one is another.
         DocumentError: The stored head's history index is malformed.
     """
-    known = expected.history
-    if isinstance(known, Unknown):
+    head = expected.history
+    if isinstance(head, Unknown):
         head, expected = await head_of(backend, key, expected)
-    else:  # a save over what the object remembers: no coroutine to await
-        head = known
-    if not backend.supports_history:
+    # (else a save over what the object remembers: no coroutine to await)
+    blobs = backend.blobs
+    if not blobs.supported:
         return None, expected
-    retention = widest(head.keep if head is not None else 0, backend.keep_history) if keep is UNKNOWN else keep
+    if keep is not UNKNOWN:
+        retention = keep
+    elif head is None:
+        retention = blobs.keep
+    else:
+        retention = widest(head.keep, blobs.keep)
+        if blobs.beside and head.beside is not None and not head.entries and expected.raw is not None and retention != 0:
+            # a save's usual case on a backend that keeps the records beside the head: over the head the object
+            # holds, whose index lists none of its records (no delta line made one), so it is replaced whole
+            return _over_index(head, expected.revision, stored_size(expected.raw), retention, modules, forked_from), expected
     if retention == 0 and forked_from is None and head is None:
         return None, expected  # keeps no history, and is to keep none: the write is as without history
     stored = expected.only_base or expected.revision != MISSING_REVISION
@@ -129,6 +138,19 @@ async def plan(
     return Step(Archive(keep_as, drop), new), expected
 
 
+def _over_index(
+    head: HeadHistory, revision: str, size: int, retention: int | None, modules: tuple[str, ...], fork: tuple[str, str, str] | None
+) -> Step:
+    """:func:`_beside`'s step when the replaced head (``revision``, ``size`` bytes) lists none of the records
+    kept beside it: its own record put first, the index cut to ``retention``."""
+    modules = head.modules if head.modules == modules else modules  # (when equal, one object less held per save)
+    index = HeadHistory(
+        keep=retention, saved_at=now_text(), parent=revision, forked_from=fork, modules=modules, source=head.source,
+        beside=revision, unread=True,
+    )
+    return Step(Archive(revision, (), IndexChange(head_line(head, revision, size), False, retention)), index)
+
+
 def _beside(
     backend: Backend,
     key: SessionKey,
@@ -145,6 +167,8 @@ def _beside(
         assert head is not None
         drop = () if head.beside is not None else tuple(sorted(head.blobs(0)))  # (a head that held its records)
         return Step(Archive(None, drop, IndexChange(b"", replace=False, keep=0)), None)
+    if isinstance(old, tuple) and head is not None and head.beside is not None and not head.entries:
+        return _over_index(head, *old, retention, modules, forked_from)
     if old is None:
         keep_as, records = None, b""
     else:

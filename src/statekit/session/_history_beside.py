@@ -63,8 +63,6 @@ def first_records(head: HeadHistory | None, old: Revision | tuple[str, int]) -> 
     """
     if isinstance(old, tuple):
         assert head is not None, "a revision and a size stand for the head of an index"
-        if not head.entries and head.beside is not None:  # a save's usual case: the head's record alone
-            return head_line(head, *old)
         old = head.head(*old)
     lines = [whole_record(old)]
     if head is not None:
