@@ -13,12 +13,14 @@ import pytest
 from redis.crc import key_slot
 
 from statekit.errors import LeaseHeldError, LeaseLostError, SessionError
+from statekit.session._appends import DeltaBase
 from statekit.session._archive import Archive, IndexChange
 from statekit.session._history_beside import advance, head_line, whole_record
 from statekit.session._history_index import HeadHistory
 from statekit.session._redis_cluster import is_cluster
 from statekit.session._redis_history import history_key, keep_args, keep_plan, records_key
 from statekit.session._revisions import Expected
+from statekit.session.document import token_mark
 from statekit.session.redis import RedisSession
 from statekit.testing import Counter, RedisCluster, RedisServer, local_redis_cluster
 from append_models import Memory, Msg
@@ -552,14 +554,22 @@ def test_the_python_step_keeps_a_blob_while_a_kept_record_is_in_it() -> None:
         Archive(REV_B, (), IndexChange(b"a\n", replace=False, keep=5, listed=0)),
     ],
 )
-@pytest.mark.parametrize("expected", [Expected(revision=REV_A), Expected(revision="")], ids=["revision", "created"])
-def test_the_watch_twin_reads_the_keep_arguments_as_the_script_does(archive: Archive, expected: Expected) -> None:
-    """The one argument the script reads the write's plan from (kind, length, blob, mode, retention, listed)
-    reads back, for the WATCH twin, as the archive and the check it was packed from."""
+@pytest.mark.parametrize(
+    "expected",
+    [Expected(revision=REV_A), Expected(revision=""), Expected(base=DeltaBase("tok", 40, 100, b"{}", {}))],
+    ids=["revision", "created", "base"],
+)
+@pytest.mark.parametrize("ttl", ["", "keep", "3600"])
+def test_the_watch_twin_reads_the_keep_arguments_as_the_script_does(archive: Archive, expected: Expected, ttl: str) -> None:
+    """The one argument the script reads the write's plan (kind, length, blob, mode, retention, listed, TTL)
+    and records from reads back, for the WATCH twin, as the archive and the check it was packed from; a save
+    that keeps history sends as many arguments as a compare-and-set (value, revision, TTL), drops aside."""
     data = b'{"a":1}'
-    args = keep_args(data, expected, "keep", archive)
-    assert len(args) == 5 + len(archive.drop)  # the value, the check, the TTL, the plan, the records, the drops
-    assert keep_plan(args) == (data, ("revision", expected.revision, None), archive)
+    args = keep_args(data, expected, ttl, archive)
+    assert len(args) == 3 + len(archive.drop)  # the value, the check, the plan and records, the drops
+    assert args[2].split(b"\n", 1)[0].endswith(b" " + ttl.encode())  # the plan's last word, as the script reads it
+    check = ("revision", expected.revision, None) if not expected.only_base else ("base", token_mark("tok"), 140)
+    assert keep_plan(args) == (data, check, archive)
 
 
 def test_a_head_record_is_written_alike_from_its_index_and_from_the_revision() -> None:

@@ -92,8 +92,10 @@ its blob with (read with those cut off, when the retention cuts). :func:`._histo
 KEEP = Script(MINE + FENCE + SAVE + REVISION + _BESIDE + f"""
 local refused = fence(KEYS[3], ARGV[#ARGV - 3])
 if refused then return refused end
-local kind, length, keep_as, mode, keep, listed = string.match(ARGV[4], '^(%a+) (%d*) (%S*) (%a*) (%d*) (%d*)$')
-if not kind then return redis.error_reply('statekit: malformed history plan') end
+local newline = string.find(ARGV[3], '\\n', 1, true) or 0
+local kind, length, keep_as, mode, keep, listed, ttl =
+  string.match(string.sub(ARGV[3], 1, newline - 1), '^(%a+) (%d*) (%S*) (%a*) (%d*) (%d*) (%w*)$')
+if newline == 0 or not kind then return redis.error_reply('statekit: malformed history plan') end
 local current = redis.call('GET', KEYS[1])
 if kind == 'base' then
   if not current or #current ~= tonumber(length) then return 0 end
@@ -103,21 +105,21 @@ else
   if current then revision = revision_of(current) end
   if revision ~= ARGV[2] then return 0 end
 end
-save(ARGV[1], ARGV[3])
+save(ARGV[1], ttl)
 if current and keep_as ~= '' then redis.call('HSETNX', KEYS[4], keep_as, current) end
-for index = 6, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
-if mode ~= '' then beside(mode, ARGV[5], keep, listed) end
+for index = 4, #ARGV - 4 do redis.call('HDEL', KEYS[4], ARGV[index]) end
+if mode ~= '' then beside(mode, string.sub(ARGV[3], newline + 1), keep, listed) end
 stamp()
 return 1
 """)
-"""``COMPARE_AND_SET`` keeping the old value: write ARGV[1] (ARGV[3]: TTL, '' or 'keep') if the stored value is
-still the one expected, as ARGV[4] (the plan: six words, one space between each, see :func:`keep_args`) says:
-its kind 'revision': the stored value's SHA-1 is ARGV[2] ('' = no value); 'base': its head holds ARGV[2] (the
-document's token) and its length is the plan's second word. Then the old value (if any) becomes the field of
-KEYS[4] the third word names (none when it is empty), the fields ARGV[6..] are removed, and, unless the fourth
-word is empty, the kept records change (``beside(mode, ARGV[5], keep, listed)``: the fourth to sixth words,
-KEYS[5]); both expire with the value. Then the lease token and the write id, as in ``COMPARE_AND_SET``; it
-answers as that one does."""
+"""``COMPARE_AND_SET`` keeping the old value: write ARGV[1] if the stored value is still the one expected, as
+ARGV[3] says. Its first line is the plan (seven words, one space between each, see :func:`keep_args`), the rest
+the records. The plan's kind 'revision': the stored value's SHA-1 is ARGV[2] ('' = no value); 'base': its head
+holds ARGV[2] (the document's token) and its length is the second word. The seventh word is the TTL ('' or
+'keep': the key's own). Then the old value (if any) becomes the field of KEYS[4] the third word names (none when
+it is empty), the fields ARGV[4..] are removed, and, unless the fourth word is empty, the kept records change
+(``beside(mode, records, keep, listed)``: the fourth to sixth words, KEYS[5]); both expire with the value. Then
+the lease token and the write id, as in ``COMPARE_AND_SET``; it answers as that one does."""
 
 PUT = Script(FENCE + ALIGN + """
 local refused = fence(KEYS[2], ARGV[3])
@@ -152,30 +154,34 @@ def records_key(name: str, cluster: bool) -> str:
 
 def keep_args(data: bytes, expected: Expected, ttl: str, archive: Archive) -> tuple[Any, ...]:
     """:data:`KEEP`'s arguments before the lease token and the write id (``ttl``: the scripts' TTL argument):
-    one tuple, held while the write waits. What the script does besides the value goes in one argument, the
-    plan (its kind, the base's length, the blob the old value becomes, the records' mode, retention and
-    listed count, one space between each: every word a name or a number): each argument costs a length
-    line to pack and a string for the script to make."""
+    one tuple, held while the write waits. The new value, the check, then, in one argument, the plan and the
+    records: the plan's line says what the script does besides the value (its kind, the base's length, the
+    blob the old value becomes, the records' mode, retention and listed count, and the TTL, one space between
+    each: every word a name or a number), the records follow it. A save that keeps history then sends as many
+    arguments as one that does not: each costs a length line to pack and a string for the script to make."""
     index, keep_as = archive.index, archive.keep_as or ""
     if index is None:
-        records, changes = b"", ""
+        records, changes = b"", "  "
     else:
-        keep, listed = ("" if count is None else count for count in (index.keep, index.listed))
+        keep, listed = "" if index.keep is None else index.keep, "" if index.listed is None else index.listed
         records, changes = index.records, f"{'set' if index.replace else 'add'} {keep} {listed}"
     if expected.only_base:
         base = expected.base
         assert base is not None
-        plan = f"base {base.doc_len + base.log_len} {keep_as} {changes or '  '}"
-        return (data, token_mark(base.token), ttl, plan, records, *archive.drop)
-    return (data, expected.revision, ttl, f"revision  {keep_as} {changes or '  '}", records, *archive.drop)
+        check, plan = token_mark(base.token), f"base {base.doc_len + base.log_len} {keep_as} {changes} {ttl}\n"
+    else:
+        check, plan = expected.revision, f"revision  {keep_as} {changes} {ttl}\n"
+    return (data, check, plan.encode() + records, *archive.drop)
 
 
 def keep_plan(args: tuple[Any, ...]) -> tuple[bytes, tuple[str, str, int | None], Archive]:
     """:data:`KEEP`'s arguments (before the lease token and the write id) read back as the script reads them:
     the new value; the check (the kind, the revision or the token's mark, the base's length); the archive
-    (for its ``WATCH`` twin, which therefore holds nothing of its own while the write waits)."""
-    data, check, _, plan, records, *drop = args
-    kind, length, keep_as, mode, keep, listed = plan.split(" ")
+    (for its ``WATCH`` twin, which therefore holds nothing of its own while the write waits; it takes the
+    TTL from the session, as the script's caller does)."""
+    data, check, planned, *drop = args
+    plan, _, records = planned.partition(b"\n")
+    kind, length, keep_as, mode, keep, listed, _ttl = plan.decode().split(" ")
     index = None
     if mode:
         index = IndexChange(records, mode == "set", int(keep) if keep else None, int(listed) if listed else None)
