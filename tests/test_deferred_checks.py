@@ -261,3 +261,81 @@ def test_appended_items_are_checked_by_the_census_too(tmp_path: Path, saved_firs
     loaded = Journal()
     session.load("j", journal=loaded)
     assert loaded.notes == journal.notes
+
+
+@stateful
+class Entry:
+    text: str
+    blocks: str | list[dict[str, Any]]
+    meta: dict[str, Any] | None
+    anything: Any
+
+
+@stateful
+class Entries(StateModule):
+    items: list[Entry] = state_field(factory=list)
+
+
+def _entries() -> Entries:
+    return Entries(
+        items=[
+            Entry("a", "plain", None, None),
+            Entry("b", [{"t": "x", "in": {"q": [1, 2.5]}}], {"turn": 1}, [1, "2"]),
+            Entry("c", [], {}, {"k": {"deep": [None]}}),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "bad"),
+    [
+        ("meta", {"x": math.nan}),
+        ("blocks", [{"t": (1, 2)}]),
+        ("blocks", [{"t": "ok"}, "not a block"]),
+        ("blocks", ({"t": "a tuple"},)),
+        ("anything", {1: "int key"}),
+        ("anything", Color.RED),
+        ("meta", Text("x")),
+    ],
+    ids=repr,
+)
+def test_a_list_of_records_sends_its_values_to_the_census_as_one_record_at_a_time_would(where: str, bad: Any) -> None:
+    """A list of records dumps in one generated loop that gives the values under ``Any`` to the census
+    itself (no call of their checker each): the same bytes when all is well, and the same first problem,
+    named at the item, as checking value by value when one is not JSON data."""
+    entries = _entries()
+    modules = {"e": entries}
+    with mock.patch.object(SEAM, "deferring", False):
+        good_at_once = _problems(lambda: dump_many(modules, live=True))
+    assert good_at_once == ("ok", JSON.dumps({"e": entries.state_dict()}))
+    assert _problems(lambda: dump_many(modules, live=True)) == good_at_once
+    setattr(entries.items[1], where, bad)
+    with mock.patch.object(SEAM, "deferring", False):
+        at_once = _problems(lambda: dump_many(modules, live=True))
+    assert at_once[0] == "error" and at_once[1][0].startswith(f"e.items[1].{where}")
+    assert _problems(lambda: dump_many(modules, live=True)) == at_once
+
+
+def test_a_list_of_records_checks_its_values_in_the_thread_that_dumps_it() -> None:
+    """The loop looks up the census of the save running in its own thread: a bad item is refused there
+    while a good one saves in another thread."""
+    bad, good = _entries(), _entries()
+    bad.items[2].meta = {"x": math.inf}
+    outcomes: dict[str, str] = {}
+    barrier = threading.Barrier(2)
+
+    def run(name: str, module: Entries) -> None:
+        barrier.wait(5)
+        try:
+            for _ in range(200):
+                dump_many({name: module}, live=True)
+            outcomes[name] = "ok"
+        except StateDumpError as err:
+            outcomes[name] = str(err.problems[0])
+
+    threads = [threading.Thread(target=run, args=item) for item in [("bad", bad), ("good", good)]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes == {"bad": "bad.items[2].meta.x: inf (not a finite number) is not JSON data", "good": "ok"}

@@ -72,6 +72,12 @@ def defer(value: Any) -> Any:
     return value
 
 
+def deferral() -> Callable[[Any], object]:
+    """What :func:`defer` sends a value to in this thread now (:func:`check_any`, or the census's
+    ``append``): a generated dump of a list of records looks it up once for all its values."""
+    return _deferral.add
+
+
 def checks_deferred(build: Callable[[], T]) -> T:
     """Run ``build`` (a live dump) with the checks of values under ``Any`` deferred to one census.
 
@@ -150,4 +156,4 @@ def _finite_floats(level: list[Any]) -> bool:
     return all(map(math.isfinite, compress(level, map(operator.is_, map(type, level), repeat(float)))))
 
 
-__all__ = ["all_json", "check_any", "checks_deferred", "defer"]
+__all__ = ["all_json", "check_any", "checks_deferred", "defer", "deferral"]

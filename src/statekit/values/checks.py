@@ -110,7 +110,7 @@ def checks_in_place(tp: Any) -> bool:
     return plain_union(tp) and not _converts(tp)
 
 
-def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool) -> list[str]:
+def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool, add: str | None = None) -> list[str]:
     """Generated lines checking ``var`` in place: plain kinds pass, another member's
     checker runs, any other kind raises (``KeyError``).
 
@@ -119,6 +119,10 @@ def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool) 
         var: The variable of the generated code that holds the value.
         names: The generated code's globals; the member tables are added to it.
         fresh: The value comes straight from the JSON decoder (``Any`` is not walked).
+        add: A local of the generated code holding :func:`~statekit.values.census.deferral`:
+            the members :func:`~statekit.values.census.defer` would check (JSON data under
+            ``Any``, and lists of it whose items' kinds match) are given to it inline,
+            without a call of their checker each.
 
     Returns:
         The lines, indented for the body of a generated function.
@@ -127,7 +131,36 @@ def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool) 
     members = union_members(tp, fresh=fresh)
     names[f"__p_{var}"] = frozenset(kind for kind, check in members.items() if check is None)
     names[f"__m_{var}"] = {kind: check for kind, check in members.items() if check is not None}
-    return [f"    if type({var}) not in __p_{var}:", f"        __m_{var}[type({var})]({var})"]
+    dispatch = f"__m_{var}[type({var})]({var})"
+    tests = [] if add is None or fresh else _deferred_tests(tp, var, names)
+    if not tests:
+        return [f"    if type({var}) not in __p_{var}:", f"        {dispatch}"]
+    return [
+        f"    if type({var}) not in __p_{var}:",
+        f"        if {' or '.join(tests)}:",
+        f"            {add}({var})",
+        "        else:",
+        f"            {dispatch}",
+    ]
+
+
+def _deferred_tests(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
+    """The tests of the members of ``tp`` whose checker (see :func:`_member_checker`) defers the whole value:
+    a kind walked as JSON data (its checker is the deferral), or a list of one (:func:`_list_of`: the
+    items' kinds checked first, in C). A value that fails them goes to its member's checker, which
+    refuses it as before."""
+    tests: list[str] = []
+    walked = frozenset(kind for kind in map(_walked_kind, typing.get_args(tp)) if kind is not None)
+    if walked:
+        names[f"__d_{var}"] = walked
+        tests.append(f"type({var}) in __d_{var}")
+    for member in typing.get_args(tp):
+        if typing.get_origin(member) is list and _walked_kind(member) is None:
+            item = _walked_kind(typing.get_args(member)[0])
+            if item is not None:  # list[dict[str, Any]], list[dict], list[list]...: _list_of(item, defer)
+                names[f"__l_{var}"] = frozenset((item,))
+                tests.append(f"(type({var}) is list and __l_{var}.issuperset(map(type, {var})))")
+    return tests
 
 
 def _member_checker(tp: Any, any_check: Copier) -> Copier | None:

@@ -8,6 +8,9 @@ make every mode:
   cattrs' job, with scalars checked and JSON unions dispatched inline (copied,
   or checked in place under the converter a session save encodes with).
   Every other field keeps the converter's own hook.
+- :data:`Mode.DUMP_LIST`, ``unstructure_list(value)`` for a list of records: the
+  same lines in one loop, and the values under ``Any`` that a save defers to its
+  census given to the deferral looked up once for the list, not one call each.
 - :data:`Mode.LOAD`, ``structure(o)`` for well-formed data: builds the record
   without tracking paths and raises at the first surprise; the caller then
   runs cattrs' detailed hook (:func:`load_hook`), which either succeeds (a
@@ -32,6 +35,7 @@ from typing import Any
 import cattrs
 
 from statekit.values.annotations import type_hints
+from statekit.values.census import defer, deferral
 from statekit.values.checks import fast_checker, union_check_lines
 from statekit.values.class_cache import MISSING, TypeCache
 from statekit.values.codegen import compile_function
@@ -50,6 +54,7 @@ class Mode(enum.Enum):
     """What a generated function of a record does."""
 
     DUMP = "unstructure(o): a live record to plain data"
+    DUMP_LIST = "unstructure_list(value): a list of live records to plain data, in one loop"
     LOAD = "structure(o): plain data to a record, JSON values copied"
     FRESH = "structure(o): data fresh from the decoder to a record, JSON values checked in place"
 
@@ -132,28 +137,42 @@ def generate(cls: type, conv: cattrs.Converter, mode: Mode) -> Fast:
     names: dict[str, Any] = {"__cl": cls}
     body = _head(record, mode, names)
     values: list[str] = []  # a dump's items; a load's arguments, one per field
+    dumping, add = mode in (Mode.DUMP, Mode.DUMP_LIST), "__add" if mode is Mode.DUMP_LIST else None
     for index, field in enumerate(record.fields):
         if not field.init:
             continue  # cattrs leaves init=False out of a dump too (a load never gets here)
         var, tp = f"a{index}", hints.get(field.name, Any)
-        if mode is Mode.DUMP:
+        if dumping:
             body.append(f"    {var} = o.{field.name}")
-            body.extend(_dump_lines(tp, var, names, conv))
+            body.extend(_dump_lines(tp, var, names, conv, add))
             values.append(f"{field.name!r}: {var}")
         else:
             body.append(f"    {var} = o[{field.name!r}]")
             body.extend(_load_lines(tp, var, names, conv, mode is Mode.FRESH))
             values.append(var)
+    where = f"{cls.__module__}.{cls.__qualname__}"
     if mode is Mode.DUMP:
         body.append(f"    return {{{', '.join(values)}}}")
-        return compile_function("unstructure(o)", body, names, f"unstructure {cls.__module__}.{cls.__qualname__}")
+        return compile_function("unstructure(o)", body, names, f"unstructure {where}")
+    if mode is Mode.DUMP_LIST:
+        return compile_function("unstructure_list(value)", _looped(body, values, names), names, f"unstructure list {where}")
     body.append(f"    return {record.call('__cl', values)}")
-    return compile_function("structure(o)", body, names, f"fast structure {cls.__module__}.{cls.__qualname__}")
+    return compile_function("structure(o)", body, names, f"fast structure {where}")
+
+
+def _looped(body: list[str], values: list[str], names: dict[str, Any]) -> list[str]:
+    """A record's dump lines (over ``o``) as the loop of :data:`Mode.DUMP_LIST` over ``value``."""
+    head = ["    __out = []", "    __append = __out.append"]
+    if any("__add(" in line for line in body):  # the values under Any go to the deferral of the save running
+        names["__deferral"] = deferral
+        head.insert(0, "    __add = __deferral()")
+    loop = [f"    {line}" for line in body]
+    return [*head, "    for o in value:", *loop, f"        __append({{{', '.join(values)}}})", "    return __out"]
 
 
 def _head(record: RecordShape, mode: Mode, names: dict[str, Any]) -> list[str]:
     """A dump refuses another class; a load bails on anything but a dict of exactly the fields (and the current version)."""
-    if mode is Mode.DUMP:
+    if mode in (Mode.DUMP, Mode.DUMP_LIST):
         names["__wrong"] = wrong_record(names["__cl"])
         return ["    if type(o) is not __cl:", "        __wrong(o)"]
     names.update({"__Bail": Bail, "__copy": copy_any, "__version": record.version})
@@ -166,7 +185,8 @@ def _head(record: RecordShape, mode: Mode, names: dict[str, Any]) -> list[str]:
     return [f"    if type(o) is not dict or {test}:", "        raise __Bail"]
 
 
-def _dump_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter) -> list[str]:
+def _dump_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter, add: str | None) -> list[str]:
+    """The dump of ``var`` (of ``tp``); ``add``: the local holding the census's deferral (:data:`Mode.DUMP_LIST`)."""
     how, kind = dump_of(tp, conv)
     if how is Dump.IDENTITY:
         return []
@@ -176,8 +196,11 @@ def _dump_lines(tp: Any, var: str, names: dict[str, Any], conv: cattrs.Converter
     if how is Dump.UNION_COPY:
         return union_copy_lines(tp, var, names)
     if how is Dump.UNION_CHECK:
-        return union_check_lines(tp, var, names, fresh=False)
-    names[f"__h_{var}"] = conv.get_unstructure_hook(tp)
+        return union_check_lines(tp, var, names, fresh=False, add=add)
+    hook = conv.get_unstructure_hook(tp)
+    if add is not None and hook is defer:  # a value under Any, checked in the save's census: given as it is
+        return [f"    {add}({var})"]
+    names[f"__h_{var}"] = hook
     return [f"    {var} = __h_{var}({var})"]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import types
 import typing
+import weakref
 from typing import Any
 
 import attrs
@@ -21,7 +22,7 @@ from statekit.values.compile import Mode, generate
 from statekit.values.fields import field_codec
 from statekit.values.plain import copy_any, copy_loose, with_article
 from statekit.values.refusals import exactly, refusal
-from statekit.values.types import record_shape
+from statekit.values.types import Dump, Role, dump_of, made, record_shape
 from statekit.values.versions import versioned_structure, versioned_unstructure
 from statekit.errors import StateDefinitionError
 
@@ -96,9 +97,17 @@ def _is_record_list(tp: Any) -> bool:
 
 
 def _record_list_unstructure(tp: Any, conv: cattrs.Converter) -> Hook:
-    """A list comprehension (cattrs builds a list from a generator: slower per item)."""
-    item = conv.get_unstructure_hook(typing.get_args(tp)[0])
-
+    """The items' generated dump in one loop (:data:`~statekit.values.compile.Mode.DUMP_LIST`) when
+    statekit generates it; else a list comprehension over their hook (cattrs builds a list from a
+    generator: slower per item)."""
+    cls = typing.get_args(tp)[0]
+    item = conv.get_unstructure_hook(cls)  # (refuses a module with secrets; a recursive one is late-bound)
+    if cls not in _generating and dump_of(cls, conv)[0] is Dump.RECORD:  # (not a user's hook, nor versioned)
+        _generating.add(cls)  # its fields' hooks are looked up again: a list of it among them is not looped
+        try:
+            return exact_container(tp, generate(cls, conv, Mode.DUMP_LIST))
+        finally:
+            _generating.discard(cls)
     return exact_container(tp, lambda value: [item(v) for v in value])
 
 
@@ -137,7 +146,7 @@ def _record_unstructure(tp: type, conv: cattrs.Converter) -> Hook:
     if hints is None or any(field.name not in hints for field in attrs.fields(tp)):
         # a name not defined yet, or an untyped attr.ib(): cattrs dumps it by the class of its value
         return exactly(tp, make_dict_unstructure_fn(tp, conv))
-    return generate(tp, conv, Mode.DUMP)  # checks the class itself
+    return made(generate(tp, conv, Mode.DUMP), Role.DUMPS, weakref.ref(tp))  # checks the class itself
 
 
 def _late_unstructure(conv: cattrs.Converter, tp: Any) -> Hook:

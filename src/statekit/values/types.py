@@ -51,6 +51,7 @@ class Role(enum.Enum):
     COPIES = "copies values of a JSON type (the type it was made for)"
     CHECKS = "checks values of a JSON union in place (the union it was made for)"
     PASSES = "passes values of exactly one scalar class (the class), refusing others"
+    DUMPS = "statekit's generated dump of a record class (a weak reference to it: the hook lives as long as the class)"
 
 
 _made: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Role, Any]] = weakref.WeakKeyDictionary()
@@ -99,6 +100,7 @@ class Dump(enum.Enum):
     SCALAR = "its class checked inline (Shape.dump_kind)"
     UNION_COPY = "a JSON union dispatched inline to its members' copiers"
     UNION_CHECK = "a JSON union dispatched inline to its members' in-place checkers"
+    RECORD = "statekit's generated record dump (a list of records repeats its lines in one loop)"
     HOOK = "the converter's hook"
 
 
@@ -255,6 +257,8 @@ def _dump(tp: Any, hook: Any) -> tuple[Dump, Any]:
         return Dump.UNION_COPY, None
     if role is Role.CHECKS and made_for == tp:
         return Dump.UNION_CHECK, None
+    if role is Role.DUMPS and made_for() is tp:
+        return Dump.RECORD, None
     return Dump.HOOK, None
 
 
