@@ -103,13 +103,13 @@ async def plan(
             except DocumentError:
                 held = ()  # a damaged head (only overwrite=True writes over one): kept as it was
             old = Revision(expected.revision, None, None, size, held)
-        elif backend.blobs.beside:  # the replaced head's record is written straight from its index
+        elif blobs.beside:  # the replaced head's record is written straight from its index
             old = (expected.revision, size)
         else:
             old = head.head(expected.revision, size)
             if _in_head(head):
                 head = msgspec.structs.replace(head, entries=tuple(map(partial(_in_blob, expected.revision), head.entries)))
-    if backend.blobs.beside:  # the backend keeps the records beside the head: it cuts them, in its own step
+    if blobs.beside:  # the backend keeps the records beside the head: it cuts them, in its own step
         return _beside(backend, key, head, old, (retention, modules, forked_from)), expected
     assert not isinstance(old, tuple)
     kept: tuple[Entry, ...] = () if old is None else (old, *(head.entries if head is not None else ()))
@@ -189,7 +189,7 @@ def _beside(
     )
     if head is None or head.beside is None:  # the index holds none of this head's records yet: replaced
         change = IndexChange(records, replace=True, keep=retention)
-    elif not head.entries or head.keep is None:  # it lists every record stored (its retention cut them)
+    elif head.keep is None:  # it lists every record stored (a head listing none went to _over_index)
         change = IndexChange(records, replace=False, keep=retention)
     else:  # the stored records past what the head lists (its delta lines pushed them out) go too
         in_head = sum(isinstance(entry, Located) for entry in head.entries)  # (the rest is not read)

@@ -10,6 +10,7 @@ bare error; the caller then runs the copying hook, which names every problem.
 from __future__ import annotations
 
 import typing
+import weakref
 from typing import Any
 
 from statekit.values.census import check_any, defer
@@ -132,7 +133,7 @@ def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool, 
     names[f"__p_{var}"] = frozenset(kind for kind, check in members.items() if check is None)
     names[f"__m_{var}"] = {kind: check for kind, check in members.items() if check is not None}
     dispatch = f"__m_{var}[type({var})]({var})"
-    tests = [] if add is None or fresh else _deferred_tests(tp, var, names)
+    tests = [] if add is None or fresh else _deferred_tests(names[f"__m_{var}"], var, names)
     if not tests:
         return [f"    if type({var}) not in __p_{var}:", f"        {dispatch}"]
     return [
@@ -144,22 +145,20 @@ def union_check_lines(tp: Any, var: str, names: dict[str, Any], *, fresh: bool, 
     ]
 
 
-def _deferred_tests(tp: Any, var: str, names: dict[str, Any]) -> list[str]:
-    """The tests of the members of ``tp`` whose checker (see :func:`_member_checker`) defers the whole value:
-    a kind walked as JSON data (its checker is the deferral), or a list of one (:func:`_list_of`: the
-    items' kinds checked first, in C). A value that fails them goes to its member's checker, which
-    refuses it as before."""
+def _deferred_tests(members: dict[object, Copier], var: str, names: dict[str, Any]) -> list[str]:
+    """The tests of the union's member checkers (by kind) that defer the whole value: the deferral itself (a
+    kind walked as JSON data), or a :func:`_list_of` one (the items' kinds checked first, in C). A value
+    that fails them goes to its member's checker, which refuses it as before."""
     tests: list[str] = []
-    walked = frozenset(kind for kind in map(_walked_kind, typing.get_args(tp)) if kind is not None)
+    walked = frozenset(kind for kind, check in members.items() if check is defer)
     if walked:
         names[f"__d_{var}"] = walked
         tests.append(f"type({var}) in __d_{var}")
-    for member in typing.get_args(tp):
-        if typing.get_origin(member) is list and _walked_kind(member) is None:
-            item = _walked_kind(typing.get_args(member)[0])
-            if item is not None:  # list[dict[str, Any]], list[dict], list[list]...: _list_of(item, defer)
-                names[f"__l_{var}"] = frozenset((item,))
-                tests.append(f"(type({var}) is list and __l_{var}.issuperset(map(type, {var})))")
+    on_lists = members.get(list)
+    listed = None if on_lists is None else _LISTS_OF.get(on_lists)
+    if listed is not None and listed[1] is defer:
+        names[f"__l_{var}"] = listed[0]
+        tests.append(f"(type({var}) is list and __l_{var}.issuperset(map(type, {var})))")
     return tests
 
 
@@ -179,7 +178,12 @@ def _list_of(kind: type, any_check: Copier) -> Copier:
             raise BadValue
         return any_check(value)  # the items' kinds are checked: one walk (or deferral) for the whole list
 
+    _LISTS_OF[check] = (only, any_check)
     return check
+
+
+_LISTS_OF: weakref.WeakKeyDictionary[Copier, tuple[frozenset[type], Copier]] = weakref.WeakKeyDictionary()
+"""What each :func:`_list_of` checker accepts and hands its list to (read by :func:`_deferred_tests`)."""
 
 
 def _union_checker(by_kind: dict[object, Copier | None]) -> Copier:

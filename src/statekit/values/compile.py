@@ -162,10 +162,8 @@ def generate(cls: type, conv: cattrs.Converter, mode: Mode) -> Fast:
 
 def _looped(body: list[str], values: list[str], names: dict[str, Any]) -> list[str]:
     """A record's dump lines (over ``o``) as the loop of :data:`Mode.DUMP_LIST` over ``value``."""
-    head = ["    __out = []", "    __append = __out.append"]
-    if any("__add(" in line for line in body):  # the values under Any go to the deferral of the save running
-        names["__deferral"] = deferral
-        head.insert(0, "    __add = __deferral()")
+    names["__deferral"] = deferral  # where the values under Any go, for the save running in this thread
+    head = ["    __add = __deferral()", "    __out = []", "    __append = __out.append"]
     loop = [f"    {line}" for line in body]
     return [*head, "    for o in value:", *loop, f"        __append({{{', '.join(values)}}})", "    return __out"]
 
